@@ -1,0 +1,68 @@
+-- seckill-console: return the stock of one deduction (an order cancelled or unpaid past its
+-- window, an orphaned deduction). Idempotent per request id; never returns more than the
+-- deduction took.
+--
+-- KEYS: the same four keys as deduct.lua (stock, meta, buyers, ledger) of one {A:P}.
+-- ARGV[1] request id of the deduction to return.
+--
+-- Returns the units returned by this call (> 0), or
+--    0 already returned earlier (nothing changes)
+--   -1 stock key missing: nothing is written, because an INCRBY would invent a tiny stock;
+--      preheat or fix rewrites the key from database truth first
+--   -4 bad arguments
+--   -6 the request id is not in the ledger (nothing was deducted for it)
+
+local rid = ARGV[1]
+if rid == nil or rid == '' then
+  return -4
+end
+
+local function int_or_nil(v)
+  if v and #v <= 16 and string.find(v, '^-?%d+$') then
+    return tonumber(v)
+  end
+  return nil
+end
+
+local entry = redis.call('HGET', KEYS[4], rid)
+if not entry then
+  return -6
+end
+local state, qty, ms, first, uid = string.match(entry, '^([dr])|(%d+)|(%d+)|(%d+)|(.*)$')
+if not state then
+  return redis.error_reply('ERR seckill: ledger entry of request ' .. rid .. ' in ' .. KEYS[4] .. ' is corrupt')
+end
+if state == 'r' then
+  return 0
+end
+qty = tonumber(qty)
+
+local raw = redis.call('GET', KEYS[1])
+if not raw then
+  return -1
+end
+if int_or_nil(raw) == nil then
+  return redis.error_reply('ERR seckill: stock in ' .. KEYS[1] .. ' is not an integer')
+end
+local returned = redis.call('HGET', KEYS[2], 'returned')
+if returned and int_or_nil(returned) == nil then
+  return redis.error_reply('ERR seckill: returned in ' .. KEYS[2] .. ' is not an integer')
+end
+local raw_held = redis.call('HGET', KEYS[3], uid)
+local held = 0
+if raw_held then
+  held = int_or_nil(raw_held)
+  if held == nil then
+    return redis.error_reply('ERR seckill: holding of user ' .. uid .. ' in ' .. KEYS[3] .. ' is not an integer')
+  end
+end
+
+redis.call('INCRBY', KEYS[1], qty)
+if held - qty > 0 then
+  redis.call('HSET', KEYS[3], uid, held - qty)
+else
+  redis.call('HDEL', KEYS[3], uid)
+end
+redis.call('HINCRBY', KEYS[2], 'returned', qty)
+redis.call('HSET', KEYS[4], rid, string.format('r|%d|%s|%s|%s', qty, ms, first, uid))
+return qty

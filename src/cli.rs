@@ -1,0 +1,123 @@
+//! The command line: global flags and subcommands (clap derive). Flags are the top layer of the
+//! configuration; see `config`.
+
+use crate::config::{Layer, StringOrList};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// The ops console for flash-sale stock: Redis is the gate, the database is the truth.
+#[derive(Debug, Parser)]
+#[command(name = "seckill-console", version, about, long_about = None)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalFlags,
+
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Flags every command takes (also settable in the config file and as SECKILL_* variables).
+#[derive(Debug, Args, Default, Clone)]
+pub struct GlobalFlags {
+    /// Redis URL: redis://[user:password@]host:port or rediss://... [env: SECKILL_REDIS_URL]
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        conflicts_with = "redis_cluster"
+    )]
+    pub redis: Option<String>,
+
+    /// Seed nodes of a Redis Cluster, comma-separated [env: SECKILL_REDIS_CLUSTER]
+    #[arg(long, global = true, value_name = "URL,URL,...")]
+    pub redis_cluster: Option<String>,
+
+    /// Database URL: sqlite:PATH, postgres://..., mysql://... [env: SECKILL_DATABASE_URL]
+    #[arg(long, global = true, value_name = "URL")]
+    pub db: Option<String>,
+
+    /// Config file (TOML) [env: SECKILL_CONFIG]
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Refuse every write, before anything is sent [env: SECKILL_READ_ONLY]
+    #[arg(long, global = true)]
+    pub read_only: bool,
+
+    /// Print one JSON document on stdout; errors as JSON on stderr [env: SECKILL_JSON]
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Name recorded in the audit table (default: the OS user) [env: SECKILL_ACTOR]
+    #[arg(long, global = true, value_name = "NAME")]
+    pub actor: Option<String>,
+
+    /// Key prefix of the live activity keys (default: seckill) [env: SECKILL_PREFIX]
+    #[arg(long, global = true, value_name = "PREFIX")]
+    pub prefix: Option<String>,
+
+    /// Connect timeout for Redis and the database, in ms (default 2000)
+    #[arg(long, global = true, value_name = "MS")]
+    pub connect_timeout_ms: Option<u64>,
+
+    /// Redis response timeout, in ms (default 1000)
+    #[arg(long, global = true, value_name = "MS")]
+    pub response_timeout_ms: Option<u64>,
+
+    /// Grace window: an unordered deduction younger than this is in flight, older is orphaned (default 60)
+    #[arg(long, global = true, value_name = "SECS")]
+    pub grace_secs: Option<u64>,
+
+    /// PEM file of the CA that signs the Redis servers' certificates (for rediss://)
+    #[arg(long, global = true, value_name = "FILE")]
+    pub redis_ca: Option<PathBuf>,
+}
+
+impl GlobalFlags {
+    /// The flags as the top configuration layer.
+    pub fn layer(&self) -> Layer {
+        Layer {
+            redis: self.redis.clone(),
+            redis_cluster: self.redis_cluster.clone().map(StringOrList::One),
+            db: self.db.clone(),
+            read_only: self.read_only.then_some(true),
+            json: self.json.then_some(true),
+            actor: self.actor.clone(),
+            prefix: self.prefix.clone(),
+            connect_timeout_ms: self.connect_timeout_ms,
+            response_timeout_ms: self.response_timeout_ms,
+            grace_secs: self.grace_secs,
+            redis_ca: self.redis_ca.clone(),
+            ..Layer::default()
+        }
+    }
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Apply the migrations of the configured database
+    Migrate,
+    /// Check that Redis (every node, scripts loaded) and the database (schema) answer
+    Ping,
+    /// Activities and products: import from a TOML file, list, show
+    #[command(subcommand)]
+    Activity(ActivityCommand),
+}
+
+/// `activity ...`
+#[derive(Debug, Subcommand)]
+pub enum ActivityCommand {
+    /// Import an activity and its products from a TOML file (one transaction)
+    Import {
+        /// The TOML file
+        file: PathBuf,
+    },
+    /// List activities
+    List,
+    /// Show one activity and its products
+    Show {
+        /// Activity id
+        activity: String,
+    },
+}

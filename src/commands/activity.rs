@@ -1,0 +1,166 @@
+//! `activity import | list | show`.
+
+use super::{Ctx, Outcome, table};
+use crate::cli::ActivityCommand;
+use crate::db::activity as store;
+use crate::domain::ActivityId;
+use crate::domain::import::parse_activity_file;
+use crate::error::{Error, Result};
+use serde_json::json;
+
+/// The largest import file accepted (a million products is about 80 MB of TOML).
+const MAX_IMPORT_BYTES: u64 = 256 * 1024 * 1024;
+
+pub async fn run(ctx: &Ctx, cmd: ActivityCommand) -> Result<Outcome> {
+    match cmd {
+        ActivityCommand::Import { file } => import(ctx, &file).await,
+        ActivityCommand::List => list(ctx).await,
+        ActivityCommand::Show { activity } => show(ctx, &activity).await,
+    }
+}
+
+async fn import(ctx: &Ctx, file: &std::path::Path) -> Result<Outcome> {
+    let shown = file.display().to_string();
+    // The file is read and validated in full before the database is opened: a bad file writes
+    // nothing and needs no database.
+    let meta = std::fs::metadata(file)
+        .map_err(|e| Error::bad_input(format!("file '{shown}' cannot be read: {e}")))?;
+    if meta.len() > MAX_IMPORT_BYTES {
+        return Err(Error::bad_input(format!(
+            "file '{shown}' is {} bytes; the limit is {MAX_IMPORT_BYTES}",
+            meta.len()
+        )));
+    }
+    let bytes = std::fs::read(file)
+        .map_err(|e| Error::bad_input(format!("file '{shown}' cannot be read: {e}")))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        Error::bad_input(format!(
+            "file '{shown}' is not UTF-8 text (byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
+    let def = parse_activity_file(&shown, &text)?;
+    if ctx.config.read_only {
+        return Err(Error::refused(
+            "read-only mode: refused to import an activity; run without --read-only",
+        ));
+    }
+    let db = ctx.db().await?;
+    let report = store::import(&db, &def, &ctx.config.actor, &shown).await?;
+    db.close().await;
+    let text = format!(
+        "activity {} {}: {} products created, {} updated, {} unchanged{}\n",
+        report.activity,
+        if report.activity_created {
+            "created"
+        } else {
+            "updated"
+        },
+        report.products_created,
+        report.products_updated,
+        report.products_unchanged,
+        if report.products_not_in_file.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; {} products in the database are not in the file and were kept",
+                report.products_not_in_file.len()
+            )
+        }
+    );
+    Outcome::ok(&report, text)
+}
+
+async fn list(ctx: &Ctx) -> Result<Outcome> {
+    let db = ctx.db().await?;
+    let rows = store::list(&db).await?;
+    db.close().await;
+    let now = chrono::Utc::now();
+    let text = if rows.is_empty() {
+        "no activities: import one with `seckill-console activity import FILE`\n".to_string()
+    } else {
+        table::render(
+            &[
+                "activity",
+                "name",
+                "starts_at",
+                "ends_at",
+                "status",
+                "phase",
+                "products",
+                "stock",
+            ],
+            &rows
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.activity.activity_id.to_string(),
+                        r.activity.name.clone(),
+                        r.activity.starts_at.to_rfc3339(),
+                        r.activity.ends_at.to_rfc3339(),
+                        r.activity.status.clone(),
+                        format!("{:?}", r.activity.phase(now)).to_lowercase(),
+                        r.products.to_string(),
+                        r.total_stock.to_string(),
+                    ]
+                })
+                .collect::<Vec<_>>(),
+        )
+    };
+    let doc = json!({
+        "activities": rows.iter().map(|r| {
+            let mut v = serde_json::to_value(r).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.insert("phase".into(), serde_json::to_value(r.activity.phase(now)).unwrap_or_default());
+            }
+            v
+        }).collect::<Vec<_>>()
+    });
+    Outcome::ok(&doc, text)
+}
+
+async fn show(ctx: &Ctx, id: &str) -> Result<Outcome> {
+    let id = ActivityId::parse(id)?;
+    let db = ctx.db().await?;
+    let activity = store::require(&db, &id).await?;
+    let products = store::products(&db, &id).await?;
+    db.close().await;
+    let total: i64 = products.iter().map(|p| p.initial_stock).sum();
+    let now = chrono::Utc::now();
+    let mut text = format!(
+        "activity {} ({})\nwindow   {} .. {} ({:?})\nstatus   {}\nproducts {}, total stock {}\n\n",
+        activity.activity_id,
+        activity.name,
+        activity.starts_at.to_rfc3339(),
+        activity.ends_at.to_rfc3339(),
+        activity.phase(now),
+        activity.status,
+        products.len(),
+        total
+    );
+    text.push_str(&table::render(
+        &["product", "name", "stock", "per_user_limit"],
+        &products
+            .iter()
+            .map(|p| {
+                vec![
+                    p.product_id.to_string(),
+                    p.name.clone(),
+                    p.initial_stock.to_string(),
+                    p.per_user_limit.to_string(),
+                ]
+            })
+            .collect::<Vec<_>>(),
+    ));
+    let doc = json!({
+        "activity": activity.activity_id,
+        "name": activity.name,
+        "starts_at": activity.starts_at,
+        "ends_at": activity.ends_at,
+        "status": activity.status,
+        "phase": activity.phase(now),
+        "total_stock": total,
+        "products": products,
+    });
+    Outcome::ok(&doc, text)
+}

@@ -1,0 +1,193 @@
+//! The headless commands: each calls the `ops` / `db` use case and renders its result as text or
+//! as one JSON document, with the contract's exit codes.
+
+pub mod activity;
+pub mod ping;
+pub mod table;
+
+use crate::cli::{Cli, Command};
+use crate::config::{self, Config, Layer};
+use crate::db::{Db, DbOptions, migrate};
+use crate::error::{Error, Result};
+use crate::redis::{RedisSettings, RedisStore};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// What a command produced: the JSON document, the text for humans, and the exit code (a
+/// no-go report is a document *and* exit 4).
+pub struct Outcome {
+    pub doc: serde_json::Value,
+    pub text: String,
+    pub code: i32,
+}
+
+impl Outcome {
+    /// A successful result.
+    pub fn ok<T: Serialize>(doc: &T, text: String) -> Result<Self> {
+        Self::with_code(doc, text, 0)
+    }
+
+    pub fn with_code<T: Serialize>(doc: &T, text: String, code: i32) -> Result<Self> {
+        let doc = serde_json::to_value(doc)
+            .map_err(|e| Error::internal(format!("cannot encode the result as JSON: {e}")))?;
+        Ok(Outcome { doc, text, code })
+    }
+}
+
+/// Everything a command needs to open its connections.
+pub struct Ctx {
+    pub config: Config,
+}
+
+impl Ctx {
+    /// Opens the database. The embedded SQLite default is migrated on first use (unless
+    /// read-only); a shared PostgreSQL or MySQL database must be migrated explicitly.
+    pub async fn db(&self) -> Result<Db> {
+        let c = &self.config;
+        if c.db_is_default
+            && let Some(dir) = config::default_db_path().parent()
+        {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Error::unavailable(format!(
+                    "cannot create the data directory '{}': {e}",
+                    dir.display()
+                ))
+            })?;
+        }
+        let db = self.db_unchecked().await?;
+        if db.backend() == crate::db::Backend::Sqlite && !c.read_only {
+            migrate::migrate(&db).await?;
+        } else {
+            migrate::ensure_schema(&db).await?;
+        }
+        Ok(db)
+    }
+
+    /// Opens the database without touching the schema (for `migrate`).
+    pub async fn db_unchecked(&self) -> Result<Db> {
+        let c = &self.config;
+        Db::connect(
+            &c.db,
+            &DbOptions {
+                connect_timeout: c.connect_timeout,
+                read_only: c.read_only,
+                ..DbOptions::default()
+            },
+        )
+        .await
+    }
+
+    /// Connects to Redis (a single server or a cluster).
+    pub async fn redis(&self) -> Result<RedisStore> {
+        let c = &self.config;
+        let tls_ca = match &c.redis_ca {
+            Some(path) => Some(std::fs::read(path).map_err(|e| {
+                Error::bad_input(format!(
+                    "Redis CA file '{}' cannot be read: {e}",
+                    path.display()
+                ))
+            })?),
+            None => None,
+        };
+        RedisStore::connect(RedisSettings {
+            target: c.redis.clone(),
+            connect_timeout: c.connect_timeout,
+            response_timeout: c.response_timeout,
+            tls_ca,
+            read_only: c.read_only,
+        })
+        .await
+    }
+}
+
+/// Builds the configuration from the file, the environment and the flags.
+pub fn load_config(cli: &Cli, env: &HashMap<String, String>) -> Result<Config> {
+    let flags = cli.global.layer();
+    let env_layer = config::env_layer(env)?;
+    let file_path = cli.global.config.clone().or_else(|| {
+        env.get("SECKILL_CONFIG")
+            .filter(|v| !v.is_empty())
+            .map(Into::into)
+    });
+    let file = match file_path {
+        Some(p) => config::read_file(&p)?,
+        None => Layer::default(),
+    };
+    config::resolve(&[file, env_layer, flags])
+}
+
+/// Runs the parsed command line; returns the exit code. Output goes to stdout, errors to stderr.
+pub async fn run(cli: Cli, env: HashMap<String, String>) -> i32 {
+    let json_hint = cli.global.json
+        || env
+            .get("SECKILL_JSON")
+            .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on"));
+    let config = match load_config(&cli, &env) {
+        Ok(c) => c,
+        Err(e) => return report_error(&e, json_hint),
+    };
+    let json = config.json;
+    let ctx = Ctx { config };
+    match dispatch(&ctx, cli.command).await {
+        Ok(out) => {
+            if json {
+                match serde_json::to_string_pretty(&out.doc) {
+                    Ok(s) => println!("{s}"),
+                    Err(e) => return report_error(&Error::internal(e.to_string()), true),
+                }
+            } else {
+                print!("{}", out.text);
+            }
+            out.code
+        }
+        Err(e) => report_error(&e, json),
+    }
+}
+
+async fn dispatch(ctx: &Ctx, command: Option<Command>) -> Result<Outcome> {
+    match command {
+        None => Err(Error::bad_input(
+            "the TUI is not built yet: run a subcommand, see `seckill-console --help`",
+        )),
+        Some(Command::Migrate) => migrate_command(ctx).await,
+        Some(Command::Activity(cmd)) => activity::run(ctx, cmd).await,
+        Some(Command::Ping) => ping::run(ctx).await,
+    }
+}
+
+async fn migrate_command(ctx: &Ctx) -> Result<Outcome> {
+    if ctx.config.read_only {
+        return Err(Error::refused(
+            "read-only mode: refused to apply migrations; run without --read-only",
+        ));
+    }
+    if ctx.config.db_is_default
+        && let Some(dir) = config::default_db_path().parent()
+    {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::unavailable(format!("cannot create '{}': {e}", dir.display())))?;
+    }
+    let db = ctx.db_unchecked().await?;
+    let report = migrate::migrate(&db).await?;
+    let text = format!(
+        "{}: schema version {} ({} applied now, {} already applied)\n",
+        report.database,
+        report.version,
+        report.applied.len(),
+        report.already_applied.len()
+    );
+    db.close().await;
+    Outcome::ok(&report, text)
+}
+
+/// Prints an error (one JSON object with `error` and `kind`, or one line) and returns its code.
+pub fn report_error(e: &Error, json: bool) -> i32 {
+    let message = crate::redact::redact_text(&e.message);
+    if json {
+        let doc = serde_json::json!({ "error": message, "kind": e.kind.as_str() });
+        eprintln!("{doc}");
+    } else {
+        eprintln!("error: {message}");
+    }
+    e.kind.exit_code()
+}

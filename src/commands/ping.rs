@@ -1,0 +1,57 @@
+//! `ping`: reachability of Redis (every node, scripts loaded) and of the database (schema).
+
+use super::{Ctx, Outcome, table};
+use crate::error::Result;
+use crate::ops::health;
+use serde_json::json;
+
+pub async fn run(ctx: &Ctx) -> Result<Outcome> {
+    let redis = ctx.redis().await?;
+    let nodes = health::redis_nodes(&redis).await;
+    let db = ctx.db_unchecked().await?;
+    let database = health::database(&db).await;
+    db.close().await;
+    let all_ok = nodes.iter().all(|n| n.ok) && database.schema_current;
+    let mut text = format!("redis    {}\n", redis.label());
+    text.push_str(&table::render(
+        &["node", "role", "ok", "latency_ms", "scripts"],
+        &nodes
+            .iter()
+            .map(|n| {
+                vec![
+                    n.addr.clone(),
+                    format!("{:?}", n.role).to_lowercase(),
+                    if n.ok {
+                        "yes".into()
+                    } else {
+                        format!("no: {}", n.error.clone().unwrap_or_default())
+                    },
+                    n.latency_ms.map(|l| format!("{l:.2}")).unwrap_or_default(),
+                    n.scripts
+                        .iter()
+                        .map(|(s, loaded)| {
+                            format!("{s}:{}", if *loaded { "loaded" } else { "missing" })
+                        })
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                ]
+            })
+            .collect::<Vec<_>>(),
+    ));
+    text.push_str(&format!(
+        "database {} ({:?}): schema {}\n",
+        database.database,
+        database.backend,
+        if database.schema_current {
+            "current".to_string()
+        } else {
+            database.error.clone().unwrap_or_default()
+        }
+    ));
+    let doc = json!({
+        "redis": { "target": redis.label(), "cluster": redis.is_cluster(), "nodes": nodes },
+        "database": database,
+        "ok": all_ok,
+    });
+    Outcome::with_code(&doc, text, if all_ok { 0 } else { 4 })
+}

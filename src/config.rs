@@ -1,0 +1,371 @@
+//! Configuration: defaults < file (`--config`, TOML) < environment (`SECKILL_*`) < flags.
+//! Every layer is validated with errors that name the bad value and where it came from.
+
+use crate::error::{Error, Result};
+use crate::redact::SecretUrl;
+use crate::redis::{KeySpace, RedisTarget};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The environment variables the console reads.
+pub const ENV_VARS: &[&str] = &[
+    "SECKILL_CONFIG",
+    "SECKILL_REDIS_URL",
+    "SECKILL_REDIS_CLUSTER",
+    "SECKILL_DATABASE_URL",
+    "SECKILL_READ_ONLY",
+    "SECKILL_JSON",
+    "SECKILL_ACTOR",
+    "SECKILL_PREFIX",
+    "SECKILL_CONNECT_TIMEOUT_MS",
+    "SECKILL_RESPONSE_TIMEOUT_MS",
+    "SECKILL_GRACE_SECS",
+    "SECKILL_REDIS_CA",
+    "SECKILL_REFRESH_SECS",
+    "SECKILL_COMPENSATION_ALERT_SECS",
+    "SECKILL_OUTBOX_ALERT_SECS",
+];
+
+/// One layer of settings; `None` means "not set here".
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Layer {
+    pub redis: Option<String>,
+    pub redis_cluster: Option<StringOrList>,
+    pub db: Option<String>,
+    pub read_only: Option<bool>,
+    pub json: Option<bool>,
+    pub actor: Option<String>,
+    pub prefix: Option<String>,
+    pub connect_timeout_ms: Option<u64>,
+    pub response_timeout_ms: Option<u64>,
+    pub grace_secs: Option<u64>,
+    pub redis_ca: Option<PathBuf>,
+    pub refresh_secs: Option<f64>,
+    pub compensation_alert_secs: Option<u64>,
+    pub outbox_alert_secs: Option<u64>,
+}
+
+/// `redis_cluster` may be written as "a,b,c" or as ["a", "b", "c"].
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum StringOrList {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl StringOrList {
+    fn urls(&self) -> Vec<String> {
+        match self {
+            StringOrList::One(s) => split_list(s),
+            StringOrList::Many(v) => v
+                .iter()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect(),
+        }
+    }
+}
+
+fn split_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(|p| p.trim().to_string())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+/// The resolved configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub redis: RedisTarget,
+    pub db: SecretUrl,
+    /// True when no database was configured and the embedded SQLite file is used.
+    pub db_is_default: bool,
+    pub read_only: bool,
+    pub json: bool,
+    pub actor: String,
+    pub keys: KeySpace,
+    pub connect_timeout: Duration,
+    pub response_timeout: Duration,
+    /// Deductions without an order younger than this are in flight; older ones are orphaned.
+    pub grace: Duration,
+    pub redis_ca: Option<PathBuf>,
+    pub refresh: Duration,
+    pub compensation_alert: Duration,
+    pub outbox_alert: Duration,
+}
+
+/// Reads a config file; a missing, unreadable or malformed file is bad input naming the file.
+pub fn read_file(path: &Path) -> Result<Layer> {
+    let shown = path.display();
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Error::bad_input(format!("config file '{shown}' cannot be read: {e}")))?;
+    if meta.len() > 1024 * 1024 {
+        return Err(Error::bad_input(format!(
+            "config file '{shown}' is {} bytes; a config file is at most 1 MiB",
+            meta.len()
+        )));
+    }
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Error::bad_input(format!("config file '{shown}' cannot be read: {e}")))?;
+    parse_file(&shown.to_string(), &text)
+}
+
+/// Parses config file text.
+pub fn parse_file(name: &str, text: &str) -> Result<Layer> {
+    toml::from_str::<Layer>(text).map_err(|e| {
+        Error::bad_input(format!(
+            "config file '{name}' is invalid: {}",
+            crate::redact::redact_url(e.message())
+        ))
+    })
+}
+
+/// Reads the `SECKILL_*` variables from `env`.
+pub fn env_layer(env: &HashMap<String, String>) -> Result<Layer> {
+    let get = |k: &str| env.get(k).filter(|v| !v.is_empty()).cloned();
+    let boolean = |k: &str| -> Result<Option<bool>> {
+        match get(k) {
+            None => Ok(None),
+            Some(v) => match v.to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => Ok(Some(true)),
+                "0" | "false" | "no" | "off" => Ok(Some(false)),
+                _ => Err(Error::bad_input(format!(
+                    "environment variable {k}='{v}' is not a boolean: use 1/0, true/false"
+                ))),
+            },
+        }
+    };
+    let number = |k: &str| -> Result<Option<u64>> {
+        match get(k) {
+            None => Ok(None),
+            Some(v) => v.trim().parse::<u64>().map(Some).map_err(|_| {
+                Error::bad_input(format!(
+                    "environment variable {k}='{v}' is not a whole number"
+                ))
+            }),
+        }
+    };
+    let refresh = match get("SECKILL_REFRESH_SECS") {
+        None => None,
+        Some(v) => Some(v.trim().parse::<f64>().map_err(|_| {
+            Error::bad_input(format!(
+                "environment variable SECKILL_REFRESH_SECS='{v}' is not a number of seconds"
+            ))
+        })?),
+    };
+    Ok(Layer {
+        redis: get("SECKILL_REDIS_URL"),
+        redis_cluster: get("SECKILL_REDIS_CLUSTER").map(StringOrList::One),
+        db: get("SECKILL_DATABASE_URL"),
+        read_only: boolean("SECKILL_READ_ONLY")?,
+        json: boolean("SECKILL_JSON")?,
+        actor: get("SECKILL_ACTOR"),
+        prefix: get("SECKILL_PREFIX"),
+        connect_timeout_ms: number("SECKILL_CONNECT_TIMEOUT_MS")?,
+        response_timeout_ms: number("SECKILL_RESPONSE_TIMEOUT_MS")?,
+        grace_secs: number("SECKILL_GRACE_SECS")?,
+        redis_ca: get("SECKILL_REDIS_CA").map(PathBuf::from),
+        refresh_secs: refresh,
+        compensation_alert_secs: number("SECKILL_COMPENSATION_ALERT_SECS")?,
+        outbox_alert_secs: number("SECKILL_OUTBOX_ALERT_SECS")?,
+    })
+}
+
+/// The embedded default database: a SQLite file in the user's data directory.
+pub fn default_db_path() -> PathBuf {
+    dirs::data_dir()
+        .or_else(dirs::home_dir)
+        .unwrap_or_else(std::env::temp_dir)
+        .join("seckill-console")
+        .join("seckill.db")
+}
+
+fn default_actor() -> String {
+    ["USER", "LOGNAME", "USERNAME"]
+        .iter()
+        .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// Merges layers, lowest first, into a validated configuration.
+pub fn resolve(layers: &[Layer]) -> Result<Config> {
+    let mut redis: Option<RedisTarget> = None;
+    let mut merged = Layer::default();
+    for layer in layers {
+        if layer.redis.is_some() && layer.redis_cluster.is_some() {
+            return Err(Error::bad_input(
+                "both a Redis URL and Redis Cluster seeds are set at the same level: choose --redis or --redis-cluster",
+            ));
+        }
+        if let Some(url) = &layer.redis {
+            redis = Some(RedisTarget::Standalone(SecretUrl::new(url.trim())));
+        }
+        if let Some(seeds) = &layer.redis_cluster {
+            let urls = seeds.urls();
+            if urls.is_empty() {
+                return Err(Error::bad_input(
+                    "Redis Cluster seeds are empty: give one or more URLs, e.g. redis://10.0.0.1:7000,redis://10.0.0.2:7000",
+                ));
+            }
+            redis = Some(RedisTarget::Cluster(
+                urls.into_iter().map(SecretUrl::new).collect(),
+            ));
+        }
+        macro_rules! take {
+            ($($f:ident),*) => { $( if layer.$f.is_some() { merged.$f = layer.$f.clone(); } )* };
+        }
+        take!(
+            db,
+            read_only,
+            json,
+            actor,
+            prefix,
+            connect_timeout_ms,
+            response_timeout_ms,
+            grace_secs,
+            redis_ca,
+            refresh_secs,
+            compensation_alert_secs,
+            outbox_alert_secs
+        );
+    }
+
+    let (db, db_is_default) = match merged.db {
+        Some(url) => (SecretUrl::new(url.trim()), false),
+        None => (
+            SecretUrl::new(format!("sqlite://{}", default_db_path().display())),
+            true,
+        ),
+    };
+    let actor = merged.actor.unwrap_or_else(default_actor);
+    if actor.is_empty() || actor.len() > 128 || actor.chars().any(char::is_control) {
+        return Err(Error::bad_input(format!(
+            "actor '{}' is invalid: use 1 to 128 printable characters",
+            actor.escape_debug()
+        )));
+    }
+    let keys = KeySpace::new(
+        merged
+            .prefix
+            .as_deref()
+            .unwrap_or(crate::redis::keys::DEFAULT_PREFIX),
+    )?;
+    let ms = |name: &str, v: Option<u64>, default: u64| -> Result<Duration> {
+        let v = v.unwrap_or(default);
+        if v == 0 || v > 600_000 {
+            return Err(Error::bad_input(format!(
+                "{name} {v} is out of range: use 1 to 600000 milliseconds"
+            )));
+        }
+        Ok(Duration::from_millis(v))
+    };
+    let refresh = merged.refresh_secs.unwrap_or(1.0);
+    if !(0.1..=3600.0).contains(&refresh) {
+        return Err(Error::bad_input(format!(
+            "refresh {refresh} is out of range: use 0.1 to 3600 seconds"
+        )));
+    }
+    Ok(Config {
+        redis: redis
+            .unwrap_or_else(|| RedisTarget::Standalone(SecretUrl::new("redis://127.0.0.1:6379"))),
+        db,
+        db_is_default,
+        read_only: merged.read_only.unwrap_or(false),
+        json: merged.json.unwrap_or(false),
+        actor,
+        keys,
+        connect_timeout: ms("connect timeout", merged.connect_timeout_ms, 2000)?,
+        response_timeout: ms("response timeout", merged.response_timeout_ms, 1000)?,
+        grace: Duration::from_secs(merged.grace_secs.unwrap_or(60)),
+        redis_ca: merged.redis_ca,
+        refresh: Duration::from_secs_f64(refresh),
+        compensation_alert: Duration::from_secs(merged.compensation_alert_secs.unwrap_or(30)),
+        outbox_alert: Duration::from_secs(merged.outbox_alert_secs.unwrap_or(60)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn later_layers_win() {
+        let file = parse_file(
+            "f",
+            "redis = \"redis://file:1\"\nactor = \"file\"\ngrace_secs = 5",
+        )
+        .expect("valid");
+        let envl = env_layer(&env(&[
+            ("SECKILL_ACTOR", "env"),
+            ("SECKILL_REDIS_CLUSTER", "redis://a:1, redis://b:2"),
+        ]))
+        .expect("valid");
+        let flags = Layer {
+            actor: Some("flag".into()),
+            ..Layer::default()
+        };
+        let c = resolve(&[file, envl, flags]).expect("valid");
+        assert_eq!(c.actor, "flag");
+        assert_eq!(c.grace, Duration::from_secs(5));
+        match c.redis {
+            RedisTarget::Cluster(seeds) => assert_eq!(seeds.len(), 2),
+            other => panic!("expected cluster, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn defaults_are_the_embedded_ones() {
+        let c = resolve(&[]).expect("valid");
+        assert!(c.db_is_default);
+        assert!(c.db.expose().starts_with("sqlite://"));
+        assert_eq!(c.keys.prefix(), "seckill");
+        assert_eq!(c.grace, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let e = parse_file("c.toml", "redis_url = \"x\"").expect_err("unknown key");
+        assert!(
+            e.message.contains("c.toml") && e.message.contains("redis_url"),
+            "{}",
+            e.message
+        );
+        let e = env_layer(&env(&[("SECKILL_GRACE_SECS", "soon")])).expect_err("not a number");
+        assert!(
+            e.message.contains("SECKILL_GRACE_SECS='soon'"),
+            "{}",
+            e.message
+        );
+        let e = resolve(&[Layer {
+            prefix: Some("a{b".into()),
+            ..Layer::default()
+        }])
+        .expect_err("bad prefix");
+        assert!(e.message.contains("'a{b'"), "{}", e.message);
+    }
+
+    #[test]
+    fn config_errors_do_not_leak_passwords() {
+        let e = parse_file("c.toml", "redis = 5\n# redis://u:hunter2@h").expect_err("wrong type");
+        assert!(!e.message.contains("hunter2"));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn config_parsing_never_panics(s in "\\PC{0,300}") {
+            if let Ok(layer) = parse_file("fuzz.toml", &s) {
+                let _ = resolve(&[layer]);
+            }
+        }
+    }
+}

@@ -1,0 +1,251 @@
+//! Activities and products in the database.
+
+use super::audit::{self, AuditEntry};
+use super::{Arg, Db};
+use crate::domain::{Activity, ActivityDef, ActivityId, Product, ProductId};
+use crate::error::{Error, Result};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::collections::HashMap;
+
+/// Rows per multi-row INSERT: 5 binds each, far below every backend's parameter limit.
+const INSERT_BATCH: usize = 500;
+
+/// What an import changed.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ImportReport {
+    pub activity: ActivityId,
+    pub activity_created: bool,
+    pub products_created: usize,
+    pub products_updated: usize,
+    pub products_unchanged: usize,
+    /// Products in the database that the file does not list; an import never deletes them.
+    pub products_not_in_file: Vec<ProductId>,
+}
+
+type ActivityRow = (String, String, DateTime<Utc>, DateTime<Utc>, String);
+type ProductRow = (String, String, i64, i64);
+
+fn activity_from(row: ActivityRow) -> Result<Activity> {
+    Ok(Activity {
+        activity_id: ActivityId::parse(&row.0).map_err(|e| {
+            Error::internal(format!("seckill_activity holds a bad id: {}", e.message))
+        })?,
+        name: row.1,
+        starts_at: row.2,
+        ends_at: row.3,
+        status: row.4,
+    })
+}
+
+fn product_from(row: ProductRow) -> Result<Product> {
+    Ok(Product {
+        product_id: ProductId::parse(&row.0).map_err(|e| {
+            Error::internal(format!("seckill_product holds a bad id: {}", e.message))
+        })?,
+        name: row.1,
+        initial_stock: row.2,
+        per_user_limit: row.3,
+    })
+}
+
+/// Writes an activity and its products in one transaction, with an audit row. Existing products
+/// are updated in place; products missing from the file are reported, never deleted.
+pub async fn import(db: &Db, def: &ActivityDef, actor: &str, source: &str) -> Result<ImportReport> {
+    db.write_guard("import an activity")?;
+    let err = |e: sqlx::Error| db.error(&e).context("import");
+    let a = &def.activity;
+    let now = Utc::now();
+    let mut tx = db.begin().await.map_err(err)?;
+
+    let exists = tx
+        .scalar_i64(
+            "SELECT COUNT(*) FROM seckill_activity WHERE activity_id = ?",
+            &[a.activity_id.as_str().into()],
+        )
+        .await
+        .map_err(err)?
+        .unwrap_or(0)
+        > 0;
+    if exists {
+        tx.execute(
+            "UPDATE seckill_activity SET name = ?, starts_at = ?, ends_at = ?, status = ?, updated_at = ? \
+             WHERE activity_id = ?",
+            &[
+                a.name.clone().into(),
+                Arg::Time(a.starts_at),
+                Arg::Time(a.ends_at),
+                a.status.clone().into(),
+                Arg::Time(now),
+                a.activity_id.as_str().into(),
+            ],
+        )
+        .await
+        .map_err(err)?;
+    } else {
+        tx.execute(
+            "INSERT INTO seckill_activity (activity_id, name, starts_at, ends_at, status, created_at, updated_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?)",
+            &[
+                a.activity_id.as_str().into(),
+                a.name.clone().into(),
+                Arg::Time(a.starts_at),
+                Arg::Time(a.ends_at),
+                a.status.clone().into(),
+                Arg::Time(now),
+                Arg::Time(now),
+            ],
+        )
+        .await
+        .map_err(err)?;
+    }
+
+    let existing: Vec<ProductRow> = tx
+        .fetch_all_as(
+            "SELECT product_id, name, initial_stock, per_user_limit FROM seckill_product WHERE activity_id = ?",
+            &[a.activity_id.as_str().into()],
+        )
+        .await
+        .map_err(err)?;
+    let mut existing: HashMap<String, ProductRow> =
+        existing.into_iter().map(|r| (r.0.clone(), r)).collect();
+
+    let mut report = ImportReport {
+        activity: a.activity_id.clone(),
+        activity_created: !exists,
+        products_created: 0,
+        products_updated: 0,
+        products_unchanged: 0,
+        products_not_in_file: Vec::new(),
+    };
+    let mut new_rows: Vec<&Product> = Vec::new();
+    for p in &def.products {
+        match existing.remove(p.product_id.as_str()) {
+            None => new_rows.push(p),
+            Some((_, name, stock, limit)) => {
+                if name == p.name && stock == p.initial_stock && limit == p.per_user_limit {
+                    report.products_unchanged += 1;
+                    continue;
+                }
+                tx.execute(
+                    "UPDATE seckill_product SET name = ?, initial_stock = ?, per_user_limit = ? \
+                     WHERE activity_id = ? AND product_id = ?",
+                    &[
+                        p.name.clone().into(),
+                        Arg::Int(p.initial_stock),
+                        Arg::Int(p.per_user_limit),
+                        a.activity_id.as_str().into(),
+                        p.product_id.as_str().into(),
+                    ],
+                )
+                .await
+                .map_err(err)?;
+                report.products_updated += 1;
+            }
+        }
+    }
+    for batch in new_rows.chunks(INSERT_BATCH) {
+        let values = vec!["(?, ?, ?, ?, ?)"; batch.len()].join(", ");
+        let sql = format!(
+            "INSERT INTO seckill_product (activity_id, product_id, name, initial_stock, per_user_limit) VALUES {values}"
+        );
+        let mut args = Vec::with_capacity(batch.len() * 5);
+        for p in batch {
+            args.push(a.activity_id.as_str().into());
+            args.push(p.product_id.as_str().into());
+            args.push(p.name.clone().into());
+            args.push(Arg::Int(p.initial_stock));
+            args.push(Arg::Int(p.per_user_limit));
+        }
+        tx.execute(&sql, &args).await.map_err(err)?;
+        report.products_created += batch.len();
+    }
+    let mut leftover: Vec<String> = existing.into_keys().collect();
+    leftover.sort();
+    report.products_not_in_file = leftover
+        .iter()
+        .filter_map(|p| ProductId::parse(p).ok())
+        .collect();
+
+    let mut entry = AuditEntry::new(actor, "activity.import", &a.activity_id);
+    entry.reason = format!("import of {source}");
+    entry.detail = serde_json::to_string(&report).unwrap_or_default();
+    audit::record_in(&mut tx, &entry).await.map_err(err)?;
+    tx.commit().await.map_err(err)?;
+    Ok(report)
+}
+
+/// One activity, if it exists.
+pub async fn get(db: &Db, id: &ActivityId) -> Result<Option<Activity>> {
+    let row: Option<ActivityRow> = db
+        .fetch_optional_as(
+            "SELECT activity_id, name, starts_at, ends_at, status FROM seckill_activity WHERE activity_id = ?",
+            &[id.as_str().into()],
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+    row.map(activity_from).transpose()
+}
+
+/// One activity, or a bad-input error that says how to list them.
+pub async fn require(db: &Db, id: &ActivityId) -> Result<Activity> {
+    get(db, id).await?.ok_or_else(|| {
+        Error::bad_input(format!(
+            "activity '{id}' does not exist in {}: see `seckill-console activity list`",
+            db.label()
+        ))
+    })
+}
+
+/// The products of an activity, ordered by id.
+pub async fn products(db: &Db, id: &ActivityId) -> Result<Vec<Product>> {
+    let rows: Vec<ProductRow> = db
+        .fetch_all_as(
+            "SELECT product_id, name, initial_stock, per_user_limit FROM seckill_product \
+             WHERE activity_id = ? ORDER BY product_id",
+            &[id.as_str().into()],
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+    rows.into_iter().map(product_from).collect()
+}
+
+/// An activity with its product count and total stock.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ActivitySummary {
+    #[serde(flatten)]
+    pub activity: Activity,
+    pub products: i64,
+    pub total_stock: i64,
+}
+
+/// Every activity, newest window first.
+pub async fn list(db: &Db) -> Result<Vec<ActivitySummary>> {
+    let sql = format!(
+        "SELECT a.activity_id, a.name, a.starts_at, a.ends_at, a.status, \
+                COUNT(p.product_id), {} \
+         FROM seckill_activity a LEFT JOIN seckill_product p ON p.activity_id = a.activity_id \
+         GROUP BY a.activity_id, a.name, a.starts_at, a.ends_at, a.status \
+         ORDER BY a.starts_at DESC, a.activity_id",
+        db.sum_i64("p.initial_stock")
+    );
+    type Row = (
+        String,
+        String,
+        DateTime<Utc>,
+        DateTime<Utc>,
+        String,
+        i64,
+        i64,
+    );
+    let rows: Vec<Row> = db.fetch_all_as(&sql, &[]).await.map_err(|e| db.error(&e))?;
+    rows.into_iter()
+        .map(|r| {
+            Ok(ActivitySummary {
+                activity: activity_from((r.0, r.1, r.2, r.3, r.4))?,
+                products: r.5,
+                total_stock: r.6,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,118 @@
+//! The audit table: one row for every write the console makes (who, when, what, before, after,
+//! why).
+
+use super::{Arg, Db, Tx};
+use crate::domain::ActivityId;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+/// One audited write.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct AuditEntry {
+    pub at: DateTime<Utc>,
+    pub actor: String,
+    pub action: String,
+    pub activity_id: String,
+    pub product_id: Option<String>,
+    pub before_value: Option<String>,
+    pub after_value: Option<String>,
+    pub reason: String,
+    pub detail: String,
+}
+
+impl AuditEntry {
+    /// An entry for `action` on `activity`, stamped now.
+    pub fn new(actor: &str, action: &str, activity: &ActivityId) -> Self {
+        AuditEntry {
+            at: Utc::now(),
+            actor: actor.to_string(),
+            action: action.to_string(),
+            activity_id: activity.to_string(),
+            product_id: None,
+            before_value: None,
+            after_value: None,
+            reason: String::new(),
+            detail: String::new(),
+        }
+    }
+}
+
+const INSERT: &str = "INSERT INTO seckill_audit \
+    (at, actor, action, activity_id, product_id, before_value, after_value, reason, detail) \
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)";
+
+fn args(e: &AuditEntry) -> Vec<Arg> {
+    vec![
+        Arg::Time(e.at),
+        e.actor.clone().into(),
+        e.action.clone().into(),
+        e.activity_id.clone().into(),
+        e.product_id.clone().into(),
+        e.before_value.clone().into(),
+        e.after_value.clone().into(),
+        e.reason.clone().into(),
+        e.detail.clone().into(),
+    ]
+}
+
+/// Records an entry inside the transaction of the write it describes.
+pub async fn record_in(tx: &mut Tx, e: &AuditEntry) -> Result<(), sqlx::Error> {
+    tx.execute(INSERT, &args(e)).await.map(|_| ())
+}
+
+/// Records an entry on its own (for a Redis write, right after it).
+pub async fn record(db: &Db, e: &AuditEntry) -> Result<(), sqlx::Error> {
+    db.execute(INSERT, &args(e)).await.map(|_| ())
+}
+
+type Row = (
+    DateTime<Utc>,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    String,
+    String,
+);
+
+/// The newest `limit` entries, of one activity or of all.
+pub async fn recent(
+    db: &Db,
+    activity: Option<&ActivityId>,
+    limit: i64,
+) -> Result<Vec<AuditEntry>, sqlx::Error> {
+    let select = "SELECT at, actor, action, activity_id, product_id, before_value, after_value, reason, detail \
+                  FROM seckill_audit";
+    let rows: Vec<Row> = match activity {
+        Some(a) => {
+            db.fetch_all_as(
+                &format!("{select} WHERE activity_id = ? ORDER BY id DESC LIMIT ?"),
+                &[a.as_str().into(), Arg::Int(limit)],
+            )
+            .await?
+        }
+        None => {
+            db.fetch_all_as(
+                &format!("{select} ORDER BY id DESC LIMIT ?"),
+                &[Arg::Int(limit)],
+            )
+            .await?
+        }
+    };
+    Ok(rows
+        .into_iter()
+        .map(|r| AuditEntry {
+            at: r.0,
+            actor: r.1,
+            action: r.2,
+            activity_id: r.3,
+            product_id: r.4,
+            before_value: r.5,
+            after_value: r.6,
+            reason: r.7,
+            detail: r.8,
+        })
+        .collect())
+}

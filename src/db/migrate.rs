@@ -1,0 +1,217 @@
+//! Schema migrations, embedded from `migrations/<backend>/` at build time and applied in order.
+//! Each applied version is recorded with the checksum of its file, so an edited migration is
+//! caught instead of silently skipped.
+
+use super::{Arg, Backend, Db, on_pool};
+use crate::error::{Error, Result};
+use serde::Serialize;
+
+/// One migration file.
+pub struct Migration {
+    pub version: i64,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+const SQLITE: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("../../migrations/sqlite/0001_init.sql"),
+}];
+const POSTGRES: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("../../migrations/postgres/0001_init.sql"),
+}];
+const MYSQL: &[Migration] = &[Migration {
+    version: 1,
+    name: "init",
+    sql: include_str!("../../migrations/mysql/0001_init.sql"),
+}];
+
+/// The migrations of one backend, in order.
+pub fn migrations(backend: Backend) -> &'static [Migration] {
+    match backend {
+        Backend::Sqlite => SQLITE,
+        Backend::Postgres => POSTGRES,
+        Backend::MySql => MYSQL,
+    }
+}
+
+/// The newest schema version this build knows.
+pub fn latest_version() -> i64 {
+    SQLITE.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
+/// What `migrate` did.
+#[derive(Debug, Serialize, PartialEq, Eq)]
+pub struct MigrateReport {
+    pub backend: Backend,
+    pub database: String,
+    pub applied: Vec<i64>,
+    pub already_applied: Vec<i64>,
+    pub version: i64,
+}
+
+const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS seckill_schema_migrations (
+    version BIGINT NOT NULL PRIMARY KEY,
+    name VARCHAR(128) NOT NULL,
+    checksum VARCHAR(64) NOT NULL,
+    applied_at VARCHAR(40) NOT NULL
+)";
+
+/// Splits a migration file into statements: a statement ends with `;` at the end of a line.
+fn statements(sql: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for line in sql.lines() {
+        let trimmed = line.trim();
+        if trimmed.is_empty() || trimmed.starts_with("--") {
+            continue;
+        }
+        current.push_str(line);
+        current.push('\n');
+        if trimmed.ends_with(';') {
+            let stmt = current.trim().trim_end_matches(';').trim().to_string();
+            if !stmt.is_empty() {
+                out.push(stmt);
+            }
+            current.clear();
+        }
+    }
+    if !current.trim().is_empty() {
+        out.push(current.trim().to_string());
+    }
+    out
+}
+
+fn checksum(sql: &str) -> String {
+    sha1_smol::Sha1::from(sql).digest().to_string()
+}
+
+async fn applied_versions(db: &Db) -> Result<Vec<(i64, String)>> {
+    let sql = db.sql("SELECT version, checksum FROM seckill_schema_migrations ORDER BY version");
+    let rows: Vec<(i64, String)> = on_pool!(db, pool => {
+        sqlx::query_as::<_, (i64, String)>(sql).fetch_all(pool).await
+    })
+    .map_err(|e| db.error(&e))?;
+    Ok(rows)
+}
+
+/// Applies every migration not yet applied.
+pub async fn migrate(db: &Db) -> Result<MigrateReport> {
+    db.write_guard("apply migrations")?;
+    db.execute(CREATE_TABLE, &[])
+        .await
+        .map_err(|e| db.error(&e))?;
+    let done = applied_versions(db).await?;
+    let mut report = MigrateReport {
+        backend: db.backend(),
+        database: db.label().to_string(),
+        applied: Vec::new(),
+        already_applied: Vec::new(),
+        version: 0,
+    };
+    for m in migrations(db.backend()) {
+        let sum = checksum(m.sql);
+        if let Some((_, seen)) = done.iter().find(|(v, _)| *v == m.version) {
+            if *seen != sum {
+                return Err(Error::check_failed(format!(
+                    "migration {} ({}) was applied with a different file (checksum {seen}, now {sum}): \
+                     restore the original file or migrate a fresh database",
+                    m.version, m.name
+                )));
+            }
+            report.already_applied.push(m.version);
+            continue;
+        }
+        // MySQL commits DDL implicitly, so statements run one by one; every statement of a
+        // migration is idempotent (IF NOT EXISTS) and a crash half way is repaired by a rerun.
+        for stmt in statements(m.sql) {
+            db.execute(&stmt, &[]).await.map_err(|e| {
+                db.error(&e)
+                    .context(format!("migration {} ({})", m.version, m.name))
+            })?;
+        }
+        db.execute(
+            "INSERT INTO seckill_schema_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)",
+            &[
+                Arg::Int(m.version),
+                m.name.into(),
+                sum.into(),
+                chrono::Utc::now().to_rfc3339().into(),
+            ],
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+        report.applied.push(m.version);
+    }
+    report.version = migrations(db.backend())
+        .iter()
+        .map(|m| m.version)
+        .max()
+        .unwrap_or(0);
+    Ok(report)
+}
+
+/// Checks that the schema is in place; the error says to run `migrate`.
+pub async fn ensure_schema(db: &Db) -> Result<()> {
+    let sql = db.sql("SELECT COALESCE(MAX(version), 0) FROM seckill_schema_migrations");
+    let version: std::result::Result<i64, sqlx::Error> = on_pool!(db, pool => {
+        sqlx::query_scalar::<_, i64>(sql).fetch_one(pool).await
+    });
+    match version {
+        Ok(v) if v >= latest_version() => Ok(()),
+        Ok(v) => Err(Error::bad_input(format!(
+            "database at {} has schema version {v}, this build needs {}: run `seckill-console migrate`",
+            db.label(),
+            latest_version()
+        ))),
+        Err(sqlx::Error::Database(_)) => Err(Error::bad_input(format!(
+            "database at {} has no seckill schema: run `seckill-console migrate` first",
+            db.label()
+        ))),
+        Err(e) => Err(db.error(&e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_statements() {
+        let s = statements("-- c\nCREATE TABLE a (x INT);\n\nCREATE INDEX i\n ON a (x);\n");
+        assert_eq!(
+            s,
+            vec!["CREATE TABLE a (x INT)", "CREATE INDEX i\n ON a (x)"]
+        );
+    }
+
+    #[test]
+    fn every_backend_has_the_same_versions() {
+        let v = |b| migrations(b).iter().map(|m| m.version).collect::<Vec<_>>();
+        assert_eq!(v(Backend::Sqlite), v(Backend::Postgres));
+        assert_eq!(v(Backend::Sqlite), v(Backend::MySql));
+    }
+
+    #[test]
+    fn every_backend_creates_the_contract_tables() {
+        for b in [Backend::Sqlite, Backend::Postgres, Backend::MySql] {
+            let sql: String = migrations(b).iter().map(|m| m.sql).collect();
+            for t in [
+                "seckill_activity",
+                "seckill_product",
+                "seckill_order",
+                "seckill_compensation",
+                "seckill_outbox",
+                "seckill_audit",
+            ] {
+                assert!(
+                    sql.contains(&format!("CREATE TABLE IF NOT EXISTS {t} (")),
+                    "{b:?} {t}"
+                );
+            }
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! The database layer: one handle over SQLite (the embedded default), PostgreSQL and
+//! MySQL/MariaDB. Queries are written once with `?` placeholders; PostgreSQL gets `$n`.
+
+pub mod activity;
+pub mod audit;
+pub mod migrate;
+pub mod tx;
+
+pub use tx::{Arg, Tx};
+
+use crate::error::{Error, Result};
+use crate::redact::SecretUrl;
+use sqlx::AssertSqlSafe;
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Which SQL dialect a handle speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+    MySql,
+}
+
+impl Backend {
+    /// The directory under `migrations/`.
+    pub fn dir(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "sqlite",
+            Backend::Postgres => "postgres",
+            Backend::MySql => "mysql",
+        }
+    }
+}
+
+#[derive(Clone)]
+pub(crate) enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+    MySql(MySqlPool),
+}
+
+/// Runs the same code against whichever pool the handle holds. The body is compiled once per
+/// backend, so it may only use what all three sqlx drivers offer.
+macro_rules! on_pool {
+    ($db:expr, $pool:ident => $body:expr) => {
+        match &$db.pool {
+            $crate::db::Pool::Sqlite($pool) => $body,
+            $crate::db::Pool::Postgres($pool) => $body,
+            $crate::db::Pool::MySql($pool) => $body,
+        }
+    };
+}
+pub(crate) use on_pool;
+
+/// Options for opening the database.
+#[derive(Clone, Debug)]
+pub struct DbOptions {
+    pub connect_timeout: Duration,
+    pub max_connections: u32,
+    /// When set, every write is refused before it is sent.
+    pub read_only: bool,
+}
+
+impl Default for DbOptions {
+    fn default() -> Self {
+        DbOptions {
+            connect_timeout: Duration::from_secs(3),
+            max_connections: 8,
+            read_only: false,
+        }
+    }
+}
+
+/// The database handle, cheap to clone.
+#[derive(Clone)]
+pub struct Db {
+    pub(crate) pool: Pool,
+    backend: Backend,
+    label: String,
+    read_only: bool,
+}
+
+impl Db {
+    /// Opens a pool and checks that the server answers, within the connect timeout.
+    pub async fn connect(url: &SecretUrl, opts: &DbOptions) -> Result<Db> {
+        let raw = url.expose();
+        let label = url.redacted().to_string();
+        let bad = |e: sqlx::Error| {
+            Error::bad_input(format!(
+                "database URL '{label}' is not usable: {}; use sqlite:PATH, postgres://... or mysql://...",
+                describe(&e)
+            ))
+        };
+        let timeout = opts.connect_timeout;
+        let (pool, backend) = if raw.starts_with("sqlite:") {
+            let options = SqliteConnectOptions::from_str(raw)
+                .map_err(bad)?
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                .synchronous(SqliteSynchronous::Normal)
+                .busy_timeout(Duration::from_secs(10))
+                .foreign_keys(true);
+            let pool = SqlitePoolOptions::new()
+                .max_connections(opts.max_connections)
+                .acquire_timeout(timeout)
+                .connect_lazy_with(options);
+            (Pool::Sqlite(pool), Backend::Sqlite)
+        } else if raw.starts_with("postgres://") || raw.starts_with("postgresql://") {
+            let options = PgConnectOptions::from_str(raw).map_err(bad)?;
+            probe_connect::<sqlx::PgConnection>(&options, &label, timeout).await?;
+            let pool = PgPoolOptions::new()
+                .max_connections(opts.max_connections)
+                .acquire_timeout(timeout)
+                .connect_lazy_with(options);
+            (Pool::Postgres(pool), Backend::Postgres)
+        } else if raw.starts_with("mysql://") || raw.starts_with("mariadb://") {
+            let fixed = raw.replacen("mariadb://", "mysql://", 1);
+            let options = MySqlConnectOptions::from_str(&fixed).map_err(bad)?;
+            probe_connect::<sqlx::MySqlConnection>(&options, &label, timeout).await?;
+            let pool = MySqlPoolOptions::new()
+                .max_connections(opts.max_connections)
+                .acquire_timeout(timeout)
+                .connect_lazy_with(options);
+            (Pool::MySql(pool), Backend::MySql)
+        } else {
+            return Err(Error::bad_input(format!(
+                "database URL '{label}' has an unknown scheme: use sqlite:PATH, postgres://... or mysql://..."
+            )));
+        };
+        let db = Db {
+            pool,
+            backend,
+            label,
+            read_only: opts.read_only,
+        };
+        db.ping(timeout).await?;
+        Ok(db)
+    }
+
+    async fn ping(&self, timeout: Duration) -> Result<()> {
+        let probe = async {
+            on_pool!(self, pool => sqlx::query("SELECT 1").execute(pool).await.map(|_| ()))
+        };
+        match tokio::time::timeout(timeout + Duration::from_millis(200), probe).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(self.error(&e)),
+            Err(_) => Err(Error::unavailable(format!(
+                "database at {} did not answer within {} ms",
+                self.label,
+                timeout.as_millis()
+            ))),
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// The redacted URL.
+    pub fn label(&self) -> &str {
+        &self.label
+    }
+
+    pub fn read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// Refuses a write in read-only mode, before anything is sent.
+    pub fn write_guard(&self, what: &str) -> Result<()> {
+        if self.read_only {
+            return Err(Error::refused(format!(
+                "read-only mode: refused to {what}; run without --read-only to change anything"
+            )));
+        }
+        Ok(())
+    }
+
+    /// The statement in this backend's placeholder style.
+    pub(crate) fn sql(&self, query: &str) -> AssertSqlSafe<String> {
+        AssertSqlSafe(match self.backend {
+            Backend::Postgres => numbered_placeholders(query),
+            _ => query.to_string(),
+        })
+    }
+
+    /// `CAST(SUM(expr) AS <64-bit integer>)`: SUM is NUMERIC on PostgreSQL and DECIMAL on MySQL.
+    pub(crate) fn sum_i64(&self, expr: &str) -> String {
+        match self.backend {
+            Backend::MySql => format!("CAST(COALESCE(SUM({expr}), 0) AS SIGNED)"),
+            _ => format!("CAST(COALESCE(SUM({expr}), 0) AS BIGINT)"),
+        }
+    }
+
+    /// Maps a driver error to the console's kinds, naming the redacted URL.
+    pub fn error(&self, err: &sqlx::Error) -> Error {
+        db_error(&self.label, err)
+    }
+
+    /// Closes the pool (SQLite checkpoints its WAL).
+    pub async fn close(&self) {
+        on_pool!(self, pool => pool.close().await)
+    }
+}
+
+/// Opens and closes one connection so an unreachable server is reported with its real cause
+/// (a pool only says that it timed out).
+async fn probe_connect<C: sqlx::Connection>(
+    options: &<C as sqlx::Connection>::Options,
+    label: &str,
+    timeout: Duration,
+) -> Result<()> {
+    match tokio::time::timeout(timeout, C::connect_with(options)).await {
+        Ok(Ok(conn)) => {
+            let _ = conn.close().await;
+            Ok(())
+        }
+        Ok(Err(e)) => Err(db_error(label, &e)),
+        Err(_) => Err(Error::unavailable(format!(
+            "database at {label} did not answer within {} ms",
+            timeout.as_millis()
+        ))),
+    }
+}
+
+/// Rewrites `?` placeholders as `$1, $2, ...`, leaving quoted text alone.
+pub fn numbered_placeholders(query: &str) -> String {
+    let mut out = String::with_capacity(query.len() + 16);
+    let mut n = 0;
+    let mut quote: Option<char> = None;
+    for c in query.chars() {
+        match quote {
+            Some(q) => {
+                if c == q {
+                    quote = None;
+                }
+                out.push(c);
+            }
+            None if c == '\'' || c == '"' => {
+                quote = Some(c);
+                out.push(c);
+            }
+            None if c == '?' => {
+                n += 1;
+                out.push('$');
+                out.push_str(&n.to_string());
+            }
+            None => out.push(c),
+        }
+    }
+    out
+}
+
+/// One line about a driver error, never with a password.
+pub fn describe(err: &sqlx::Error) -> String {
+    let text = err.to_string();
+    let line = text.lines().next().unwrap_or("").trim();
+    crate::redact::redact_text(line)
+}
+
+/// Maps a driver error: I/O, TLS and pool timeouts are `unavailable` (exit 3).
+pub fn db_error(label: &str, err: &sqlx::Error) -> Error {
+    let detail = describe(err);
+    match err {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => {
+            Error::unavailable(format!("database at {label} is unreachable: {detail}"))
+        }
+        sqlx::Error::Configuration(_) => {
+            Error::bad_input(format!("database URL '{label}' is not usable: {detail}"))
+        }
+        sqlx::Error::Database(db) if is_unavailable_code(db.code().as_deref()) => {
+            Error::unavailable(format!("database at {label} is not available: {detail}"))
+        }
+        _ => Error::internal(format!("database at {label} failed: {detail}")),
+    }
+}
+
+/// Server error codes that mean "cannot use the database now" rather than "bad statement":
+/// missing database, authentication, shutting down, too many connections, read-only.
+fn is_unavailable_code(code: Option<&str>) -> bool {
+    matches!(
+        code,
+        Some(
+            "3D000"
+                | "28000"
+                | "28P01"
+                | "57P01"
+                | "57P02"
+                | "57P03"
+                | "53300"
+                | "25006"
+                | "1049"
+                | "1045"
+                | "1040"
+                | "1053"
+                | "1290"
+                | "5"
+                | "6"
+                | "8"
+                | "14"
+                | "261"
+                | "517"
+        )
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_placeholders_outside_quotes() {
+        assert_eq!(
+            numbered_placeholders("SELECT ? , '?' FROM t WHERE a = ? AND b = \"?\""),
+            "SELECT $1 , '?' FROM t WHERE a = $2 AND b = \"?\""
+        );
+    }
+}

@@ -1,0 +1,230 @@
+//! Backend-neutral writes: statements with `?` placeholders and a list of [`Arg`]s, run on the
+//! pool or inside a transaction. Reads stay typed per query (see `on_pool!`).
+
+use super::{Backend, Db, Pool};
+use chrono::{DateTime, Utc};
+use sqlx::mysql::MySqlRow;
+use sqlx::postgres::PgRow;
+use sqlx::sqlite::SqliteRow;
+use sqlx::{FromRow, MySql, Postgres, Sqlite, Transaction};
+
+/// A row type every backend can decode (tuples of i64, String, `DateTime<Utc>`, Options).
+pub trait AnyRow:
+    Send
+    + Unpin
+    + for<'r> FromRow<'r, SqliteRow>
+    + for<'r> FromRow<'r, PgRow>
+    + for<'r> FromRow<'r, MySqlRow>
+{
+}
+impl<T> AnyRow for T where
+    T: Send
+        + Unpin
+        + for<'r> FromRow<'r, SqliteRow>
+        + for<'r> FromRow<'r, PgRow>
+        + for<'r> FromRow<'r, MySqlRow>
+{
+}
+
+/// A bind value that all three backends encode.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arg {
+    Int(i64),
+    Text(String),
+    OptText(Option<String>),
+    Time(DateTime<Utc>),
+    OptTime(Option<DateTime<Utc>>),
+}
+
+impl From<i64> for Arg {
+    fn from(v: i64) -> Self {
+        Arg::Int(v)
+    }
+}
+impl From<&str> for Arg {
+    fn from(v: &str) -> Self {
+        Arg::Text(v.to_string())
+    }
+}
+impl From<String> for Arg {
+    fn from(v: String) -> Self {
+        Arg::Text(v)
+    }
+}
+impl From<Option<String>> for Arg {
+    fn from(v: Option<String>) -> Self {
+        Arg::OptText(v)
+    }
+}
+impl From<DateTime<Utc>> for Arg {
+    fn from(v: DateTime<Utc>) -> Self {
+        Arg::Time(v)
+    }
+}
+
+/// Binds every arg to a query of any backend.
+macro_rules! bind_args {
+    ($query:expr, $args:expr) => {{
+        let mut q = $query;
+        for a in $args {
+            q = match a {
+                $crate::db::tx::Arg::Int(v) => q.bind(*v),
+                $crate::db::tx::Arg::Text(s) => q.bind(s.as_str()),
+                $crate::db::tx::Arg::OptText(s) => q.bind(s.as_deref()),
+                $crate::db::tx::Arg::Time(t) => q.bind(*t),
+                $crate::db::tx::Arg::OptTime(t) => q.bind(*t),
+            };
+        }
+        q
+    }};
+}
+
+enum Inner {
+    Sqlite(Transaction<'static, Sqlite>),
+    Postgres(Transaction<'static, Postgres>),
+    MySql(Transaction<'static, MySql>),
+}
+
+/// An open transaction. Dropped without `commit`, it rolls back: nothing half-written.
+pub struct Tx {
+    inner: Inner,
+    db: Db,
+}
+
+impl Db {
+    /// Begins a write transaction (`BEGIN IMMEDIATE` on SQLite, so two writers queue on the busy
+    /// timeout instead of failing when a read lock cannot be upgraded).
+    pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
+        let inner = match &self.pool {
+            Pool::Sqlite(p) => Inner::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
+            Pool::Postgres(p) => Inner::Postgres(p.begin().await?),
+            Pool::MySql(p) => Inner::MySql(p.begin().await?),
+        };
+        Ok(Tx {
+            inner,
+            db: self.clone(),
+        })
+    }
+
+    /// Runs one write statement outside a transaction; returns the rows affected.
+    pub async fn execute(&self, query: &str, args: &[Arg]) -> Result<u64, sqlx::Error> {
+        let sql = self.sql(query);
+        super::on_pool!(self, pool => {
+            bind_args!(sqlx::query(sql), args)
+                .execute(pool)
+                .await
+                .map(|r| r.rows_affected())
+        })
+    }
+}
+
+impl Db {
+    /// Runs a query and decodes every row as `T`.
+    pub async fn fetch_all_as<T: AnyRow>(
+        &self,
+        query: &str,
+        args: &[Arg],
+    ) -> Result<Vec<T>, sqlx::Error> {
+        let sql = self.sql(query);
+        super::on_pool!(self, pool => {
+            bind_args!(sqlx::query_as::<_, T>(sql), args).fetch_all(pool).await
+        })
+    }
+
+    /// Runs a query and decodes the first row, if any, as `T`.
+    pub async fn fetch_optional_as<T: AnyRow>(
+        &self,
+        query: &str,
+        args: &[Arg],
+    ) -> Result<Option<T>, sqlx::Error> {
+        let sql = self.sql(query);
+        super::on_pool!(self, pool => {
+            bind_args!(sqlx::query_as::<_, T>(sql), args).fetch_optional(pool).await
+        })
+    }
+}
+
+impl Tx {
+    /// Runs a query in the transaction and decodes every row as `T`.
+    pub async fn fetch_all_as<T: AnyRow>(
+        &mut self,
+        query: &str,
+        args: &[Arg],
+    ) -> Result<Vec<T>, sqlx::Error> {
+        let sql = self.db.sql(query);
+        match &mut self.inner {
+            Inner::Sqlite(tx) => {
+                bind_args!(sqlx::query_as::<_, T>(sql), args)
+                    .fetch_all(&mut **tx)
+                    .await
+            }
+            Inner::Postgres(tx) => {
+                bind_args!(sqlx::query_as::<_, T>(sql), args)
+                    .fetch_all(&mut **tx)
+                    .await
+            }
+            Inner::MySql(tx) => {
+                bind_args!(sqlx::query_as::<_, T>(sql), args)
+                    .fetch_all(&mut **tx)
+                    .await
+            }
+        }
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.db.backend()
+    }
+
+    /// Runs one statement in the transaction; returns the rows affected.
+    pub async fn execute(&mut self, query: &str, args: &[Arg]) -> Result<u64, sqlx::Error> {
+        let sql = self.db.sql(query);
+        match &mut self.inner {
+            Inner::Sqlite(tx) => bind_args!(sqlx::query(sql), args)
+                .execute(&mut **tx)
+                .await
+                .map(|r| r.rows_affected()),
+            Inner::Postgres(tx) => bind_args!(sqlx::query(sql), args)
+                .execute(&mut **tx)
+                .await
+                .map(|r| r.rows_affected()),
+            Inner::MySql(tx) => bind_args!(sqlx::query(sql), args)
+                .execute(&mut **tx)
+                .await
+                .map(|r| r.rows_affected()),
+        }
+    }
+
+    /// Reads one 64-bit integer (e.g. a count) inside the transaction.
+    pub async fn scalar_i64(
+        &mut self,
+        query: &str,
+        args: &[Arg],
+    ) -> Result<Option<i64>, sqlx::Error> {
+        let sql = self.db.sql(query);
+        match &mut self.inner {
+            Inner::Sqlite(tx) => {
+                bind_args!(sqlx::query_scalar(sql), args)
+                    .fetch_optional(&mut **tx)
+                    .await
+            }
+            Inner::Postgres(tx) => {
+                bind_args!(sqlx::query_scalar(sql), args)
+                    .fetch_optional(&mut **tx)
+                    .await
+            }
+            Inner::MySql(tx) => {
+                bind_args!(sqlx::query_scalar(sql), args)
+                    .fetch_optional(&mut **tx)
+                    .await
+            }
+        }
+    }
+
+    pub async fn commit(self) -> Result<(), sqlx::Error> {
+        match self.inner {
+            Inner::Sqlite(tx) => tx.commit().await,
+            Inner::Postgres(tx) => tx.commit().await,
+            Inner::MySql(tx) => tx.commit().await,
+        }
+    }
+}

@@ -1,0 +1,86 @@
+//! Activities and their products, as the database holds them.
+
+use super::{ActivityId, ProductId};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+/// The statuses an activity row may carry; the live / ended phase comes from its window.
+pub const ACTIVITY_STATUSES: [&str; 3] = ["draft", "scheduled", "cancelled"];
+
+/// One activity.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Activity {
+    pub activity_id: ActivityId,
+    pub name: String,
+    pub starts_at: DateTime<Utc>,
+    pub ends_at: DateTime<Utc>,
+    pub status: String,
+}
+
+/// Where an activity is in time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Phase {
+    Upcoming,
+    Live,
+    Ended,
+}
+
+impl Activity {
+    pub fn phase(&self, now: DateTime<Utc>) -> Phase {
+        if now < self.starts_at {
+            Phase::Upcoming
+        } else if now < self.ends_at {
+            Phase::Live
+        } else {
+            Phase::Ended
+        }
+    }
+
+    /// The window in seconds (at least 1, so rates never divide by zero).
+    pub fn window_secs(&self) -> i64 {
+        (self.ends_at - self.starts_at).num_seconds().max(1)
+    }
+}
+
+/// One product of an activity.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Product {
+    pub product_id: ProductId,
+    pub name: String,
+    pub initial_stock: i64,
+    pub per_user_limit: i64,
+}
+
+/// An activity with its products, as imported.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ActivityDef {
+    pub activity: Activity,
+    pub products: Vec<Product>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn phase_follows_the_window() {
+        let t = |h| {
+            Utc.with_ymd_and_hms(2026, 1, 1, h, 0, 0)
+                .single()
+                .expect("valid time")
+        };
+        let a = Activity {
+            activity_id: ActivityId::parse("a").expect("valid"),
+            name: String::new(),
+            starts_at: t(10),
+            ends_at: t(12),
+            status: "scheduled".into(),
+        };
+        assert_eq!(a.phase(t(9)), Phase::Upcoming);
+        assert_eq!(a.phase(t(10)), Phase::Live);
+        assert_eq!(a.phase(t(12)), Phase::Ended);
+        assert_eq!(a.window_secs(), 7200);
+    }
+}

@@ -1,0 +1,265 @@
+//! The activity import file (TOML): parsed and validated in full before anything is written, so
+//! a bad file is an error that names the file, the field and the bad value.
+//!
+//! ```toml
+//! [activity]
+//! id = "spring-sale"
+//! name = "Spring sale"
+//! starts_at = 2026-12-01T10:00:00Z      # a TOML datetime or an RFC 3339 string, with offset
+//! ends_at = "2026-12-01T20:00:00+08:00"
+//! status = "scheduled"                  # optional: draft | scheduled | cancelled
+//!
+//! [[products]]
+//! id = "p1"
+//! name = "Phone"                        # optional
+//! stock = 100
+//! per_user_limit = 2
+//! ```
+
+use super::activity::{ACTIVITY_STATUSES, Activity, ActivityDef, Product};
+use super::ids::is_valid_id;
+use super::{ActivityId, ProductId};
+use crate::error::{Error, Result};
+use chrono::{DateTime, Utc};
+use serde::Deserialize;
+use std::collections::HashSet;
+
+/// The largest stock one product may hold: the Lua scripts keep integers exact below 2^53.
+pub const MAX_STOCK: i64 = 1_000_000_000_000;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    activity: RawActivity,
+    #[serde(default)]
+    products: Vec<RawProduct>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawActivity {
+    id: String,
+    name: String,
+    starts_at: toml::Value,
+    ends_at: toml::Value,
+    status: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawProduct {
+    id: String,
+    name: Option<String>,
+    stock: i64,
+    per_user_limit: i64,
+}
+
+/// Parses and validates an import file. `file` is only used in messages.
+pub fn parse_activity_file(file: &str, text: &str) -> Result<ActivityDef> {
+    let bad = |msg: String| Error::bad_input(format!("file '{file}': {msg}"));
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        let msg = e.message().to_string();
+        let at = e
+            .span()
+            .map(|s| {
+                let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
+                format!(" (line {line})")
+            })
+            .unwrap_or_default();
+        bad(format!("not a valid activity file{at}: {msg}"))
+    })?;
+
+    let a = raw.activity;
+    if !is_valid_id(&a.id) {
+        return Err(bad(format!(
+            "activity.id: '{}' is invalid: use 1 to 64 characters from A-Z a-z 0-9 _ -",
+            a.id
+        )));
+    }
+    let activity_id = ActivityId::parse(&a.id).map_err(|e| bad(e.message))?;
+    if a.name.trim().is_empty() || a.name.len() > 200 {
+        return Err(bad(format!(
+            "activity.name: '{}' must be 1 to 200 characters",
+            a.name
+        )));
+    }
+    let starts_at = timestamp("activity.starts_at", &a.starts_at).map_err(bad)?;
+    let ends_at = timestamp("activity.ends_at", &a.ends_at).map_err(bad)?;
+    if ends_at <= starts_at {
+        return Err(bad(format!(
+            "activity.ends_at: '{}' is not after starts_at '{}'",
+            ends_at.to_rfc3339(),
+            starts_at.to_rfc3339()
+        )));
+    }
+    let status = a.status.unwrap_or_else(|| "scheduled".to_string());
+    if !ACTIVITY_STATUSES.contains(&status.as_str()) {
+        return Err(bad(format!(
+            "activity.status: '{status}' is not one of {}",
+            ACTIVITY_STATUSES.join(", ")
+        )));
+    }
+
+    if raw.products.is_empty() {
+        return Err(bad(
+            "products: the file has no [[products]] entry; an activity needs at least one".into(),
+        ));
+    }
+    let mut seen = HashSet::new();
+    let mut products = Vec::with_capacity(raw.products.len());
+    for (i, p) in raw.products.into_iter().enumerate() {
+        let field = |f: &str| format!("products[{i}].{f}");
+        if !is_valid_id(&p.id) {
+            return Err(bad(format!(
+                "{}: '{}' is invalid: use 1 to 64 characters from A-Z a-z 0-9 _ -",
+                field("id"),
+                p.id
+            )));
+        }
+        if !seen.insert(p.id.clone()) {
+            return Err(bad(format!(
+                "{}: '{}' is a duplicate product id",
+                field("id"),
+                p.id
+            )));
+        }
+        if p.stock < 0 {
+            return Err(bad(format!(
+                "{}: {} is negative; stock must be >= 0",
+                field("stock"),
+                p.stock
+            )));
+        }
+        if p.stock > MAX_STOCK {
+            return Err(bad(format!(
+                "{}: {} is above the maximum {MAX_STOCK}",
+                field("stock"),
+                p.stock
+            )));
+        }
+        if p.per_user_limit < 1 {
+            return Err(bad(format!(
+                "{}: {} must be >= 1",
+                field("per_user_limit"),
+                p.per_user_limit
+            )));
+        }
+        products.push(Product {
+            product_id: ProductId::parse(&p.id).map_err(|e| bad(e.message))?,
+            name: p.name.unwrap_or_default(),
+            initial_stock: p.stock,
+            per_user_limit: p.per_user_limit,
+        });
+    }
+    Ok(ActivityDef {
+        activity: Activity {
+            activity_id,
+            name: a.name,
+            starts_at,
+            ends_at,
+            status,
+        },
+        products,
+    })
+}
+
+fn timestamp(field: &str, v: &toml::Value) -> std::result::Result<DateTime<Utc>, String> {
+    let text = match v {
+        toml::Value::String(s) => s.clone(),
+        toml::Value::Datetime(d) => d.to_string(),
+        other => return Err(format!("{field}: {other} is not a date-time")),
+    };
+    DateTime::parse_from_rfc3339(&text)
+        .map(|t| t.with_timezone(&Utc))
+        .map_err(|_| {
+            format!("{field}: '{text}' is not an RFC 3339 date-time with offset, e.g. 2026-12-01T10:00:00Z")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[activity]
+id = "a1"
+name = "Sale"
+starts_at = 2026-12-01T10:00:00Z
+ends_at = "2026-12-01T20:00:00+08:00"
+
+[[products]]
+id = "p1"
+stock = 10
+per_user_limit = 2
+"#;
+
+    #[test]
+    fn parses_a_good_file() {
+        let def = parse_activity_file("x.toml", GOOD).expect("valid file");
+        assert_eq!(def.activity.activity_id.as_str(), "a1");
+        assert_eq!(def.activity.status, "scheduled");
+        assert_eq!(def.products[0].initial_stock, 10);
+        assert_eq!(
+            def.activity.ends_at.to_rfc3339(),
+            "2026-12-01T12:00:00+00:00"
+        );
+    }
+
+    fn err(text: &str) -> String {
+        let e = parse_activity_file("bad.toml", text).expect_err("must fail");
+        assert_eq!(e.kind.exit_code(), 2);
+        e.message
+    }
+
+    #[test]
+    fn errors_name_file_field_and_value() {
+        let m = err(&GOOD.replace("id = \"p1\"", "id = \"p{1}\""));
+        assert!(
+            m.contains("bad.toml") && m.contains("products[0].id") && m.contains("'p{1}'"),
+            "{m}"
+        );
+        let m = err(&GOOD.replace("id = \"a1\"", "id = \"a:1\""));
+        assert!(m.contains("activity.id") && m.contains("'a:1'"), "{m}");
+        let m = err(&GOOD.replace("stock = 10", "stock = -5"));
+        assert!(m.contains("products[0].stock") && m.contains("-5"), "{m}");
+        let m = err(&GOOD.replace("per_user_limit = 2", ""));
+        assert!(m.contains("per_user_limit"), "{m}");
+        let m = err(&format!(
+            "{GOOD}\n[[products]]\nid = \"p1\"\nstock = 1\nper_user_limit = 1\n"
+        ));
+        assert!(
+            m.contains("products[1].id") && m.contains("duplicate"),
+            "{m}"
+        );
+        let m = err("this is { not toml");
+        assert!(
+            m.contains("bad.toml") && m.contains("not a valid activity file"),
+            "{m}"
+        );
+        let m = err(&GOOD.replace(
+            "starts_at = 2026-12-01T10:00:00Z",
+            "starts_at = \"tomorrow\"",
+        ));
+        assert!(
+            m.contains("activity.starts_at") && m.contains("'tomorrow'"),
+            "{m}"
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn never_panics_on_any_text(s in "\\PC{0,400}") {
+            let _ = parse_activity_file("fuzz.toml", &s);
+        }
+
+        #[test]
+        fn never_panics_on_mutated_files(cut in 0usize..200, junk in "[\\[\\]{}=\"a-z0-9 \\n-]{0,20}") {
+            let mut text = GOOD.to_string();
+            let at = cut.min(text.len());
+            if text.is_char_boundary(at) {
+                text.insert_str(at, &junk);
+            }
+            let _ = parse_activity_file("fuzz.toml", &text);
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! Pure rules and types: ids, activities, the import file, stock state, drift, alerts, the
+//! preheat decision. No I/O here, so every rule is tested without Redis or a database.
+
+pub mod activity;
+pub mod ids;
+pub mod import;
+
+pub use activity::{Activity, ActivityDef, Phase, Product};
+pub use ids::{ActivityId, ProductId};

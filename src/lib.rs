@@ -1,0 +1,14 @@
+//! seckill-console: the ops console for flash-sale stock held in Redis, with the SQL database as
+//! the truth. The binary is a thin shell over this library so tests reach everything.
+
+pub mod cli;
+pub mod commands;
+pub mod config;
+pub mod db;
+pub mod domain;
+pub mod error;
+pub mod ops;
+pub mod redact;
+pub mod redis;
+
+pub use error::{Error, ErrorKind, Result};

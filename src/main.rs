@@ -1,0 +1,73 @@
+//! The `seckill-console` binary: parse the command line, set up logging, hand over.
+
+use clap::Parser;
+use seckill_console::cli::Cli;
+use seckill_console::commands;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let env: std::collections::HashMap<String, String> = std::env::vars().collect();
+    let json = std::env::args().any(|a| a == "--json")
+        || env
+            .get("SECKILL_JSON")
+            .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on"));
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(
+                e.kind(),
+                ErrorKind::DisplayHelp
+                    | ErrorKind::DisplayVersion
+                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            ) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            let text = seckill_console::redact::redact_text(&e.render().to_string());
+            if json {
+                let first = text
+                    .lines()
+                    .next()
+                    .unwrap_or("usage error")
+                    .trim_start_matches("error: ");
+                eprintln!(
+                    "{}",
+                    serde_json::json!({ "error": first, "kind": "bad_input" })
+                );
+            } else {
+                eprint!("{text}");
+            }
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(&env);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = runtime.block_on(commands::run(cli, env));
+    // Background tasks (pollers, pools) must not keep a finished command alive.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// Logs go to stderr, filtered by SECKILL_LOG (default: warnings). Log lines only ever carry
+/// redacted URLs.
+fn init_logging(env: &std::collections::HashMap<String, String>) {
+    let filter = env
+        .get("SECKILL_LOG")
+        .cloned()
+        .unwrap_or_else(|| "warn".into());
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}

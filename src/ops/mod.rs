@@ -1,0 +1,4 @@
+//! The use cases, shared by the headless commands and the TUI: each takes the connections and
+//! returns a result the caller renders.
+
+pub mod health;

@@ -1,0 +1,185 @@
+//! Connection URLs carry passwords. They live in [`SecretUrl`], whose Display and Debug show the
+//! redacted form only; the raw string is reachable through one explicit method used where a
+//! connection is opened.
+
+use std::fmt;
+
+/// Replaces the password (and for safety any user info with a colon) of a URL with `***`.
+/// Works on strings that do not parse as URLs too, because a malformed URL in an error message
+/// may still hold a password.
+pub fn redact_url(raw: &str) -> String {
+    if let Ok(mut url) = url::Url::parse(raw) {
+        if url.password().is_some() && url.set_password(Some("***")).is_ok() {
+            return url.to_string();
+        }
+        if url.password().is_none() {
+            // A user name alone is not a secret.
+            return raw.to_string();
+        }
+    }
+    redact_loose(raw)
+}
+
+/// Fallback: everything between `scheme://` and the last `@` of the authority may be a secret.
+fn redact_loose(raw: &str) -> String {
+    let (scheme, rest) = match raw.find("://") {
+        Some(i) => (&raw[..i + 3], &raw[i + 3..]),
+        None => ("", raw),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    match authority.rfind('@') {
+        Some(at) => {
+            let user_info = &authority[..at];
+            let user = user_info.split(':').next().unwrap_or("");
+            let shown = if user_info.contains(':') {
+                format!("{user}:***")
+            } else {
+                // A lone token before `@` is a password in `redis://token@host` style URLs.
+                "***".to_string()
+            };
+            format!("{scheme}{shown}{}", &rest[at..])
+        }
+        None => raw.to_string(),
+    }
+}
+
+/// A URL that may hold a password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretUrl {
+    raw: String,
+    redacted: String,
+}
+
+impl SecretUrl {
+    pub fn new(raw: impl Into<String>) -> Self {
+        let raw = raw.into();
+        let redacted = redact_url(&raw);
+        SecretUrl { raw, redacted }
+    }
+
+    /// The URL with its password; only for opening a connection.
+    pub fn expose(&self) -> &str {
+        &self.raw
+    }
+
+    /// The URL as it may be shown.
+    pub fn redacted(&self) -> &str {
+        &self.redacted
+    }
+
+    /// The password inside, if any (so output can be checked against it).
+    pub fn password(&self) -> Option<String> {
+        url::Url::parse(&self.raw)
+            .ok()
+            .and_then(|u| u.password().map(str::to_string))
+    }
+}
+
+impl fmt::Display for SecretUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.redacted)
+    }
+}
+
+impl fmt::Debug for SecretUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SecretUrl({:?})", self.redacted)
+    }
+}
+
+/// Removes every occurrence of `secret` from `text`; the last line of defence for messages that
+/// come from a library and may quote a URL.
+pub fn scrub(text: &str, secrets: &[String]) -> String {
+    let mut out = text.to_string();
+    for s in secrets.iter().filter(|s| s.len() >= 3) {
+        out = out.replace(s.as_str(), "***");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hides_passwords() {
+        assert_eq!(
+            redact_url("redis://alice:s3cret@10.0.0.1:6379/0"),
+            "redis://alice:***@10.0.0.1:6379/0"
+        );
+        assert_eq!(
+            redact_url("postgres://u:p%40ss@db/x"),
+            "postgres://u:***@db/x"
+        );
+        assert_eq!(redact_url("rediss://:pw@h:1"), "rediss://:***@h:1");
+        assert_eq!(
+            redact_url("redis://127.0.0.1:6379"),
+            "redis://127.0.0.1:6379"
+        );
+        assert_eq!(redact_url("sqlite:/tmp/x.db"), "sqlite:/tmp/x.db");
+    }
+
+    #[test]
+    fn hides_passwords_in_malformed_urls() {
+        let shown = redact_url("redis://bob:hunter2@[bad");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        let shown = redact_url("redis://x:hunter2@host:99999999");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert_eq!(
+            redact_url("postgres://postgres@h/db"),
+            "postgres://postgres@h/db"
+        );
+    }
+
+    #[test]
+    fn secret_url_never_prints_the_password() {
+        let s = SecretUrl::new("redis://a:topsecret@h:1");
+        assert!(!format!("{s} {s:?}").contains("topsecret"));
+        assert_eq!(s.password().as_deref(), Some("topsecret"));
+    }
+}
+
+/// Redacts every URL-looking token (anything with `://`) in free text, e.g. a library's error
+/// message or a usage error that echoes an argument.
+pub fn redact_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut token = String::new();
+    let flush = |token: &mut String, out: &mut String| {
+        if token.contains("://") {
+            // Quotes and brackets around a URL stay outside the redaction.
+            let start = token.find(|c: char| c.is_ascii_alphanumeric()).unwrap_or(0);
+            let end = token
+                .rfind(|c: char| !matches!(c, '\'' | '"' | '`' | ')' | ']' | ',' | '.' | ';'))
+                .map_or(token.len(), |i| i + 1)
+                .max(start);
+            out.push_str(&token[..start]);
+            out.push_str(&redact_url(&token[start..end]));
+            out.push_str(&token[end..]);
+        } else {
+            out.push_str(token);
+        }
+        token.clear();
+    };
+    for c in text.chars() {
+        if c.is_whitespace() {
+            flush(&mut token, &mut out);
+            out.push(c);
+        } else {
+            token.push(c);
+        }
+    }
+    flush(&mut token, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::*;
+
+    #[test]
+    fn redacts_urls_inside_text() {
+        let t = redact_text("error: unexpected argument 'redis://u:pw123@h:1' found");
+        assert_eq!(t, "error: unexpected argument 'redis://u:***@h:1' found");
+    }
+}

@@ -1,0 +1,150 @@
+//! Every Redis key name the console and the shop's services use is built here, and nowhere else.
+//!
+//! A product's keys share the hash tag `{<activity>:<product>}`, so one script touches one slot
+//! and the products of an activity spread over a cluster.
+
+use crate::domain::{ActivityId, ProductId};
+use crate::error::{Error, Result};
+
+/// The default live prefix.
+pub const DEFAULT_PREFIX: &str = "seckill";
+
+/// The suffixes of one product's keys, in the order the scripts take them as KEYS.
+pub const SUFFIXES: [&str; 4] = ["stock", "meta", "buyers", "ledger"];
+
+/// A key prefix, validated so it can never widen a SCAN pattern or break a hash tag.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeySpace {
+    prefix: String,
+}
+
+impl Default for KeySpace {
+    fn default() -> Self {
+        KeySpace {
+            prefix: DEFAULT_PREFIX.to_string(),
+        }
+    }
+}
+
+impl KeySpace {
+    /// Validates a prefix: 1 to 64 of `A-Z a-z 0-9 _ - . :`.
+    pub fn new(prefix: &str) -> Result<Self> {
+        let ok = !prefix.is_empty()
+            && prefix.len() <= 64
+            && prefix
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'));
+        if !ok {
+            return Err(Error::bad_input(format!(
+                "key prefix '{prefix}' is invalid: use 1 to 64 characters from A-Z a-z 0-9 _ - . :"
+            )));
+        }
+        Ok(KeySpace {
+            prefix: prefix.to_string(),
+        })
+    }
+
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// The hash tag of one product, braces included.
+    pub fn tag(activity: &ActivityId, product: &ProductId) -> String {
+        format!("{{{activity}:{product}}}")
+    }
+
+    /// All keys of one product.
+    pub fn product(&self, activity: &ActivityId, product: &ProductId) -> ProductKeys {
+        let base = format!("{}:{}", self.prefix, Self::tag(activity, product));
+        ProductKeys {
+            stock: format!("{base}:stock"),
+            meta: format!("{base}:meta"),
+            buyers: format!("{base}:buyers"),
+            ledger: format!("{base}:ledger"),
+        }
+    }
+
+    /// The SCAN pattern that matches every key of `activity` and no other activity's: ids cannot
+    /// contain `:` or glob characters, so `{a1:` never matches `{a10:` or `{a1-b:`.
+    pub fn activity_pattern(&self, activity: &ActivityId) -> String {
+        format!("{}:{{{activity}:*", self.prefix)
+    }
+
+    /// Splits a key of this key space into activity, product and suffix. None for foreign keys.
+    pub fn parse<'k>(&self, key: &'k str) -> Option<(&'k str, &'k str, &'k str)> {
+        let rest = key.strip_prefix(self.prefix.as_str())?.strip_prefix(":{")?;
+        let close = rest.find('}')?;
+        let (tag, tail) = rest.split_at(close);
+        let (activity, product) = tag.split_once(':')?;
+        let suffix = tail.strip_prefix("}:")?;
+        Some((activity, product, suffix))
+    }
+}
+
+/// The keys of one product of one activity.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProductKeys {
+    /// String, an integer: remaining stock.
+    pub stock: String,
+    /// Hash: initial, limit, epoch, paused, deducted, returned.
+    pub meta: String,
+    /// Hash: user id -> units the user holds.
+    pub buyers: String,
+    /// Hash: request id -> deduction record.
+    pub ledger: String,
+}
+
+impl ProductKeys {
+    /// The KEYS argument of the deduction and restore scripts.
+    pub fn script_keys(&self) -> [&str; 4] {
+        [&self.stock, &self.meta, &self.buyers, &self.ledger]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(a: &str, p: &str) -> (ActivityId, ProductId) {
+        (
+            ActivityId::parse(a).expect("valid"),
+            ProductId::parse(p).expect("valid"),
+        )
+    }
+
+    #[test]
+    fn names_carry_the_hash_tag() {
+        let (a, p) = ids("a1", "p1");
+        let k = KeySpace::default().product(&a, &p);
+        assert_eq!(k.stock, "seckill:{a1:p1}:stock");
+        assert_eq!(k.ledger, "seckill:{a1:p1}:ledger");
+    }
+
+    #[test]
+    fn pattern_does_not_match_neighbours() {
+        let (a, _) = ids("a1", "p");
+        let pat = KeySpace::default().activity_pattern(&a);
+        assert_eq!(pat, "seckill:{a1:*");
+        for other in ["a10", "a1-b", "b1"] {
+            let (o, p) = ids(other, "p1");
+            let key = KeySpace::default().product(&o, &p).stock;
+            assert!(!key.starts_with(pat.trim_end_matches('*')), "{key}");
+        }
+    }
+
+    #[test]
+    fn parse_round_trips() {
+        let (a, p) = ids("a-1", "P_2");
+        let ks = KeySpace::new("dry.run:x").expect("valid prefix");
+        let k = ks.product(&a, &p);
+        assert_eq!(ks.parse(&k.meta), Some(("a-1", "P_2", "meta")));
+        assert_eq!(ks.parse("seckill:{a:b}:stock"), None);
+    }
+
+    #[test]
+    fn bad_prefixes_are_refused() {
+        for bad in ["", "a{b", "a*", "a b", "a}"] {
+            assert!(KeySpace::new(bad).is_err(), "{bad:?}");
+        }
+    }
+}

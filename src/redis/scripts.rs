@@ -1,0 +1,60 @@
+//! The Lua scripts, embedded from `lua/` at build time so the binary runs exactly the files the
+//! shop's app servers load. Called with EVALSHA; a NOSCRIPT reply (a restart, a failover, a
+//! SCRIPT FLUSH) reloads the script on that node and retries once.
+
+use std::sync::OnceLock;
+
+/// One Lua script of the contract.
+pub struct LuaScript {
+    pub name: &'static str,
+    pub body: &'static str,
+    sha: OnceLock<String>,
+}
+
+impl LuaScript {
+    const fn new(name: &'static str, body: &'static str) -> Self {
+        LuaScript {
+            name,
+            body,
+            sha: OnceLock::new(),
+        }
+    }
+
+    /// The SHA1 that SCRIPT LOAD returns for this body.
+    pub fn sha(&self) -> &str {
+        self.sha
+            .get_or_init(|| sha1_smol::Sha1::from(self.body).digest().to_string())
+    }
+}
+
+impl std::fmt::Debug for LuaScript {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LuaScript({}, {})", self.name, self.sha())
+    }
+}
+
+/// The deduction app servers run: returns remaining stock or -1..-5.
+pub static DEDUCT: LuaScript = LuaScript::new("deduct", include_str!("../../lua/deduct.lua"));
+
+/// Returns the stock of one deduction, idempotent per request id.
+pub static RESTORE: LuaScript = LuaScript::new("restore", include_str!("../../lua/restore.lua"));
+
+/// Every script the console loads on every node.
+pub fn all() -> [&'static LuaScript; 2] {
+    [&DEDUCT, &RESTORE]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sha_is_the_sha1_of_the_body() {
+        assert_eq!(DEDUCT.sha().len(), 40);
+        assert_ne!(DEDUCT.sha(), RESTORE.sha());
+        assert_eq!(
+            LuaScript::new("x", "return 1").sha(),
+            "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"
+        );
+    }
+}

@@ -1,0 +1,224 @@
+//! `migrate`, `activity import | list | show` through the binary on every backend, and malformed
+//! import files that exit 2 and write nothing.
+
+use crate::harness::TestDb;
+use crate::harness::fixtures::{activity_toml, future_window, write_file};
+use crate::harness::{Run, console};
+use seckill_console::db::Db;
+
+const TABLES: [&str; 7] = [
+    "seckill_activity",
+    "seckill_product",
+    "seckill_order",
+    "seckill_compensation",
+    "seckill_outbox",
+    "seckill_audit",
+    "seckill_schema_migrations",
+];
+
+async fn row_counts(db: &Db) -> Vec<i64> {
+    let mut out = Vec::new();
+    for t in TABLES {
+        let (n,): (i64,) = db
+            .fetch_optional_as(&format!("SELECT COUNT(*) FROM {t}"), &[])
+            .await
+            .expect("count")
+            .expect("one row");
+        out.push(n);
+    }
+    out
+}
+
+fn run(db: &TestDb, args: &[&str]) -> Run {
+    let mut all = vec!["--db", &db.url];
+    all.extend_from_slice(args);
+    console(&all)
+}
+
+#[tokio::test]
+async fn migrate_import_list_show_on_every_backend() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (s, e) = future_window();
+    let good = write_file(
+        dir.path(),
+        "a1.toml",
+        &activity_toml("a1", &[("p1", 10, 2), ("p2", 5, 1)], s, e),
+    );
+    let good = good.to_str().expect("utf8 path");
+    for db in TestDb::all().await {
+        let name = db.name();
+        let m = run(&db, &["--json", "migrate"]);
+        m.expect_code(0);
+        assert_eq!(m.json()["applied"], serde_json::json!([1]), "{name}");
+        let again = run(&db, &["--json", "migrate"]);
+        again.expect_code(0);
+        assert_eq!(again.json()["applied"], serde_json::json!([]), "{name}");
+        assert_eq!(
+            again.json()["already_applied"],
+            serde_json::json!([1]),
+            "{name}"
+        );
+
+        let imp = run(
+            &db,
+            &["--json", "--actor", "alice", "activity", "import", good],
+        );
+        imp.expect_code(0);
+        assert_eq!(imp.json()["products_created"], 2, "{name}");
+        assert_eq!(imp.json()["activity_created"], true, "{name}");
+        let again = run(&db, &["--json", "activity", "import", good]);
+        again.expect_code(0);
+        assert_eq!(
+            again.json()["products_unchanged"],
+            2,
+            "{name}: re-import is idempotent"
+        );
+
+        let list = run(&db, &["--json", "activity", "list"]);
+        list.expect_code(0);
+        let acts = list.json()["activities"].clone();
+        assert_eq!(acts.as_array().map(Vec::len), Some(1), "{name}");
+        assert_eq!(acts[0]["activity_id"], "a1");
+        assert_eq!(acts[0]["products"], 2);
+        assert_eq!(acts[0]["total_stock"], 15);
+        assert_eq!(acts[0]["phase"], "upcoming");
+
+        let show = run(&db, &["--json", "activity", "show", "a1"]);
+        show.expect_code(0);
+        let doc = show.json();
+        assert_eq!(doc["total_stock"], 15, "{name}");
+        assert_eq!(doc["products"][0]["product_id"], "p1");
+        assert_eq!(doc["products"][0]["initial_stock"], 10);
+        assert_eq!(doc["products"][0]["per_user_limit"], 2);
+        assert_eq!(doc["products"][1]["product_id"], "p2");
+
+        let text = run(&db, &["activity", "show", "a1"]);
+        text.expect_code(0);
+        assert!(
+            text.stdout.contains("products 2, total stock 15"),
+            "{}",
+            text.stdout
+        );
+
+        let missing = run(&db, &["--json", "activity", "show", "nope"]);
+        missing.expect_code(2);
+        assert!(
+            missing.json_error()["error"]
+                .as_str()
+                .unwrap_or("")
+                .contains("'nope'")
+        );
+
+        // The import was audited with the actor.
+        let lib = db.open().await;
+        let audit = seckill_console::db::audit::recent(&lib, None, 10)
+            .await
+            .expect("audit");
+        assert!(
+            audit
+                .iter()
+                .any(|a| a.actor == "alice" && a.action == "activity.import"),
+            "{name}"
+        );
+        lib.close().await;
+    }
+}
+
+#[tokio::test]
+async fn malformed_import_files_exit_2_and_write_nothing() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (s, e) = future_window();
+    let base = activity_toml("a2", &[("p1", 10, 2), ("p2", 5, 1)], s, e);
+    let cases: Vec<(&str, String, Vec<&str>)> = vec![
+        (
+            "braces.toml",
+            base.replace("id = \"p1\"", "id = \"p{1}\""),
+            vec!["products[0].id", "'p{1}'"],
+        ),
+        (
+            "colon.toml",
+            base.replace("id = \"a2\"", "id = \"a:2\""),
+            vec!["activity.id", "'a:2'"],
+        ),
+        (
+            "negative.toml",
+            base.replace("stock = 5", "stock = -5"),
+            vec!["products[1].stock", "-5"],
+        ),
+        (
+            "duplicate.toml",
+            base.replace("id = \"p2\"", "id = \"p1\""),
+            vec!["products[1].id", "'p1'", "duplicate"],
+        ),
+        (
+            "missing.toml",
+            base.replace("per_user_limit = 1\n", ""),
+            vec!["per_user_limit"],
+        ),
+        (
+            "not-toml.toml",
+            "[activity\nid = a2 {".to_string(),
+            vec!["not a valid activity file"],
+        ),
+        (
+            "binary.toml",
+            "\u{0}\u{1}\u{2}".to_string(),
+            vec!["not a valid activity file"],
+        ),
+    ];
+    for db in TestDb::all().await {
+        let name = db.name();
+        run(&db, &["migrate"]).expect_code(0);
+        let lib = db.open().await;
+        let before = row_counts(&lib).await;
+        for (file, text, needles) in &cases {
+            let path = write_file(dir.path(), file, text);
+            let path = path.to_str().expect("utf8");
+            let r = run(&db, &["activity", "import", path]);
+            r.expect_code(2);
+            assert!(
+                r.stderr.contains(file),
+                "{name} {file}: stderr does not name the file: {}",
+                r.stderr
+            );
+            for n in needles {
+                assert!(
+                    r.stderr.contains(n),
+                    "{name} {file}: stderr lacks {n:?}: {}",
+                    r.stderr
+                );
+            }
+            let j = run(&db, &["--json", "activity", "import", path]);
+            j.expect_code(2);
+            assert_eq!(j.json_error()["kind"], "bad_input", "{name} {file}");
+            assert!(
+                j.stdout.is_empty(),
+                "{name} {file}: stdout must stay empty on error"
+            );
+        }
+        let missing = run(&db, &["activity", "import", "/nonexistent/file.toml"]);
+        missing.expect_code(2);
+        assert!(missing.stderr.contains("/nonexistent/file.toml"));
+        assert_eq!(
+            row_counts(&lib).await,
+            before,
+            "{name}: a bad file wrote something"
+        );
+        lib.close().await;
+    }
+}
+
+#[test]
+fn bad_ids_and_usage_exit_2() {
+    let db = TestDb::sqlite();
+    for bad in ["a{1}", "a:1", "", "x y", &"z".repeat(65)] {
+        let r = run(&db, &["--json", "activity", "show", bad]);
+        r.expect_code(2);
+        assert_eq!(r.json_error()["kind"], "bad_input");
+    }
+    console(&["no-such-command"]).expect_code(2);
+    console(&["--json", "no-such-command"]).expect_code(2);
+    let r = console(&["--db", "oracle://x", "activity", "list"]);
+    r.expect_code(2);
+    assert!(r.stderr.contains("oracle://x"), "{}", r.stderr);
+}

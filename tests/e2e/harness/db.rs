@@ -1,0 +1,184 @@
+//! A database per test: a SQLite file always; PostgreSQL and MariaDB when SECKILL_TEST_PG_URL /
+//! SECKILL_TEST_MYSQL_URL are set (admin URLs). When a variable is set and the server does not
+//! answer, the test fails: it never skips silently.
+
+use seckill_console::db::{Db, DbOptions, migrate};
+use seckill_console::redact::SecretUrl;
+use sqlx::Connection;
+use std::sync::atomic::{AtomicU32, Ordering};
+use tempfile::TempDir;
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Sqlite,
+    Postgres,
+    MySql,
+}
+
+/// One test's own database, dropped with the value.
+pub struct TestDb {
+    pub url: String,
+    pub kind: Kind,
+    _dir: Option<TempDir>,
+    admin: Option<(String, String)>,
+}
+
+fn unique_name() -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    format!(
+        "seckill_t_{}_{}_{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed),
+        nanos % 100_000
+    )
+}
+
+fn with_database(admin: &str, name: &str) -> String {
+    let mut u = url::Url::parse(admin).expect("admin URL parses");
+    u.set_path(&format!("/{name}"));
+    u.to_string()
+}
+
+impl TestDb {
+    /// A fresh SQLite file in a temporary directory.
+    pub fn sqlite() -> Self {
+        let dir = tempfile::Builder::new()
+            .prefix("seckill-db-")
+            .tempdir()
+            .expect("temp dir");
+        let url = format!("sqlite://{}", dir.path().join("test.db").display());
+        TestDb {
+            url,
+            kind: Kind::Sqlite,
+            _dir: Some(dir),
+            admin: None,
+        }
+    }
+
+    /// A fresh PostgreSQL database, or None when SECKILL_TEST_PG_URL is unset.
+    pub async fn postgres() -> Option<Self> {
+        let admin = std::env::var("SECKILL_TEST_PG_URL")
+            .ok()
+            .filter(|s| !s.is_empty())?;
+        let name = unique_name();
+        let mut conn = sqlx::PgConnection::connect(&admin)
+            .await
+            .unwrap_or_else(|e| {
+                panic!("SECKILL_TEST_PG_URL is set but PostgreSQL does not answer: {e}")
+            });
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .expect("create test database");
+        let _ = conn.close().await;
+        Some(TestDb {
+            url: with_database(&admin, &name),
+            kind: Kind::Postgres,
+            _dir: None,
+            admin: Some((admin, name)),
+        })
+    }
+
+    /// A fresh MySQL/MariaDB database, or None when SECKILL_TEST_MYSQL_URL is unset.
+    pub async fn mysql() -> Option<Self> {
+        let admin = std::env::var("SECKILL_TEST_MYSQL_URL")
+            .ok()
+            .filter(|s| !s.is_empty())?;
+        let name = unique_name();
+        let mut conn = sqlx::MySqlConnection::connect(&admin)
+            .await
+            .unwrap_or_else(|e| {
+                panic!("SECKILL_TEST_MYSQL_URL is set but MySQL/MariaDB does not answer: {e}")
+            });
+        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+            .execute(&mut conn)
+            .await
+            .expect("create test database");
+        let _ = conn.close().await;
+        Some(TestDb {
+            url: with_database(&admin, &name),
+            kind: Kind::MySql,
+            _dir: None,
+            admin: Some((admin, name)),
+        })
+    }
+
+    /// SQLite plus every configured server backend.
+    pub async fn all() -> Vec<Self> {
+        let mut v = vec![Self::sqlite()];
+        v.extend(Self::postgres().await);
+        v.extend(Self::mysql().await);
+        v
+    }
+
+    /// SQLite plus PostgreSQL when configured.
+    pub async fn sqlite_and_postgres() -> Vec<Self> {
+        let mut v = vec![Self::sqlite()];
+        v.extend(Self::postgres().await);
+        v
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self.kind {
+            Kind::Sqlite => "sqlite",
+            Kind::Postgres => "postgres",
+            Kind::MySql => "mysql",
+        }
+    }
+
+    /// Opens the database through the library, migrated.
+    pub async fn open(&self) -> Db {
+        let db = Db::connect(&SecretUrl::new(self.url.clone()), &DbOptions::default())
+            .await
+            .unwrap_or_else(|e| panic!("open {}: {e}", self.name()));
+        migrate::migrate(&db).await.expect("migrate");
+        db
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Some((admin, name)) = self.admin.take() else {
+            return;
+        };
+        let kind = self.kind;
+        // Drop runs outside any runtime guarantee: use a thread with its own small runtime.
+        let _ = std::thread::spawn(move || {
+            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            else {
+                return;
+            };
+            rt.block_on(async move {
+                match kind {
+                    Kind::Postgres => {
+                        if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
+                            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
+                            )))
+                            .execute(&mut c)
+                            .await;
+                        }
+                    }
+                    Kind::MySql => {
+                        if let Ok(mut c) = sqlx::MySqlConnection::connect(&admin).await {
+                            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
+                                "DROP DATABASE IF EXISTS {name}"
+                            )))
+                            .execute(&mut c)
+                            .await;
+                        }
+                    }
+                    Kind::Sqlite => {}
+                }
+            });
+        })
+        .join();
+    }
+}

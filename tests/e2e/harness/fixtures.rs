@@ -1,0 +1,87 @@
+//! Activities, products and Redis handles for tests.
+
+use chrono::{DateTime, Duration, Utc};
+use seckill_console::db::Db;
+use seckill_console::db::activity;
+use seckill_console::domain::import::parse_activity_file;
+use seckill_console::redact::SecretUrl;
+use seckill_console::redis::{RedisSettings, RedisStore, RedisTarget};
+use std::path::{Path, PathBuf};
+
+/// A product line of a test activity: (id, stock, per-user limit).
+pub type P<'a> = (&'a str, i64, i64);
+
+/// The TOML of an activity with a window around `now` (live) unless given.
+pub fn activity_toml(
+    id: &str,
+    products: &[P<'_>],
+    starts: DateTime<Utc>,
+    ends: DateTime<Utc>,
+) -> String {
+    let mut s = format!(
+        "[activity]\nid = \"{id}\"\nname = \"Test {id}\"\nstarts_at = \"{}\"\nends_at = \"{}\"\n",
+        starts.to_rfc3339(),
+        ends.to_rfc3339()
+    );
+    for (p, stock, limit) in products {
+        s.push_str(&format!(
+            "\n[[products]]\nid = \"{p}\"\nstock = {stock}\nper_user_limit = {limit}\n"
+        ));
+    }
+    s
+}
+
+/// A live window: started an hour ago, ends in an hour.
+pub fn live_window() -> (DateTime<Utc>, DateTime<Utc>) {
+    let now = Utc::now();
+    (now - Duration::hours(1), now + Duration::hours(1))
+}
+
+/// A future window: starts in a day.
+pub fn future_window() -> (DateTime<Utc>, DateTime<Utc>) {
+    let now = Utc::now();
+    (
+        now + Duration::days(1),
+        now + Duration::days(1) + Duration::hours(2),
+    )
+}
+
+pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write test file");
+    path
+}
+
+/// Imports an activity through the library.
+pub async fn import(db: &Db, id: &str, products: &[P<'_>], window: (DateTime<Utc>, DateTime<Utc>)) {
+    let text = activity_toml(id, products, window.0, window.1);
+    let def = parse_activity_file("test.toml", &text).expect("valid test activity");
+    activity::import(db, &def, "test", "test.toml")
+        .await
+        .expect("import");
+}
+
+/// A Redis handle on a standalone server.
+pub async fn standalone(url: &str) -> RedisStore {
+    store(RedisTarget::Standalone(SecretUrl::new(url))).await
+}
+
+/// A Redis handle on a cluster given its seeds.
+pub async fn cluster(seeds: &str) -> RedisStore {
+    store(RedisTarget::Cluster(
+        seeds.split(',').map(SecretUrl::new).collect(),
+    ))
+    .await
+}
+
+pub async fn store(target: RedisTarget) -> RedisStore {
+    RedisStore::connect(RedisSettings {
+        target,
+        connect_timeout: std::time::Duration::from_secs(2),
+        response_timeout: std::time::Duration::from_secs(2),
+        tls_ca: None,
+        read_only: false,
+    })
+    .await
+    .expect("connect to the test Redis")
+}

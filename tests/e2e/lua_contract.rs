@@ -1,0 +1,326 @@
+//! The Lua contract of `deduct.lua` and `restore.lua`, on a standalone server and a cluster.
+
+use crate::harness::Topo;
+use redis::Value;
+use seckill_console::domain::{ActivityId, ProductId};
+use seckill_console::redis::stock::{Deducted, Restored, deduct, restore};
+use seckill_console::redis::{KeySpace, ProductKeys, RedisStore};
+
+fn keys(a: &str, p: &str) -> ProductKeys {
+    KeySpace::default().product(
+        &ActivityId::parse(a).expect("valid"),
+        &ProductId::parse(p).expect("valid"),
+    )
+}
+
+async fn cmd(store: &RedisStore, key: &str, args: &[&str]) -> Value {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    store.query(key, &c).await.expect("redis command")
+}
+
+/// Sets a product up the way preheat will: stock and a per-user limit.
+async fn setup(store: &RedisStore, k: &ProductKeys, stock: &str, limit: &str) {
+    cmd(store, &k.stock, &["SET", &k.stock, stock]).await;
+    cmd(
+        store,
+        &k.meta,
+        &["HSET", &k.meta, "initial", stock, "limit", limit],
+    )
+    .await;
+}
+
+/// DUMP of every key of the product: byte-for-byte state.
+async fn snapshot(store: &RedisStore, k: &ProductKeys) -> Vec<Value> {
+    let mut out = Vec::new();
+    for key in k.script_keys() {
+        out.push(cmd(store, key, &["DUMP", key]).await);
+    }
+    out
+}
+
+async fn stock_of(store: &RedisStore, k: &ProductKeys) -> String {
+    match cmd(store, &k.stock, &["GET", &k.stock]).await {
+        Value::BulkString(b) => String::from_utf8(b).expect("utf8"),
+        other => panic!("stock is {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn return_codes_limits_and_idempotency() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        let k = keys("lua", "p1");
+        let name = topo.name();
+
+        assert_eq!(
+            deduct(&store, &k, "r0", "u0", "1").await.expect("ok"),
+            Deducted::Missing,
+            "{name}"
+        );
+
+        setup(&store, &k, "5", "2").await;
+        assert_eq!(
+            deduct(&store, &k, "r1", "u1", "1").await.expect("ok"),
+            Deducted::Remaining(4)
+        );
+        assert_eq!(
+            deduct(&store, &k, "r2", "u1", "1").await.expect("ok"),
+            Deducted::Remaining(3)
+        );
+        // The per-user limit of 2 lets u1 buy twice and not three times.
+        assert_eq!(
+            deduct(&store, &k, "r3", "u1", "1").await.expect("ok"),
+            Deducted::UserLimit
+        );
+        assert_eq!(
+            deduct(&store, &k, "r4", "u2", "3").await.expect("ok"),
+            Deducted::UserLimit
+        );
+
+        // A retry of a request id that succeeded returns its first result and changes nothing.
+        let before = snapshot(&store, &k).await;
+        assert_eq!(
+            deduct(&store, &k, "r1", "u1", "1").await.expect("ok"),
+            Deducted::Remaining(4)
+        );
+        assert_eq!(
+            deduct(&store, &k, "r1", "other", "2").await.expect("ok"),
+            Deducted::Remaining(4)
+        );
+        assert_eq!(
+            snapshot(&store, &k).await,
+            before,
+            "{name}: a retry changed state"
+        );
+
+        // Bad arguments.
+        for q in ["0", "-1", "x", "", "1.5", "01", "99999999999"] {
+            assert_eq!(
+                deduct(&store, &k, "rq", "u3", q).await.expect("ok"),
+                Deducted::BadArgs,
+                "{name} q={q:?}"
+            );
+        }
+        assert_eq!(
+            deduct(&store, &k, "", "u3", "1").await.expect("ok"),
+            Deducted::BadArgs
+        );
+        assert_eq!(
+            deduct(&store, &k, "rx", "", "1").await.expect("ok"),
+            Deducted::BadArgs
+        );
+        assert_eq!(
+            snapshot(&store, &k).await,
+            before,
+            "{name}: bad args changed state"
+        );
+
+        // Sold out: 3 left, u3 and u4 take 2 + 1, then nothing is left for u5.
+        assert_eq!(
+            deduct(&store, &k, "r5", "u3", "2").await.expect("ok"),
+            Deducted::Remaining(1)
+        );
+        assert_eq!(
+            deduct(&store, &k, "r6", "u4", "2").await.expect("ok"),
+            Deducted::SoldOut
+        );
+        assert_eq!(
+            deduct(&store, &k, "r7", "u4", "1").await.expect("ok"),
+            Deducted::Remaining(0)
+        );
+        assert_eq!(
+            deduct(&store, &k, "r8", "u5", "1").await.expect("ok"),
+            Deducted::SoldOut
+        );
+        assert_eq!(stock_of(&store, &k).await, "0");
+
+        // Paused.
+        let k2 = keys("lua", "p2");
+        setup(&store, &k2, "10", "1").await;
+        cmd(&store, &k2.meta, &["HSET", &k2.meta, "paused", "1"]).await;
+        assert_eq!(
+            deduct(&store, &k2, "r1", "u1", "1").await.expect("ok"),
+            Deducted::Paused
+        );
+        cmd(&store, &k2.meta, &["HSET", &k2.meta, "paused", "0"]).await;
+        assert_eq!(
+            deduct(&store, &k2, "r1", "u1", "1").await.expect("ok"),
+            Deducted::Remaining(9)
+        );
+
+        // The ledger holds exactly the successful request ids, in the product's slot.
+        let ledger = cmd(&store, &k.ledger, &["HKEYS", &k.ledger]).await;
+        let mut ids: Vec<String> = redis::from_redis_value(ledger).expect("keys");
+        ids.sort();
+        assert_eq!(ids, vec!["r1", "r2", "r5", "r7"], "{name}");
+    }
+}
+
+#[tokio::test]
+async fn corrupt_values_are_error_replies_that_write_nothing() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        let name = topo.name();
+        let corrupt_stock: [(&str, &str); 3] = [("abc", "abc"), ("dec", "1.5"), ("empty", "")];
+        for (pid, value) in corrupt_stock {
+            let k = keys("bad", pid);
+            setup(&store, &k, "5", "2").await;
+            // Some history, so every key exists and must stay byte-for-byte the same.
+            assert!(matches!(
+                deduct(&store, &k, "h1", "u1", "1").await,
+                Ok(Deducted::Remaining(4))
+            ));
+            cmd(&store, &k.stock, &["SET", &k.stock, value]).await;
+            let before = snapshot(&store, &k).await;
+            let err = deduct(&store, &k, "n1", "u2", "1")
+                .await
+                .expect_err("corrupt stock must fail");
+            assert!(err.to_string().contains("not an integer"), "{name}: {err}");
+            assert!(
+                restore(&store, &k, "h1").await.is_err(),
+                "{name}: restore on corrupt stock"
+            );
+            assert_eq!(
+                snapshot(&store, &k).await,
+                before,
+                "{name}: {pid} changed state"
+            );
+        }
+
+        // A stock key of the wrong type.
+        let k = keys("bad", "wrongtype");
+        setup(&store, &k, "5", "2").await;
+        assert!(matches!(
+            deduct(&store, &k, "h1", "u1", "1").await,
+            Ok(Deducted::Remaining(4))
+        ));
+        cmd(&store, &k.stock, &["DEL", &k.stock]).await;
+        cmd(&store, &k.stock, &["RPUSH", &k.stock, "5"]).await;
+        let before = snapshot(&store, &k).await;
+        let err = deduct(&store, &k, "n1", "u2", "1")
+            .await
+            .expect_err("wrong type must fail");
+        assert!(err.to_string().contains("WRONGTYPE"), "{name}: {err}");
+        assert_eq!(
+            snapshot(&store, &k).await,
+            before,
+            "{name}: wrong type changed state"
+        );
+
+        // Every other key of the product with a wrong type or a corrupt field.
+        let k = keys("bad", "others");
+        setup(&store, &k, "5", "3").await;
+        assert!(matches!(
+            deduct(&store, &k, "h1", "u1", "1").await,
+            Ok(Deducted::Remaining(4))
+        ));
+        let cases: Vec<(&str, Vec<&str>, Vec<&str>)> = vec![
+            (
+                "limit",
+                vec!["HSET", &k.meta, "limit", "two"],
+                vec!["HSET", &k.meta, "limit", "3"],
+            ),
+            (
+                "deducted",
+                vec!["HSET", &k.meta, "deducted", "x"],
+                vec!["HSET", &k.meta, "deducted", "1"],
+            ),
+            (
+                "holding",
+                vec!["HSET", &k.buyers, "u1", "lots"],
+                vec!["HSET", &k.buyers, "u1", "1"],
+            ),
+        ];
+        for (what, break_it, mend_it) in cases {
+            cmd(&store, &k.stock, &break_it).await;
+            let before = snapshot(&store, &k).await;
+            assert!(
+                deduct(&store, &k, "n2", "u1", "1").await.is_err(),
+                "{name}: corrupt {what}"
+            );
+            assert_eq!(
+                snapshot(&store, &k).await,
+                before,
+                "{name}: corrupt {what} changed state"
+            );
+            cmd(&store, &k.stock, &mend_it).await;
+        }
+        cmd(&store, &k.ledger, &["HSET", &k.ledger, "h1", "garbage"]).await;
+        let before = snapshot(&store, &k).await;
+        assert!(
+            deduct(&store, &k, "h1", "u1", "1").await.is_err(),
+            "{name}: corrupt ledger entry"
+        );
+        assert!(
+            restore(&store, &k, "h1").await.is_err(),
+            "{name}: corrupt ledger entry on restore"
+        );
+        assert_eq!(snapshot(&store, &k).await, before);
+    }
+}
+
+#[tokio::test]
+async fn restore_returns_stock_once_and_ignores_unknown_requests() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        let name = topo.name();
+        let k = keys("rst", "p1");
+        setup(&store, &k, "10", "5").await;
+        assert_eq!(
+            deduct(&store, &k, "r1", "u1", "3").await.expect("ok"),
+            Deducted::Remaining(7)
+        );
+        assert_eq!(
+            restore(&store, &k, "r1").await.expect("ok"),
+            Restored::Returned(3),
+            "{name}"
+        );
+        assert_eq!(stock_of(&store, &k).await, "10");
+        let before = snapshot(&store, &k).await;
+        assert_eq!(
+            restore(&store, &k, "r1").await.expect("ok"),
+            Restored::AlreadyReturned,
+            "{name}"
+        );
+        assert_eq!(
+            restore(&store, &k, "nope").await.expect("ok"),
+            Restored::Unknown,
+            "{name}"
+        );
+        assert_eq!(
+            restore(&store, &k, "").await.expect("ok"),
+            Restored::BadArgs
+        );
+        assert_eq!(
+            snapshot(&store, &k).await,
+            before,
+            "{name}: a repeated or unknown restore changed state"
+        );
+        // The user's holding went back too, so the limit counts only what they keep.
+        let held = cmd(&store, &k.buyers, &["HGET", &k.buyers, "u1"]).await;
+        assert_eq!(held, Value::Nil);
+        // A retry of the returned request still answers its first result and deducts nothing.
+        assert_eq!(
+            deduct(&store, &k, "r1", "u1", "3").await.expect("ok"),
+            Deducted::Remaining(7)
+        );
+        assert_eq!(stock_of(&store, &k).await, "10");
+        // A missing stock key is never invented by a restore.
+        assert_eq!(
+            deduct(&store, &k, "r2", "u1", "1").await.expect("ok"),
+            Deducted::Remaining(9)
+        );
+        cmd(&store, &k.stock, &["DEL", &k.stock]).await;
+        assert_eq!(
+            restore(&store, &k, "r2").await.expect("ok"),
+            Restored::Missing
+        );
+        assert_eq!(
+            cmd(&store, &k.stock, &["EXISTS", &k.stock]).await,
+            Value::Int(0)
+        );
+    }
+}

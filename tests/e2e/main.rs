@@ -1,0 +1,10 @@
+//! End-to-end tests against real redis-server processes (standalone and a 3-primary cluster)
+//! and real databases (SQLite always; PostgreSQL and MariaDB when configured). One test binary,
+//! so the suite links once.
+
+mod harness;
+
+mod activity_cli;
+mod buyers;
+mod lua_contract;
+mod unreachable;

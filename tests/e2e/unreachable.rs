@@ -1,0 +1,137 @@
+//! An unreachable or hung Redis or database: exit 3 with one line naming the redacted URL,
+//! within the configured timeout, no panic, no password.
+
+use crate::harness::TestDb;
+use crate::harness::redis_server::free_port;
+use crate::harness::{RedisServer, console};
+use std::net::TcpListener;
+use std::time::Duration;
+
+const PASSWORD: &str = "s3cret-Pa55";
+
+fn assert_one_clean_line(r: &crate::harness::Run, url_fragment: &str) {
+    r.expect_code(3);
+    assert_eq!(
+        r.stderr.trim().lines().count(),
+        1,
+        "one line, got: {}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains(url_fragment),
+        "stderr does not name {url_fragment}: {}",
+        r.stderr
+    );
+    assert!(
+        !r.all_output().contains(PASSWORD),
+        "the password leaked: {}",
+        r.all_output()
+    );
+}
+
+/// A TCP listener that accepts connections and never answers: a hung server.
+fn black_hole() -> (TcpListener, u16) {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    (l, port)
+}
+
+#[test]
+fn unreachable_redis_exits_3_naming_the_redacted_url() {
+    let db = TestDb::sqlite();
+    let port = free_port();
+    let url = format!("redis://ops:{PASSWORD}@127.0.0.1:{port}");
+    let r = console(&["--redis", &url, "--db", &db.url, "ping"]);
+    assert_one_clean_line(&r, &format!("redis://ops:***@127.0.0.1:{port}"));
+
+    let r = console(&["--json", "--redis", &url, "--db", &db.url, "ping"]);
+    r.expect_code(3);
+    let err = r.json_error();
+    assert_eq!(err["kind"], "unavailable");
+    assert!(!r.all_output().contains(PASSWORD));
+
+    let seeds = format!(
+        "redis://ops:{PASSWORD}@127.0.0.1:{port},redis://127.0.0.1:{}",
+        free_port()
+    );
+    let r = console(&["--redis-cluster", &seeds, "--db", &db.url, "ping"]);
+    assert_one_clean_line(&r, "redis://ops:***@");
+}
+
+#[test]
+fn hung_redis_exits_3_within_the_timeout() {
+    let db = TestDb::sqlite();
+    // A stopped redis-server: the kernel accepts the connection, nothing answers.
+    let server = RedisServer::start();
+    server.signal("STOP");
+    let url = format!("redis://default:{PASSWORD}@127.0.0.1:{}", server.port);
+    let r = console(&[
+        "--redis",
+        &url,
+        "--db",
+        &db.url,
+        "--connect-timeout-ms",
+        "300",
+        "--response-timeout-ms",
+        "300",
+        "ping",
+    ]);
+    server.signal("CONT");
+    assert_one_clean_line(&r, &format!("127.0.0.1:{}", server.port));
+    // Generous bound: this guards against hanging, not against a slow machine.
+    assert!(r.elapsed < Duration::from_secs(10), "took {:?}", r.elapsed);
+
+    let (_hole, port) = black_hole();
+    let r = console(&[
+        "--redis",
+        &format!("redis://127.0.0.1:{port}"),
+        "--db",
+        &db.url,
+        "--connect-timeout-ms",
+        "300",
+        "--response-timeout-ms",
+        "300",
+        "ping",
+    ]);
+    assert_one_clean_line(&r, &format!("127.0.0.1:{port}"));
+    assert!(r.elapsed < Duration::from_secs(10), "took {:?}", r.elapsed);
+}
+
+#[test]
+fn unreachable_databases_exit_3_naming_the_redacted_url() {
+    let port = free_port();
+    for url in [
+        format!("postgres://ops:{PASSWORD}@127.0.0.1:{port}/shop"),
+        format!("mysql://ops:{PASSWORD}@127.0.0.1:{port}/shop"),
+    ] {
+        let r = console(&["--db", &url, "activity", "list"]);
+        assert_one_clean_line(&r, &format!("ops:***@127.0.0.1:{port}"));
+        let r = console(&["--json", "--db", &url, "migrate"]);
+        r.expect_code(3);
+        assert_eq!(r.json_error()["kind"], "unavailable");
+        assert!(!r.all_output().contains(PASSWORD));
+    }
+    // A server that accepts and never answers: the connect timeout ends the wait.
+    let (_hole, port) = black_hole();
+    for scheme in ["postgres", "mysql"] {
+        let url = format!("{scheme}://ops:{PASSWORD}@127.0.0.1:{port}/shop");
+        let r = console(&[
+            "--db",
+            &url,
+            "--connect-timeout-ms",
+            "400",
+            "activity",
+            "list",
+        ]);
+        assert_one_clean_line(&r, &format!("ops:***@127.0.0.1:{port}"));
+        assert!(r.elapsed < Duration::from_secs(10), "took {:?}", r.elapsed);
+    }
+    // An unusable SQLite path.
+    let r = console(&[
+        "--db",
+        "sqlite:///proc/no/such/dir/x.db",
+        "activity",
+        "list",
+    ]);
+    r.expect_code(3);
+}
