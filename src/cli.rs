@@ -103,6 +103,22 @@ pub enum Command {
     /// Activities and products: import from a TOML file, list, show
     #[command(subcommand)]
     Activity(ActivityCommand),
+    /// The preheat gate: write the activity's keys from database truth, verify, go / no-go
+    Preheat {
+        /// Activity id
+        activity: String,
+        /// Overwrite keys that hold other values than the database truth
+        #[arg(long)]
+        force: bool,
+    },
+    /// Delete this activity's keys (and no one else's); refused while it is live unless --force
+    Cleanup {
+        /// Activity id
+        activity: String,
+        /// Delete even while the activity is live
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// `activity ...`

@@ -3,6 +3,8 @@
 
 pub mod activity;
 pub mod ping;
+pub mod preheat;
+pub mod progress;
 pub mod table;
 
 use crate::cli::{Cli, Command};
@@ -152,6 +154,12 @@ async fn dispatch(ctx: &Ctx, command: Option<Command>) -> Result<Outcome> {
         Some(Command::Migrate) => migrate_command(ctx).await,
         Some(Command::Activity(cmd)) => activity::run(ctx, cmd).await,
         Some(Command::Ping) => ping::run(ctx).await,
+        Some(Command::Preheat { activity, force }) => {
+            preheat::run_preheat(ctx, &activity, force).await
+        }
+        Some(Command::Cleanup { activity, force }) => {
+            preheat::run_cleanup(ctx, &activity, force).await
+        }
     }
 }
 

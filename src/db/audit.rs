@@ -65,6 +65,25 @@ pub async fn record(db: &Db, e: &AuditEntry) -> Result<(), sqlx::Error> {
     db.execute(INSERT, &args(e)).await.map(|_| ())
 }
 
+/// Records many entries in one transaction (multi-row inserts).
+pub async fn record_many(db: &Db, entries: &[AuditEntry]) -> Result<(), sqlx::Error> {
+    if entries.is_empty() {
+        return Ok(());
+    }
+    let mut tx = db.begin().await?;
+    for batch in entries.chunks(500) {
+        let values = vec!["(?, ?, ?, ?, ?, ?, ?, ?, ?)"; batch.len()].join(", ");
+        let sql = format!(
+            "INSERT INTO seckill_audit \
+             (at, actor, action, activity_id, product_id, before_value, after_value, reason, detail) \
+             VALUES {values}"
+        );
+        let all: Vec<Arg> = batch.iter().flat_map(args).collect();
+        tx.execute(&sql, &all).await?;
+    }
+    tx.commit().await
+}
+
 type Row = (
     DateTime<Utc>,
     String,

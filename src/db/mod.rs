@@ -4,6 +4,7 @@
 pub mod activity;
 pub mod audit;
 pub mod migrate;
+pub mod orders;
 pub mod tx;
 
 pub use tx::{Arg, Tx};

@@ -4,6 +4,8 @@
 pub mod activity;
 pub mod ids;
 pub mod import;
+pub mod preheat;
+pub mod stock;
 
 pub use activity::{Activity, ActivityDef, Phase, Product};
 pub use ids::{ActivityId, ProductId};

@@ -1,4 +1,8 @@
 //! The use cases, shared by the headless commands and the TUI: each takes the connections and
 //! returns a result the caller renders.
 
+pub mod cleanup;
 pub mod health;
+pub mod preheat;
+pub mod progress;
+pub mod snapshot;

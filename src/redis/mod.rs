@@ -4,6 +4,7 @@
 
 pub mod keys;
 pub mod node;
+pub mod product_state;
 pub mod scripts;
 pub mod slots;
 pub mod stock;
@@ -108,9 +109,12 @@ pub struct RedisStore {
     inner: Arc<Inner>,
 }
 
+/// Commands for one node, with their positions in the caller's list.
+type NodeGroup = (String, Vec<(usize, Keyed)>);
+
 /// Commands per pipeline chunk: big enough to amortise round trips, small enough that one chunk
 /// answers well inside the response timeout.
-const PIPELINE_CHUNK: usize = 1000;
+const PIPELINE_CHUNK: usize = 2000;
 const MAX_REDIRECTS: usize = 5;
 
 /// Commands that never write; in read-only mode nothing else is sent.
@@ -477,52 +481,103 @@ impl RedisStore {
         }
     }
 
+    /// Groups items by the primary that serves their key, under one read of the topology.
+    /// Items whose slot has no owner come back in the second list.
+    fn group_by_node(&self, items: Vec<(usize, Keyed)>) -> (Vec<NodeGroup>, Vec<usize>) {
+        let Ok(topo) = self.inner.topology.read() else {
+            return (Vec::new(), items.into_iter().map(|(i, _)| i).collect());
+        };
+        if !self.inner.cluster {
+            return match topo.primaries.first() {
+                Some(addr) => (vec![(addr.clone(), items)], Vec::new()),
+                None => (Vec::new(), items.into_iter().map(|(i, _)| i).collect()),
+            };
+        }
+        let mut groups: Vec<Vec<(usize, Keyed)>> =
+            (0..topo.primaries.len()).map(|_| Vec::new()).collect();
+        let mut orphans = Vec::new();
+        for (i, item) in items {
+            let slot = usize::from(slots::key_slot(item.key.as_bytes()));
+            match topo
+                .slot_owner
+                .get(slot)
+                .map(|&o| usize::from(o))
+                .and_then(|o| groups.get_mut(o))
+            {
+                Some(g) => g.push((i, item)),
+                None => orphans.push(i),
+            }
+        }
+        let grouped = topo
+            .primaries
+            .iter()
+            .cloned()
+            .zip(groups)
+            .filter(|(_, g)| !g.is_empty())
+            .collect();
+        (grouped, orphans)
+    }
+
     /// Sends many commands, one pipeline per node (in chunks), all nodes at once. Results come
-    /// back in input order; an error reply is an `Err` for that command only.
-    pub async fn pipeline(&self, items: &[Keyed]) -> Vec<RedisResult<Value>> {
-        let mut results: Vec<Option<RedisResult<Value>>> = vec![None; items.len()];
+    /// back in input order; an error reply is an `Err` for that command only. Commands that
+    /// meet a MOVED or ASK redirect, or a node that refused the connection, are sent again after
+    /// the slot map is refreshed.
+    pub async fn pipeline(&self, items: Vec<Keyed>) -> Vec<RedisResult<Value>> {
+        let total = items.len();
+        let mut results: Vec<Option<RedisResult<Value>>> = (0..total).map(|_| None).collect();
         if self.read_only()
             && let Some(bad) = items.iter().find(|k| !is_read_command(&k.cmd))
         {
             let err = read_only_refusal(&bad.cmd);
             return items.iter().map(|_| Err(err.clone())).collect();
         }
-        let mut pending: Vec<usize> = (0..items.len()).collect();
+        let mut pending: Vec<(usize, Keyed)> = items.into_iter().enumerate().collect();
         for round in 0..3 {
-            let mut groups: HashMap<String, Vec<usize>> = HashMap::new();
-            for &i in &pending {
-                match self.addr_for_key(items[i].key.as_bytes()) {
-                    Ok(addr) => groups.entry(addr).or_default().push(i),
-                    Err(e) => results[i] = Some(Err(e)),
-                }
+            let (groups, orphans) = self.group_by_node(std::mem::take(&mut pending));
+            for i in orphans {
+                results[i] = Some(Err(RedisError::from((
+                    ErrorKind::ClusterConnectionNotFound,
+                    "no node serves the slot",
+                ))));
             }
             let mut jobs = Vec::new();
-            for (addr, idxs) in groups {
+            for (addr, group) in groups {
                 let node = match self.node(&addr) {
                     Ok(n) => n,
                     Err(e) => {
-                        for &i in &idxs {
+                        for (i, _) in group {
                             results[i] = Some(Err(e.clone()));
                         }
                         continue;
                     }
                 };
-                for chunk in idxs.chunks(PIPELINE_CHUNK) {
+                let mut group = group.into_iter().peekable();
+                while group.peek().is_some() {
                     let mut pipe = redis::pipe();
                     pipe.ignore_errors();
-                    for &i in chunk {
-                        pipe.add_command(items[i].cmd.clone());
+                    let mut index = Vec::with_capacity(PIPELINE_CHUNK);
+                    let mut keys = Vec::with_capacity(PIPELINE_CHUNK);
+                    for (i, item) in group.by_ref().take(PIPELINE_CHUNK) {
+                        index.push(i);
+                        keys.push(item.key);
+                        pipe.add_command(item.cmd);
                     }
                     let node = node.clone();
-                    let chunk = chunk.to_vec();
-                    jobs.push(async move { (chunk, node.pipeline(&pipe).await) });
+                    jobs.push(async move {
+                        let outcome = node.pipeline(&pipe).await;
+                        (index, keys, pipe, outcome)
+                    });
                 }
             }
-            let mut retry = Vec::new();
-            for (chunk, outcome) in join_all(jobs).await {
+            let mut retry: Vec<(usize, Keyed)> = Vec::new();
+            for (index, keys, pipe, outcome) in join_all(jobs).await {
+                let resend = |j: usize| -> Option<Keyed> {
+                    let cmd = pipe.cmd_iter().nth(j)?.clone();
+                    Some(Keyed::new(keys.get(j)?.clone(), cmd))
+                };
                 match outcome {
-                    Ok(values) if values.len() == chunk.len() => {
-                        for (i, v) in chunk.into_iter().zip(values) {
+                    Ok(values) if values.len() == index.len() => {
+                        for (j, (i, v)) in index.iter().zip(values).enumerate() {
                             match v {
                                 Value::ServerError(se) => {
                                     let e = RedisError::from(se);
@@ -530,28 +585,32 @@ impl RedisStore {
                                         server_error_kind(&e),
                                         Some(ServerErrorKind::Moved | ServerErrorKind::Ask)
                                     );
-                                    if redirect && self.inner.cluster {
-                                        retry.push(i);
+                                    if redirect
+                                        && self.inner.cluster
+                                        && let Some(k) = resend(j)
+                                    {
+                                        retry.push((*i, k));
                                     }
-                                    results[i] = Some(Err(e));
+                                    results[*i] = Some(Err(e));
                                 }
-                                v => results[i] = Some(Ok(v)),
+                                v => results[*i] = Some(Ok(v)),
                             }
                         }
                     }
                     Ok(_) => {
                         let e =
                             RedisError::from((ErrorKind::Parse, "pipeline reply length mismatch"));
-                        for i in chunk {
+                        for i in index {
                             results[i] = Some(Err(e.clone()));
                         }
                     }
                     Err(e) => {
-                        if e.is_connection_refusal() && self.inner.cluster {
-                            retry.extend(chunk.iter().copied());
-                        }
-                        for i in chunk {
-                            results[i] = Some(Err(e.clone()));
+                        let refused = e.is_connection_refusal() && self.inner.cluster;
+                        for (j, i) in index.iter().enumerate() {
+                            if refused && let Some(k) = resend(j) {
+                                retry.push((*i, k));
+                            }
+                            results[*i] = Some(Err(e.clone()));
                         }
                     }
                 }
@@ -566,6 +625,48 @@ impl RedisStore {
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(RedisError::from((ErrorKind::Client, "not sent")))))
             .collect()
+    }
+
+    /// Runs a script once per call, pipelined per node (EVALSHA; calls that meet NOSCRIPT are
+    /// sent again with EVAL). Each call is `(keys, args)`; results keep the input order.
+    pub async fn eval_many(
+        &self,
+        script: &LuaScript,
+        calls: &[(Vec<String>, Vec<Vec<u8>>)],
+    ) -> Vec<RedisResult<Value>> {
+        let build = |name: &str, body_or_sha: &str, keys: &[String], args: &[Vec<u8>]| {
+            let mut cmd = redis::cmd(name);
+            cmd.arg(body_or_sha).arg(keys.len()).arg(keys);
+            for a in args {
+                cmd.arg(a.as_slice());
+            }
+            Keyed::new(keys.first().cloned().unwrap_or_default(), cmd)
+        };
+        let items: Vec<Keyed> = calls
+            .iter()
+            .map(|(k, a)| build("EVALSHA", script.sha(), k, a))
+            .collect();
+        let mut results = self.pipeline(items).await;
+        let retry: Vec<usize> = results
+            .iter()
+            .enumerate()
+            .filter(|(_, r)| {
+                r.as_ref()
+                    .err()
+                    .is_some_and(|e| server_error_kind(e) == Some(ServerErrorKind::NoScript))
+            })
+            .map(|(i, _)| i)
+            .collect();
+        if !retry.is_empty() {
+            let again: Vec<Keyed> = retry
+                .iter()
+                .map(|&i| build("EVAL", script.body, &calls[i].0, &calls[i].1))
+                .collect();
+            for (i, r) in retry.into_iter().zip(self.pipeline(again).await) {
+                results[i] = r;
+            }
+        }
+        results
     }
 
     /// Every key matching `pattern` on every primary, with SCAN (never KEYS).

@@ -39,9 +39,13 @@ pub static DEDUCT: LuaScript = LuaScript::new("deduct", include_str!("../../lua/
 /// Returns the stock of one deduction, idempotent per request id.
 pub static RESTORE: LuaScript = LuaScript::new("restore", include_str!("../../lua/restore.lua"));
 
+/// The compare-and-set rewrite of a product's stock (preheat --force, fix).
+pub static SET_STOCK: LuaScript =
+    LuaScript::new("set_stock", include_str!("../../lua/set_stock.lua"));
+
 /// Every script the console loads on every node.
-pub fn all() -> [&'static LuaScript; 2] {
-    [&DEDUCT, &RESTORE]
+pub fn all() -> [&'static LuaScript; 3] {
+    [&DEDUCT, &RESTORE, &SET_STOCK]
 }
 
 #[cfg(test)]

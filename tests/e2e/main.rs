@@ -7,4 +7,5 @@ mod harness;
 mod activity_cli;
 mod buyers;
 mod lua_contract;
+mod preheat;
 mod unreachable;

@@ -1,0 +1,138 @@
+//! `preheat A [--force]` and `cleanup A [--force]`.
+
+use super::progress::TerminalProgress;
+use super::{Ctx, Outcome, table};
+use crate::domain::ActivityId;
+use crate::error::Result;
+use crate::ops::cleanup::cleanup;
+use crate::ops::preheat::{PreheatOptions, preheat};
+
+pub async fn run_preheat(ctx: &Ctx, activity: &str, force: bool) -> Result<Outcome> {
+    let activity = ActivityId::parse(activity)?;
+    let c = &ctx.config;
+    if c.read_only {
+        return Err(crate::Error::refused(
+            "read-only mode: refused to preheat; run without --read-only",
+        ));
+    }
+    let db = ctx.db().await?;
+    let redis = ctx.redis().await?;
+    let progress = TerminalProgress::new("preheat");
+    let report = preheat(
+        &redis,
+        &db,
+        &c.keys,
+        &activity,
+        &PreheatOptions {
+            force,
+            actor: c.actor.clone(),
+            grace: c.grace,
+        },
+        &progress,
+    )
+    .await?;
+    drop(progress);
+    db.close().await;
+    let mut text = format!(
+        "preheat {}: {} ({} products, total stock {}, {} written, {} unchanged, {} ms)\n",
+        report.activity,
+        report.decision.to_uppercase(),
+        report.products.len(),
+        report.total_stock,
+        report.written,
+        report.unchanged,
+        report.elapsed_ms
+    );
+    for r in &report.reasons {
+        text.push_str(&format!("  - {r}\n"));
+    }
+    if !report.conflicts.is_empty() {
+        text.push('\n');
+        text.push_str(&table::render(
+            &[
+                "product",
+                "redis stock",
+                "wanted stock",
+                "redis limit",
+                "wanted limit",
+            ],
+            &report
+                .conflicts
+                .iter()
+                .map(|c| {
+                    vec![
+                        c.product.clone(),
+                        c.redis_stock.clone().unwrap_or_else(|| "(missing)".into()),
+                        c.wanted_stock.to_string(),
+                        c.redis_limit
+                            .map(|l| l.to_string())
+                            .unwrap_or_else(|| "-".into()),
+                        c.wanted_limit.to_string(),
+                    ]
+                })
+                .collect::<Vec<_>>(),
+        ));
+    }
+    let failed: Vec<Vec<String>> = report
+        .products
+        .iter()
+        .filter(|p| p.error.is_some())
+        .take(50)
+        .map(|p| vec![p.product.clone(), p.error.clone().unwrap_or_default()])
+        .collect();
+    if !failed.is_empty() {
+        text.push('\n');
+        text.push_str(&table::render(&["product", "problem"], &failed));
+    }
+    if report.products.len() <= 50 {
+        text.push('\n');
+        text.push_str(&table::render(
+            &[
+                "product", "action", "stock", "limit", "written", "verified", "bucket", "rate/s",
+            ],
+            &report
+                .products
+                .iter()
+                .map(|p| {
+                    vec![
+                        p.product.clone(),
+                        format!("{:?}", p.action).to_lowercase(),
+                        p.stock.to_string(),
+                        p.per_user_limit.to_string(),
+                        yes(p.written),
+                        yes(p.verified),
+                        p.token_bucket.capacity.to_string(),
+                        format!("{:.3}", p.token_bucket.rate_per_sec),
+                    ]
+                })
+                .collect::<Vec<_>>(),
+        ));
+    }
+    let code = report.exit_code;
+    Outcome::with_code(&report, text, code)
+}
+
+fn yes(b: bool) -> String {
+    if b { "yes".into() } else { "no".into() }
+}
+
+pub async fn run_cleanup(ctx: &Ctx, activity: &str, force: bool) -> Result<Outcome> {
+    let activity = ActivityId::parse(activity)?;
+    let c = &ctx.config;
+    if c.read_only {
+        return Err(crate::Error::refused(
+            "read-only mode: refused to delete keys; run without --read-only",
+        ));
+    }
+    let db = ctx.db().await?;
+    let redis = ctx.redis().await?;
+    let progress = TerminalProgress::new("cleanup");
+    let report = cleanup(&redis, &db, &c.keys, &activity, force, &c.actor, &progress).await?;
+    drop(progress);
+    db.close().await;
+    let text = format!(
+        "cleanup {}: deleted {} of {} keys matching {}\n",
+        report.activity, report.keys_deleted, report.keys_found, report.pattern
+    );
+    Outcome::ok(&report, text)
+}

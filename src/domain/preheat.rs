@@ -1,0 +1,166 @@
+//! The preheat gate's rules: what to do with each product, the go / no-go decision and the
+//! token-bucket figures. No I/O.
+
+use super::stock::{Meta, StockValue};
+use super::{Activity, Phase, Product};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+/// What preheat does with one product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// The keys are absent: write them.
+    Write,
+    /// The keys hold exactly what would be written: leave them alone.
+    Unchanged,
+    /// The keys hold something else and `--force` was not given: a no-go.
+    Conflict,
+    /// The keys hold something else and `--force` was given: rewrite them (compare-and-set).
+    Overwrite,
+}
+
+/// Decides the action for one product from what Redis holds and what the truth says.
+pub fn plan(
+    stock: &StockValue,
+    meta: &Meta,
+    product: &Product,
+    target: i64,
+    force: bool,
+) -> Action {
+    let same = stock.value() == Some(target)
+        && meta.corrupt.is_none()
+        && meta.limit == Some(product.per_user_limit)
+        && meta.initial == Some(product.initial_stock);
+    if same {
+        Action::Unchanged
+    } else if *stock == StockValue::Missing && (!meta.present || meta.corrupt.is_none()) {
+        // A meta hash without a stock key (a half-deleted product) is rewritten with it.
+        Action::Write
+    } else if force {
+        Action::Overwrite
+    } else {
+        Action::Conflict
+    }
+}
+
+/// The gateway token bucket for one product: capacity = 2 x stock, rate = stock / activity
+/// seconds x 1.2 (tokens per second).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct TokenBucket {
+    pub capacity: i64,
+    pub rate_per_sec: f64,
+}
+
+impl TokenBucket {
+    pub fn new(stock: i64, window_secs: i64) -> Self {
+        let rate = stock as f64 / window_secs.max(1) as f64 * 1.2;
+        TokenBucket {
+            capacity: stock.saturating_mul(2),
+            rate_per_sec: (rate * 1000.0).round() / 1000.0,
+        }
+    }
+}
+
+/// Checks before anything is written; each failure is a no-go reason.
+pub fn prechecks(activity: &Activity, products: &[Product], now: DateTime<Utc>) -> Vec<String> {
+    let mut reasons = Vec::new();
+    if products.is_empty() {
+        reasons.push(format!(
+            "activity '{}' has no products",
+            activity.activity_id
+        ));
+    }
+    if activity.phase(now) == Phase::Ended {
+        reasons.push(format!(
+            "activity '{}' ended at {}; preheat is for activities that have not ended",
+            activity.activity_id,
+            activity.ends_at.to_rfc3339()
+        ));
+    }
+    if activity.status == "cancelled" {
+        reasons.push(format!("activity '{}' is cancelled", activity.activity_id));
+    }
+    for p in products {
+        if p.initial_stock < 0 {
+            reasons.push(format!(
+                "product '{}' has negative stock {}",
+                p.product_id, p.initial_stock
+            ));
+        }
+        if p.per_user_limit < 1 {
+            reasons.push(format!(
+                "product '{}' has per-user limit {} (must be >= 1)",
+                p.product_id, p.per_user_limit
+            ));
+        }
+    }
+    reasons
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::ProductId;
+
+    fn product() -> Product {
+        Product {
+            product_id: ProductId::parse("p").expect("valid"),
+            name: String::new(),
+            initial_stock: 10,
+            per_user_limit: 2,
+        }
+    }
+
+    fn meta(initial: i64, limit: i64) -> Meta {
+        Meta {
+            present: true,
+            initial: Some(initial),
+            limit: Some(limit),
+            ..Meta::default()
+        }
+    }
+
+    #[test]
+    fn plans() {
+        let p = product();
+        assert_eq!(
+            plan(&StockValue::Missing, &Meta::default(), &p, 10, false),
+            Action::Write
+        );
+        assert_eq!(
+            plan(&StockValue::Value(8), &meta(10, 2), &p, 8, false),
+            Action::Unchanged
+        );
+        assert_eq!(
+            plan(&StockValue::Value(9), &meta(10, 2), &p, 8, false),
+            Action::Conflict
+        );
+        assert_eq!(
+            plan(&StockValue::Value(9), &meta(10, 2), &p, 8, true),
+            Action::Overwrite
+        );
+        assert_eq!(
+            plan(&StockValue::Value(8), &meta(10, 3), &p, 8, false),
+            Action::Conflict
+        );
+        assert_eq!(
+            plan(
+                &StockValue::Corrupt(b"x".to_vec()),
+                &meta(10, 2),
+                &p,
+                8,
+                false
+            ),
+            Action::Conflict
+        );
+    }
+
+    #[test]
+    fn token_bucket() {
+        let b = TokenBucket::new(1000, 3600);
+        assert_eq!(b.capacity, 2000);
+        assert!((b.rate_per_sec - 0.333).abs() < 1e-9);
+        assert_eq!(TokenBucket::new(10, 0).rate_per_sec, 12.0);
+    }
+}

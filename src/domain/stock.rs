@@ -1,0 +1,476 @@
+//! Stock truth per product, its state and its drift: the rules of SPEC "Truth, per product",
+//! with no I/O.
+
+use serde::Serialize;
+
+/// Integers the Lua scripts accept: optional minus and up to 16 digits (exact in a double).
+pub fn parse_int(raw: &[u8]) -> Option<i64> {
+    let s = std::str::from_utf8(raw).ok()?;
+    let digits = s.strip_prefix('-').unwrap_or(s);
+    if digits.is_empty() || s.len() > 16 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+/// What a stock key holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StockValue {
+    Missing,
+    /// A string that is not an integer: the raw bytes.
+    Corrupt(Vec<u8>),
+    /// A key of another type (`list`, `hash`, ...).
+    WrongType(String),
+    Value(i64),
+}
+
+impl StockValue {
+    /// Reads the reply of GET: None is missing.
+    pub fn from_raw(raw: Option<&[u8]>) -> Self {
+        match raw {
+            None => StockValue::Missing,
+            Some(b) => match parse_int(b) {
+                Some(v) => StockValue::Value(v),
+                None => StockValue::Corrupt(b.to_vec()),
+            },
+        }
+    }
+
+    pub fn value(&self) -> Option<i64> {
+        match self {
+            StockValue::Value(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    /// How the value is shown to an operator; None when missing.
+    pub fn shown(&self) -> Option<String> {
+        match self {
+            StockValue::Missing => None,
+            StockValue::Corrupt(raw) => Some(shown(raw)),
+            StockValue::WrongType(t) => Some(format!("<{t}>")),
+            StockValue::Value(v) => Some(v.to_string()),
+        }
+    }
+
+    /// The compare-and-set guard of `set_stock.lua` that matches exactly this value.
+    pub fn guard(&self) -> Vec<u8> {
+        match self {
+            StockValue::Missing => b"!".to_vec(),
+            StockValue::Corrupt(raw) => [b"=".as_slice(), raw].concat(),
+            StockValue::WrongType(t) => format!("@{t}").into_bytes(),
+            StockValue::Value(v) => format!("={v}").into_bytes(),
+        }
+    }
+}
+
+/// A value as it may be printed: at most 64 characters, control characters escaped.
+pub fn shown(raw: &[u8]) -> String {
+    let text = String::from_utf8_lossy(raw);
+    let mut out: String = text
+        .chars()
+        .take(64)
+        .flat_map(char::escape_default)
+        .collect();
+    if text.chars().count() > 64 {
+        out.push_str("...");
+    }
+    out
+}
+
+/// The meta hash of a product.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Meta {
+    /// False when the hash does not exist.
+    pub present: bool,
+    /// Set when the key has the wrong type or a field the scripts read is not an integer.
+    pub corrupt: Option<String>,
+    pub initial: Option<i64>,
+    pub limit: Option<i64>,
+    pub epoch_ms: Option<i64>,
+    pub paused: bool,
+    pub deducted: Option<i64>,
+    pub returned: Option<i64>,
+}
+
+/// The fields read from the meta hash, in HMGET order.
+pub const META_FIELDS: [&str; 6] = [
+    "initial", "limit", "epoch", "paused", "deducted", "returned",
+];
+
+impl Meta {
+    /// Builds the meta from the HMGET reply of [`META_FIELDS`].
+    pub fn from_fields(fields: &[Option<Vec<u8>>]) -> Self {
+        let get = |i: usize| fields.get(i).and_then(Option::as_ref);
+        let mut m = Meta {
+            present: fields.iter().any(Option::is_some),
+            ..Meta::default()
+        };
+        let int_field = |i: usize, name: &str, corrupt: &mut Option<String>| -> Option<i64> {
+            let raw = get(i)?;
+            let v = parse_int(raw);
+            if v.is_none() && corrupt.is_none() {
+                *corrupt = Some(format!("meta field {name} is '{}'", shown(raw)));
+            }
+            v
+        };
+        let mut corrupt = None;
+        m.initial = int_field(0, "initial", &mut corrupt);
+        m.limit = int_field(1, "limit", &mut corrupt);
+        m.epoch_ms = int_field(2, "epoch", &mut corrupt);
+        m.paused = get(3).is_some_and(|v| v.as_slice() == b"1");
+        m.deducted = int_field(4, "deducted", &mut corrupt);
+        m.returned = int_field(5, "returned", &mut corrupt);
+        if m.limit.is_some_and(|l| l < 1) && corrupt.is_none() {
+            corrupt = Some("meta field limit is below 1".into());
+        }
+        m.corrupt = corrupt;
+        m
+    }
+
+    /// Units the scripts hold as deducted and not returned, when the counters are readable.
+    pub fn active_units(&self) -> Option<i64> {
+        match (self.deducted, self.returned) {
+            (Some(d), Some(r)) => Some(d - r),
+            (Some(d), None) => Some(d),
+            (None, Some(_)) => None,
+            (None, None) => Some(0),
+        }
+    }
+}
+
+/// One deduction record of the ledger.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LedgerEntry {
+    pub request_id: String,
+    pub returned: bool,
+    pub quantity: i64,
+    /// Redis time of the deduction, ms since the epoch.
+    pub at_ms: i64,
+    /// The stock the deduction left (what a retry gets back).
+    pub result: i64,
+    pub user: String,
+}
+
+impl LedgerEntry {
+    /// Parses `<state>|<qty>|<ms>|<result>|<user>`; None for anything else.
+    pub fn parse(request_id: &str, raw: &[u8]) -> Option<Self> {
+        let s = std::str::from_utf8(raw).ok()?;
+        let mut parts = s.splitn(5, '|');
+        let state = parts.next()?;
+        let quantity = parts.next()?.parse().ok()?;
+        let at_ms = parts.next()?.parse().ok()?;
+        let result = parts.next()?.parse().ok()?;
+        let user = parts.next()?.to_string();
+        let returned = match state {
+            "d" => false,
+            "r" => true,
+            _ => return None,
+        };
+        Some(LedgerEntry {
+            request_id: request_id.to_string(),
+            returned,
+            quantity,
+            at_ms,
+            result,
+            user,
+        })
+    }
+}
+
+/// Deductions the ledger holds that no live order backs, split by age.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Unbacked {
+    pub in_flight: i64,
+    pub orphaned: i64,
+    /// Request ids of the orphaned deductions, oldest first.
+    pub orphans: Vec<String>,
+}
+
+/// Classifies active ledger entries without a live order: younger than `grace_ms` they are in
+/// flight (the order is on its way), older they are orphaned (stock that leaked).
+pub fn unbacked<'a>(
+    entries: impl IntoIterator<Item = &'a LedgerEntry>,
+    has_live_order: impl Fn(&str) -> bool,
+    now_ms: i64,
+    grace_ms: i64,
+) -> Unbacked {
+    let mut out = Unbacked::default();
+    let mut orphans: Vec<(i64, String)> = Vec::new();
+    for e in entries {
+        if e.returned || has_live_order(&e.request_id) {
+            continue;
+        }
+        if now_ms - e.at_ms < grace_ms {
+            out.in_flight += e.quantity;
+        } else {
+            out.orphaned += e.quantity;
+            orphans.push((e.at_ms, e.request_id.clone()));
+        }
+    }
+    orphans.sort();
+    out.orphans = orphans.into_iter().map(|(_, r)| r).collect();
+    out
+}
+
+/// The database truth of one product.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Truth {
+    pub initial: i64,
+    pub db_sold: i64,
+    pub in_flight: i64,
+    pub orphaned: i64,
+    pub expected_remaining: i64,
+}
+
+impl Truth {
+    /// `expected_remaining = initial - db_sold - in_flight`, never below 0.
+    pub fn new(initial: i64, db_sold: i64, in_flight: i64, orphaned: i64) -> Self {
+        Truth {
+            initial,
+            db_sold,
+            in_flight,
+            orphaned,
+            expected_remaining: (initial - db_sold - in_flight).max(0),
+        }
+    }
+}
+
+/// A product's state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum State {
+    Ok,
+    Drift,
+    Negative,
+    Missing,
+    Corrupt,
+    Paused,
+}
+
+impl State {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Ok => "ok",
+            State::Drift => "drift",
+            State::Negative => "negative",
+            State::Missing => "missing",
+            State::Corrupt => "corrupt",
+            State::Paused => "paused",
+        }
+    }
+
+    /// States that one-key fix repairs by rewriting the stock.
+    pub fn needs_rewrite(self) -> bool {
+        matches!(
+            self,
+            State::Drift | State::Negative | State::Missing | State::Corrupt
+        )
+    }
+}
+
+/// State and drift of a product: corrupt and missing first (nothing can be sold), then negative,
+/// then drift; paused only when the numbers are right.
+pub fn classify(stock: &StockValue, meta: &Meta, truth: &Truth) -> (State, Option<i64>) {
+    match stock {
+        StockValue::Corrupt(_) | StockValue::WrongType(_) => (State::Corrupt, None),
+        StockValue::Missing => (State::Missing, None),
+        StockValue::Value(_) if meta.corrupt.is_some() => (State::Corrupt, None),
+        StockValue::Value(v) => {
+            let drift = v - truth.expected_remaining;
+            let state = if *v < 0 {
+                State::Negative
+            } else if drift != 0 {
+                State::Drift
+            } else if meta.paused {
+                State::Paused
+            } else {
+                State::Ok
+            };
+            (state, Some(drift))
+        }
+    }
+}
+
+/// One product as `status` and `reconcile` show it.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ProductStatus {
+    pub product: String,
+    pub initial: i64,
+    pub redis_remaining: Option<i64>,
+    pub db_sold: i64,
+    pub in_flight: i64,
+    pub orphaned: i64,
+    pub expected_remaining: i64,
+    pub drift: Option<i64>,
+    pub state: State,
+    pub per_user_limit: i64,
+    pub paused: bool,
+    /// The raw text of a corrupt stock, or what is wrong with the meta hash.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corrupt_value: Option<String>,
+    /// Units sold per the ledger, for the sold-percentage gauge.
+    pub sold_percent: f64,
+}
+
+impl ProductStatus {
+    pub fn build(
+        product: &str,
+        per_user_limit: i64,
+        stock: &StockValue,
+        meta: &Meta,
+        truth: Truth,
+    ) -> Self {
+        let (state, drift) = classify(stock, meta, &truth);
+        let corrupt_value = match stock {
+            StockValue::Corrupt(_) | StockValue::WrongType(_) => stock.shown(),
+            _ => meta.corrupt.clone(),
+        };
+        let sold_percent = if truth.initial > 0 {
+            ((truth.db_sold as f64 / truth.initial as f64) * 1000.0).round() / 10.0
+        } else {
+            0.0
+        };
+        ProductStatus {
+            product: product.to_string(),
+            initial: truth.initial,
+            redis_remaining: if state == State::Corrupt {
+                None
+            } else {
+                stock.value()
+            },
+            db_sold: truth.db_sold,
+            in_flight: truth.in_flight,
+            orphaned: truth.orphaned,
+            expected_remaining: truth.expected_remaining,
+            drift,
+            state,
+            per_user_limit,
+            paused: meta.paused,
+            corrupt_value,
+            sold_percent,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta() -> Meta {
+        Meta {
+            present: true,
+            ..Meta::default()
+        }
+    }
+
+    #[test]
+    fn integers_follow_the_script_rules() {
+        assert_eq!(parse_int(b"42"), Some(42));
+        assert_eq!(parse_int(b"-3"), Some(-3));
+        for bad in [&b""[..], b"1.5", b"abc", b" 1", b"-", b"12345678901234567"] {
+            assert_eq!(parse_int(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn expected_never_below_zero() {
+        assert_eq!(Truth::new(10, 8, 5, 0).expected_remaining, 0);
+        assert_eq!(Truth::new(10, 3, 2, 4).expected_remaining, 5);
+    }
+
+    #[test]
+    fn states() {
+        let t = Truth::new(100, 10, 0, 0);
+        assert_eq!(
+            classify(&StockValue::Value(90), &meta(), &t),
+            (State::Ok, Some(0))
+        );
+        assert_eq!(
+            classify(&StockValue::Value(97), &meta(), &t),
+            (State::Drift, Some(7))
+        );
+        assert_eq!(
+            classify(&StockValue::Value(-3), &meta(), &t),
+            (State::Negative, Some(-93))
+        );
+        assert_eq!(
+            classify(&StockValue::Missing, &meta(), &t),
+            (State::Missing, None)
+        );
+        assert_eq!(
+            classify(&StockValue::Corrupt(b"abc".to_vec()), &meta(), &t),
+            (State::Corrupt, None)
+        );
+        assert_eq!(
+            classify(&StockValue::WrongType("list".into()), &meta(), &t).0,
+            State::Corrupt
+        );
+        let paused = Meta {
+            paused: true,
+            ..meta()
+        };
+        assert_eq!(
+            classify(&StockValue::Value(90), &paused, &t),
+            (State::Paused, Some(0))
+        );
+        assert_eq!(
+            classify(&StockValue::Value(91), &paused, &t).0,
+            State::Drift
+        );
+        let bad_meta = Meta {
+            corrupt: Some("x".into()),
+            ..meta()
+        };
+        assert_eq!(
+            classify(&StockValue::Value(90), &bad_meta, &t).0,
+            State::Corrupt
+        );
+    }
+
+    #[test]
+    fn ledger_entries() {
+        let e = LedgerEntry::parse("r1", b"d|2|1000|8|user|with|pipes").expect("valid");
+        assert_eq!(
+            (e.quantity, e.at_ms, e.result, e.user.as_str()),
+            (2, 1000, 8, "user|with|pipes")
+        );
+        assert!(!e.returned);
+        assert!(LedgerEntry::parse("r", b"x|1|1|1|u").is_none());
+        assert!(LedgerEntry::parse("r", b"garbage").is_none());
+    }
+
+    #[test]
+    fn unbacked_splits_by_age() {
+        let entries = vec![
+            LedgerEntry::parse("ordered", b"d|1|0|9|a").expect("valid"),
+            LedgerEntry::parse("young", b"d|2|95000|7|b").expect("valid"),
+            LedgerEntry::parse("old", b"d|3|1000|4|c").expect("valid"),
+            LedgerEntry::parse("back", b"r|5|1000|4|d").expect("valid"),
+        ];
+        let u = unbacked(&entries, |r| r == "ordered", 100_000, 60_000);
+        assert_eq!(
+            u,
+            Unbacked {
+                in_flight: 2,
+                orphaned: 3,
+                orphans: vec!["old".into()]
+            }
+        );
+    }
+
+    #[test]
+    fn meta_fields() {
+        let f = |s: &str| Some(s.as_bytes().to_vec());
+        let m = Meta::from_fields(&[f("10"), f("2"), f("5"), f("1"), f("4"), None]);
+        assert!(m.present && m.paused);
+        assert_eq!(
+            (m.initial, m.limit, m.active_units()),
+            (Some(10), Some(2), Some(4))
+        );
+        let m = Meta::from_fields(&[None, f("two"), None, None, None, None]);
+        assert!(m.corrupt.as_deref().is_some_and(|c| c.contains("limit")));
+        let m = Meta::from_fields(&[None, None, None, None, None, None]);
+        assert!(!m.present);
+    }
+}

@@ -1,0 +1,112 @@
+//! Cleanup after an activity: delete its keys, and no one else's. Keys are found with SCAN on
+//! every primary and deleted in pipelined batches; a key is only deleted when it parses as a key
+//! of this activity under the configured prefix.
+
+use super::progress::Progress;
+use crate::db::Db;
+use crate::db::activity as activities;
+use crate::db::audit::{self, AuditEntry};
+use crate::domain::{ActivityId, Phase};
+use crate::error::{Error, Result};
+use crate::redis::{KeySpace, Keyed, RedisStore};
+use chrono::Utc;
+use redis::Value;
+use serde::Serialize;
+
+const BATCH: usize = 2000;
+
+/// What cleanup did.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct CleanupReport {
+    pub activity: String,
+    pub pattern: String,
+    pub keys_found: usize,
+    pub keys_deleted: i64,
+}
+
+/// Deletes every key of `activity`. Refused inside the activity's window (or for an activity
+/// the database does not know) unless `force`.
+pub async fn cleanup(
+    redis: &RedisStore,
+    db: &Db,
+    keys: &KeySpace,
+    activity: &ActivityId,
+    force: bool,
+    actor: &str,
+    progress: &dyn Progress,
+) -> Result<CleanupReport> {
+    if redis.read_only() || db.read_only() {
+        return Err(Error::refused(
+            "read-only mode: refused to delete keys; run without --read-only",
+        ));
+    }
+    match activities::get(db, activity).await? {
+        Some(a) if a.phase(Utc::now()) == Phase::Live && !force => {
+            return Err(Error::refused(format!(
+                "activity '{activity}' is live until {}: refusing to delete its keys (add --force to delete them anyway)",
+                a.ends_at.to_rfc3339()
+            )));
+        }
+        None if !force => {
+            return Err(Error::refused(format!(
+                "activity '{activity}' is not in the database, so its window cannot be checked: add --force to delete its keys anyway"
+            )));
+        }
+        _ => {}
+    }
+    let pattern = keys.activity_pattern(activity);
+    progress.update("scanning", 0, 1);
+    let found = redis.scan(&pattern).await.map_err(|e| redis.error(&e))?;
+    progress.update("scanning", 1, 1);
+    // Belt and braces: SCAN's glob already limits the match; the parse makes sure.
+    let ours: Vec<String> = found
+        .into_iter()
+        .filter(|k| {
+            keys.parse(k)
+                .is_some_and(|(a, _, _)| a == activity.as_str())
+        })
+        .collect();
+    let total = ours.len();
+    let mut deleted = 0i64;
+    let mut failure = None;
+    progress.update("deleting", 0, total);
+    'batches: for (n, batch) in ours.chunks(BATCH).enumerate() {
+        let items: Vec<Keyed> = batch
+            .iter()
+            .map(|k| Keyed::new(k, redis::cmd("UNLINK").arg(k).clone()))
+            .collect();
+        for r in redis.pipeline(items).await {
+            match r {
+                Ok(Value::Int(n)) => deleted += n,
+                Ok(_) => {}
+                Err(e) => {
+                    failure = Some(redis.error(&e).context(format!(
+                        "cleanup of '{activity}' stopped after {deleted} of {total} keys"
+                    )));
+                    break 'batches;
+                }
+            }
+        }
+        progress.update("deleting", (n * BATCH + batch.len()).min(total), total);
+    }
+    // The audit row is written even when Redis failed half way: some keys are gone.
+    let mut entry = AuditEntry::new(actor, "cleanup", activity);
+    entry.before_value = Some(total.to_string());
+    entry.after_value = Some((i64::try_from(total).unwrap_or(i64::MAX) - deleted).to_string());
+    entry.reason = if force {
+        "cleanup --force".into()
+    } else {
+        "cleanup".into()
+    };
+    entry.detail = serde_json::json!({ "pattern": pattern, "deleted": deleted, "complete": failure.is_none() }).to_string();
+    audit::record(db, &entry).await.map_err(|e| db.error(&e))?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    Ok(CleanupReport {
+        activity: activity.to_string(),
+        pattern,
+        keys_found: total,
+        keys_deleted: deleted,
+    })
+}

@@ -1,0 +1,402 @@
+//! The preheat gate and activity-scoped cleanup, on standalone and cluster, SQLite and
+//! PostgreSQL.
+
+use crate::harness::fixtures::{future_window, import, live_window};
+use crate::harness::{TestDb, Topo, console};
+use redis::Value;
+use seckill_console::db::Db;
+use seckill_console::db::orders::{NewOrder, insert_with_outbox};
+use seckill_console::domain::{ActivityId, ProductId};
+use seckill_console::redis::{KeySpace, Keyed, RedisStore};
+use std::collections::HashMap;
+
+fn args<'a>(topo: &'a [String], db: &'a TestDb, rest: &[&'a str]) -> Vec<&'a str> {
+    let mut v: Vec<&str> = topo.iter().map(String::as_str).collect();
+    v.extend(["--db", db.url.as_str()]);
+    v.extend_from_slice(rest);
+    v
+}
+
+/// GET of every product's stock key, as text (None when missing).
+pub async fn stocks(
+    store: &RedisStore,
+    activity: &str,
+    products: &[String],
+) -> Vec<Option<String>> {
+    let a = ActivityId::parse(activity).expect("valid");
+    let items: Vec<Keyed> = products
+        .iter()
+        .map(|p| {
+            let k = KeySpace::default()
+                .product(&a, &ProductId::parse(p).expect("valid"))
+                .stock;
+            Keyed::new(k.clone(), redis::cmd("GET").arg(k).clone())
+        })
+        .collect();
+    store
+        .pipeline(items)
+        .await
+        .into_iter()
+        .map(|r| match r.expect("GET") {
+            Value::BulkString(b) => Some(String::from_utf8(b).expect("utf8")),
+            _ => None,
+        })
+        .collect()
+}
+
+/// DUMP of every key of the activity: byte-for-byte state.
+pub async fn dump_activity(store: &RedisStore, activity: &str) -> HashMap<String, Value> {
+    let a = ActivityId::parse(activity).expect("valid");
+    let keys = store
+        .scan(&KeySpace::default().activity_pattern(&a))
+        .await
+        .expect("scan");
+    let items: Vec<Keyed> = keys
+        .iter()
+        .map(|k| Keyed::new(k.clone(), redis::cmd("DUMP").arg(k).clone()))
+        .collect();
+    let dumps = store.pipeline(items).await;
+    keys.into_iter()
+        .zip(dumps)
+        .map(|(k, v)| (k, v.expect("DUMP")))
+        .collect()
+}
+
+pub async fn orders(db: &Db, activity: &str, product: &str, list: &[(&str, i64, &str)]) {
+    let batch: Vec<NewOrder> = list
+        .iter()
+        .map(|(rid, q, status)| NewOrder {
+            order_id: format!("o-{rid}"),
+            request_id: rid.to_string(),
+            activity_id: activity.to_string(),
+            product_id: product.to_string(),
+            user_id: format!("u-{rid}"),
+            quantity: *q,
+            status: status.to_string(),
+        })
+        .collect();
+    insert_with_outbox(db, &batch).await.expect("insert orders");
+}
+
+#[tokio::test]
+async fn a_thousand_products_go_verified_and_equal_to_the_database() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        let flags = topo.flags();
+        for db in TestDb::sqlite_and_postgres().await {
+            let lib = db.open().await;
+            let activity = format!("k{}", db.name());
+            let products: Vec<(String, i64, i64)> = (0..1000i64)
+                .map(|i| (format!("p{i:04}"), i * 7 % 500, 1 + i % 3))
+                .collect();
+            let refs: Vec<(&str, i64, i64)> = products
+                .iter()
+                .map(|(p, s, l)| (p.as_str(), *s, *l))
+                .collect();
+            import(&lib, &activity, &refs, future_window()).await;
+
+            let r = console(&args(&flags, &db, &["--json", "preheat", &activity]));
+            r.expect_code(0);
+            let doc = r.json();
+            let label = format!("{} {}", topo.name(), db.name());
+            assert_eq!(doc["decision"], "go", "{label}: {doc}");
+            let listed = doc["products"].as_array().expect("products");
+            assert_eq!(listed.len(), 1000, "{label}");
+            assert!(
+                listed
+                    .iter()
+                    .all(|p| p["verified"] == true && p["written"] == true),
+                "{label}"
+            );
+            let total: i64 = products.iter().map(|p| p.1).sum();
+            assert_eq!(doc["total_stock"], total, "{label}");
+            assert_eq!(listed[1]["token_bucket"]["capacity"], 14, "{label}");
+
+            let ids: Vec<String> = products.iter().map(|p| p.0.clone()).collect();
+            let got = stocks(&store, &activity, &ids).await;
+            for ((p, s, _), g) in products.iter().zip(got) {
+                assert_eq!(g, Some(s.to_string()), "{label}: {p}");
+            }
+            let audit = seckill_console::db::audit::recent(&lib, None, 5)
+                .await
+                .expect("audit");
+            assert!(
+                audit
+                    .iter()
+                    .any(|a| a.action == "preheat" && a.activity_id == activity),
+                "{label}"
+            );
+            lib.close().await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn orders_in_the_database_and_an_empty_redis_preheat_the_remaining_truth() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        let flags = topo.flags();
+        for db in TestDb::sqlite_and_postgres().await {
+            let lib = db.open().await;
+            let a = format!("lost{}", db.name());
+            import(
+                &lib,
+                &a,
+                &[("p1", 10, 5), ("p2", 20, 5), ("p3", 5, 5)],
+                live_window(),
+            )
+            .await;
+            orders(
+                &lib,
+                &a,
+                "p1",
+                &[
+                    ("r1", 2, "paid"),
+                    ("r2", 1, "pending_payment"),
+                    ("r3", 4, "cancelled"),
+                ],
+            )
+            .await;
+            orders(&lib, &a, "p2", &[("r4", 3, "expired"), ("r5", 5, "paid")]).await;
+            let r = console(&args(&flags, &db, &["--json", "preheat", &a]));
+            r.expect_code(0);
+            assert_eq!(r.json()["decision"], "go");
+            let got = stocks(&store, &a, &["p1".into(), "p2".into(), "p3".into()]).await;
+            // initial - sold, where sold counts pending_payment and paid only.
+            assert_eq!(
+                got,
+                vec![Some("7".into()), Some("15".into()), Some("5".into())],
+                "{} {}",
+                topo.name(),
+                db.name()
+            );
+            lib.close().await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_changed_key_is_a_no_go_until_forced_and_a_rerun_changes_nothing() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        let flags = topo.flags();
+        let db = TestDb::sqlite();
+        let lib = db.open().await;
+        import(
+            &lib,
+            "hand",
+            &[("p1", 10, 1), ("p2", 20, 1)],
+            future_window(),
+        )
+        .await;
+        console(&args(&flags, &db, &["preheat", "hand"])).expect_code(0);
+
+        let key = "seckill:{hand:p2}:stock";
+        store
+            .query(key, redis::cmd("INCRBY").arg(key).arg(7))
+            .await
+            .expect("incrby");
+        let before = dump_activity(&store, "hand").await;
+        let r = console(&args(&flags, &db, &["--json", "preheat", "hand"]));
+        r.expect_code(5);
+        let doc = r.json();
+        assert_eq!(doc["decision"], "no-go");
+        let conflicts = doc["conflicts"].as_array().expect("conflicts");
+        assert_eq!(conflicts.len(), 1, "{doc}");
+        assert_eq!(conflicts[0]["product"], "p2");
+        assert_eq!(conflicts[0]["redis_stock"], "27");
+        assert_eq!(conflicts[0]["wanted_stock"], 20);
+        assert_eq!(
+            dump_activity(&store, "hand").await,
+            before,
+            "{}: a no-go wrote something",
+            topo.name()
+        );
+        let text = console(&args(&flags, &db, &["preheat", "hand"]));
+        text.expect_code(5);
+        assert!(
+            text.stdout.contains("p2") && text.stdout.contains("27") && text.stdout.contains("20"),
+            "{}",
+            text.stdout
+        );
+
+        let forced = console(&args(
+            &flags,
+            &db,
+            &["--json", "preheat", "hand", "--force"],
+        ));
+        forced.expect_code(0);
+        assert_eq!(forced.json()["written"], 1);
+        assert_eq!(
+            stocks(&store, "hand", &["p2".into()]).await,
+            vec![Some("20".into())]
+        );
+
+        let settled = dump_activity(&store, "hand").await;
+        let again = console(&args(&flags, &db, &["--json", "preheat", "hand"]));
+        again.expect_code(0);
+        let doc = again.json();
+        assert_eq!(doc["decision"], "go");
+        assert_eq!(doc["written"], 0);
+        assert_eq!(doc["unchanged"], 2);
+        assert_eq!(
+            dump_activity(&store, "hand").await,
+            settled,
+            "{}: an unchanged rerun rewrote keys",
+            topo.name()
+        );
+
+        let audit = seckill_console::db::audit::recent(&lib, None, 10)
+            .await
+            .expect("audit");
+        let over = audit
+            .iter()
+            .find(|a| a.action == "preheat.overwrite")
+            .expect("overwrite audited");
+        assert_eq!(
+            (over.before_value.as_deref(), over.after_value.as_deref()),
+            (Some("27"), Some("20"))
+        );
+        lib.close().await;
+    }
+}
+
+#[tokio::test]
+async fn a_failed_write_is_a_no_go_naming_the_products() {
+    for topo in Topo::both() {
+        let flags = topo.flags();
+        let db = TestDb::sqlite();
+        let lib = db.open().await;
+        import(
+            &lib,
+            "oom",
+            &[("p1", 10, 1), ("p2", 20, 1)],
+            future_window(),
+        )
+        .await;
+        topo.cli_all(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+        topo.cli_all(&["CONFIG", "SET", "maxmemory", "1"]);
+        let r = console(&args(&flags, &db, &["--json", "preheat", "oom"]));
+        topo.cli_all(&["CONFIG", "SET", "maxmemory", "0"]);
+        r.expect_code(4);
+        let doc = r.json();
+        assert_eq!(doc["decision"], "no-go");
+        let reasons = doc["reasons"].to_string();
+        assert!(
+            reasons.contains("p1") && reasons.contains("p2"),
+            "{}: {reasons}",
+            topo.name()
+        );
+        assert!(
+            doc["products"][0]["error"]
+                .as_str()
+                .unwrap_or("")
+                .contains("OOM"),
+            "{doc}"
+        );
+        lib.close().await;
+    }
+}
+
+async fn key_count(store: &RedisStore, activity: &str) -> usize {
+    let a = ActivityId::parse(activity).expect("valid");
+    store
+        .scan(&KeySpace::default().activity_pattern(&a))
+        .await
+        .expect("scan")
+        .len()
+}
+
+#[tokio::test]
+async fn cleanup_removes_this_activity_and_no_neighbour() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        let flags = topo.flags();
+        let db = TestDb::sqlite();
+        let lib = db.open().await;
+        let names = ["a1", "a10", "a1-b", "b1"];
+        for a in names {
+            let products: Vec<(String, i64, i64)> =
+                (0..30).map(|i| (format!("p{i}"), 5, 1)).collect();
+            let refs: Vec<(&str, i64, i64)> = products
+                .iter()
+                .map(|(p, s, l)| (p.as_str(), *s, *l))
+                .collect();
+            import(&lib, a, &refs, future_window()).await;
+            console(&args(&flags, &db, &["preheat", a])).expect_code(0);
+        }
+        // Some ledger and buyer keys too.
+        let k = KeySpace::default().product(
+            &ActivityId::parse("a1").expect("valid"),
+            &ProductId::parse("p1").expect("valid"),
+        );
+        seckill_console::redis::stock::deduct(&store, &k, "r1", "u1", "1")
+            .await
+            .expect("deduct");
+        let before: Vec<usize> = {
+            let mut v = Vec::new();
+            for a in names {
+                v.push(key_count(&store, a).await);
+            }
+            v
+        };
+        assert_eq!(before[0], 30 * 2 + 2, "{}", topo.name());
+        let r = console(&args(&flags, &db, &["--json", "cleanup", "a1"]));
+        r.expect_code(0);
+        assert_eq!(r.json()["keys_deleted"], 62);
+        assert_eq!(key_count(&store, "a1").await, 0);
+        for (i, a) in names.iter().enumerate().skip(1) {
+            assert_eq!(
+                key_count(&store, a).await,
+                before[i],
+                "{}: cleanup of a1 touched {a}",
+                topo.name()
+            );
+        }
+
+        // Inside its window an activity's keys stay unless forced.
+        import(&lib, "live1", &[("p1", 5, 1)], live_window()).await;
+        console(&args(&flags, &db, &["preheat", "live1"])).expect_code(0);
+        let r = console(&args(&flags, &db, &["--json", "cleanup", "live1"]));
+        r.expect_code(5);
+        assert_eq!(r.json_error()["kind"], "refused");
+        assert_eq!(key_count(&store, "live1").await, 2);
+        console(&args(&flags, &db, &["cleanup", "live1", "--force"])).expect_code(0);
+        assert_eq!(key_count(&store, "live1").await, 0);
+        let audit = seckill_console::db::audit::recent(&lib, None, 5)
+            .await
+            .expect("audit");
+        assert!(
+            audit
+                .iter()
+                .any(|a| a.action == "cleanup" && a.activity_id == "live1")
+        );
+        lib.close().await;
+    }
+}
+
+#[tokio::test]
+async fn preheat_refuses_an_ended_activity_and_unknown_ids() {
+    let topo = Topo::standalone();
+    let flags = topo.flags();
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    let now = chrono::Utc::now();
+    import(
+        &lib,
+        "old",
+        &[("p1", 5, 1)],
+        (
+            now - chrono::Duration::hours(3),
+            now - chrono::Duration::hours(1),
+        ),
+    )
+    .await;
+    let r = console(&args(&flags, &db, &["--json", "preheat", "old"]));
+    r.expect_code(4);
+    assert!(r.json()["reasons"].to_string().contains("ended"));
+    assert_eq!(key_count(&topo.store().await, "old").await, 0);
+    console(&args(&flags, &db, &["preheat", "nope"])).expect_code(2);
+    console(&args(&flags, &db, &["preheat", "no{pe"])).expect_code(2);
+    lib.close().await;
+}
