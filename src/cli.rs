@@ -111,6 +111,36 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Live stock and alerts per product
+    Status {
+        /// Activity id
+        activity: String,
+    },
+    /// The drift report: Redis against database truth, per product
+    Reconcile {
+        /// Activity id
+        activity: String,
+        /// Exit 4 when any product is not ok
+        #[arg(long)]
+        fail_on_drift: bool,
+    },
+    /// Rewrite Redis from database truth (compare-and-set), return orphaned deductions
+    Fix {
+        /// Activity id
+        activity: String,
+        /// Only this product
+        #[arg(long, value_name = "P")]
+        product: Option<String>,
+        /// Do not ask for confirmation (required without a terminal)
+        #[arg(long)]
+        yes: bool,
+        /// Show before and after per product, write nothing
+        #[arg(long, conflicts_with = "yes")]
+        preview: bool,
+    },
+    /// The compensation queue: deductions whose outcome is unknown
+    #[command(subcommand)]
+    Compensation(CompensationCommand),
     /// Delete this activity's keys (and no one else's); refused while it is live unless --force
     Cleanup {
         /// Activity id
@@ -135,5 +165,29 @@ pub enum ActivityCommand {
     Show {
         /// Activity id
         activity: String,
+    },
+}
+
+/// `compensation ...`
+#[derive(Debug, Subcommand)]
+pub enum CompensationCommand {
+    /// List the entries of an activity (pending first) with their age and status
+    List {
+        /// Activity id
+        activity: String,
+        /// At most this many entries
+        #[arg(long, default_value_t = 1000)]
+        limit: i64,
+    },
+    /// Resolve pending entries from the ledger and the orders (applied / returned / not_applied)
+    Resolve {
+        /// Activity id
+        activity: String,
+        /// Only this request id
+        #[arg(long, value_name = "R", conflicts_with = "all")]
+        request: Option<String>,
+        /// Every pending entry
+        #[arg(long)]
+        all: bool,
     },
 }

@@ -5,6 +5,7 @@ pub mod activity;
 pub mod ping;
 pub mod preheat;
 pub mod progress;
+pub mod status;
 pub mod table;
 
 use crate::cli::{Cli, Command};
@@ -160,6 +161,18 @@ async fn dispatch(ctx: &Ctx, command: Option<Command>) -> Result<Outcome> {
         Some(Command::Cleanup { activity, force }) => {
             preheat::run_cleanup(ctx, &activity, force).await
         }
+        Some(Command::Status { activity }) => status::run_status(ctx, &activity).await,
+        Some(Command::Reconcile {
+            activity,
+            fail_on_drift,
+        }) => status::run_reconcile(ctx, &activity, fail_on_drift).await,
+        Some(Command::Fix {
+            activity,
+            product,
+            yes,
+            preview,
+        }) => status::run_fix(ctx, &activity, product, yes, preview).await,
+        Some(Command::Compensation(cmd)) => status::run_compensation(ctx, cmd).await,
     }
 }
 

@@ -3,8 +3,10 @@
 
 pub mod activity;
 pub mod audit;
+pub mod compensation;
 pub mod migrate;
 pub mod orders;
+pub mod outbox;
 pub mod tx;
 
 pub use tx::{Arg, Tx};
@@ -196,6 +198,15 @@ impl Db {
         match self.backend {
             Backend::MySql => format!("CAST(COALESCE(SUM({expr}), 0) AS SIGNED)"),
             _ => format!("CAST(COALESCE(SUM({expr}), 0) AS BIGINT)"),
+        }
+    }
+
+    /// `INSERT ... ` that skips rows whose unique key exists, in this backend's words.
+    pub(crate) fn insert_ignore(&self, into: &str) -> String {
+        match self.backend {
+            Backend::Sqlite => format!("INSERT OR IGNORE INTO {into}"),
+            Backend::MySql => format!("INSERT IGNORE INTO {into}"),
+            Backend::Postgres => format!("INSERT INTO {into} ON CONFLICT DO NOTHING"),
         }
     }
 

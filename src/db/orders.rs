@@ -25,16 +25,24 @@ pub async fn sold_by_product(db: &Db, activity: &ActivityId) -> Result<HashMap<S
     Ok(rows.into_iter().collect())
 }
 
-/// Request ids of live orders, per product; limited to `products` when given (small sets use an
-/// IN list, larger ones read the whole activity once).
-pub async fn live_request_ids(
+/// The live orders of one product: their units and request ids, read in one statement so the
+/// two agree.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LiveOrders {
+    pub units: i64,
+    pub request_ids: HashSet<String>,
+}
+
+/// Live orders per product; limited to `products` when given (small sets use an IN list,
+/// larger ones read the whole activity once).
+pub async fn live_orders(
     db: &Db,
     activity: &ActivityId,
     products: Option<&[&str]>,
-) -> Result<HashMap<String, HashSet<String>>> {
+) -> Result<HashMap<String, LiveOrders>> {
     let mut args: Vec<Arg> = vec![activity.as_str().into()];
     let mut sql = format!(
-        "SELECT product_id, request_id FROM seckill_order WHERE activity_id = ? AND {LIVE_SQL}"
+        "SELECT product_id, request_id, quantity FROM seckill_order WHERE activity_id = ? AND {LIVE_SQL}"
     );
     let filter: Option<HashSet<&str>> = products.map(|p| p.iter().copied().collect());
     if let Some(p) = products
@@ -47,19 +55,21 @@ pub async fn live_request_ids(
         ));
         args.extend(p.iter().map(|id| Arg::from(*id)));
     }
-    let rows: Vec<(String, String)> = db
+    let rows: Vec<(String, String, i64)> = db
         .fetch_all_as(&sql, &args)
         .await
         .map_err(|e| db.error(&e))?;
-    let mut out: HashMap<String, HashSet<String>> = HashMap::new();
-    for (product, rid) in rows {
+    let mut out: HashMap<String, LiveOrders> = HashMap::new();
+    for (product, rid, quantity) in rows {
         if filter
             .as_ref()
             .is_some_and(|f| !f.contains(product.as_str()))
         {
             continue;
         }
-        out.entry(product).or_default().insert(rid);
+        let entry = out.entry(product).or_default();
+        entry.units += quantity;
+        entry.request_ids.insert(rid);
     }
     Ok(out)
 }

@@ -2,6 +2,8 @@
 //! preheat decision. No I/O here, so every rule is tested without Redis or a database.
 
 pub mod activity;
+pub mod alerts;
+pub mod compensation;
 pub mod ids;
 pub mod import;
 pub mod preheat;

@@ -269,13 +269,13 @@ impl State {
     }
 }
 
-/// State and drift of a product: corrupt and missing first (nothing can be sold), then negative,
-/// then drift; paused only when the numbers are right.
+/// State and drift of a product: corrupt and missing first (nothing can be sold, or the limit
+/// is not enforced), then negative, then drift; paused only when the numbers are right.
 pub fn classify(stock: &StockValue, meta: &Meta, truth: &Truth) -> (State, Option<i64>) {
     match stock {
         StockValue::Corrupt(_) | StockValue::WrongType(_) => (State::Corrupt, None),
         StockValue::Missing => (State::Missing, None),
-        StockValue::Value(_) if meta.corrupt.is_some() => (State::Corrupt, None),
+        StockValue::Value(_) if meta.corrupt.is_some() || !meta.present => (State::Corrupt, None),
         StockValue::Value(v) => {
             let drift = v - truth.expected_remaining;
             let state = if *v < 0 {
@@ -324,6 +324,9 @@ impl ProductStatus {
         let (state, drift) = classify(stock, meta, &truth);
         let corrupt_value = match stock {
             StockValue::Corrupt(_) | StockValue::WrongType(_) => stock.shown(),
+            StockValue::Value(_) if !meta.present => {
+                Some("the meta hash is missing: the per-user limit is not enforced".into())
+            }
             _ => meta.corrupt.clone(),
         };
         let sold_percent = if truth.initial > 0 {

@@ -2,7 +2,10 @@
 //! returns a result the caller renders.
 
 pub mod cleanup;
+pub mod compensation;
+pub mod fix;
 pub mod health;
 pub mod preheat;
 pub mod progress;
 pub mod snapshot;
+pub mod status;

@@ -103,7 +103,15 @@ pub async fn preheat(
     }
     let started = Instant::now();
     progress.update("reading", 0, 1);
-    let snap = snapshot::take(redis, db, keys, activity, opts.grace, None).await?;
+    let snap = snapshot::take(
+        redis,
+        db,
+        keys,
+        activity,
+        opts.grace,
+        &snapshot::Scope::default(),
+    )
+    .await?;
     progress.update("reading", 1, 1);
     tracing::debug!(
         ms = started.elapsed().as_millis() as u64,

@@ -8,4 +8,5 @@ mod activity_cli;
 mod buyers;
 mod lua_contract;
 mod preheat;
+mod reconcile;
 mod unreachable;

@@ -170,6 +170,19 @@ async fn orders_in_the_database_and_an_empty_redis_preheat_the_remaining_truth()
                 topo.name(),
                 db.name()
             );
+            let rec = console(&args(
+                &flags,
+                &db,
+                &["--json", "reconcile", &a, "--fail-on-drift"],
+            ));
+            rec.expect_code(0);
+            for p in rec.json()["products"].as_array().expect("products") {
+                assert_eq!(
+                    (p["state"].as_str(), p["drift"].as_i64()),
+                    (Some("ok"), Some(0)),
+                    "{p}"
+                );
+            }
             lib.close().await;
         }
     }

@@ -85,3 +85,54 @@ pub async fn store(target: RedisTarget) -> RedisStore {
     .await
     .expect("connect to the test Redis")
 }
+
+/// The keys of one product under the live prefix.
+pub fn product_keys(activity: &str, product: &str) -> seckill_console::redis::ProductKeys {
+    seckill_console::redis::KeySpace::default().product(
+        &seckill_console::domain::ActivityId::parse(activity).expect("valid activity"),
+        &seckill_console::domain::ProductId::parse(product).expect("valid product"),
+    )
+}
+
+/// One buyer as an app server does it: the Lua deduction, then on success the order and its
+/// outbox message in one transaction.
+pub async fn buy(
+    store: &RedisStore,
+    db: &Db,
+    activity: &str,
+    product: &str,
+    request: &str,
+    user: &str,
+    quantity: i64,
+) -> seckill_console::redis::stock::Deducted {
+    use seckill_console::redis::stock::{Deducted, deduct};
+    let k = product_keys(activity, product);
+    let r = deduct(store, &k, request, user, &quantity.to_string())
+        .await
+        .expect("deduct");
+    if let Deducted::Remaining(_) = r {
+        let order = seckill_console::db::orders::NewOrder {
+            order_id: format!("o-{request}"),
+            request_id: request.to_string(),
+            activity_id: activity.to_string(),
+            product_id: product.to_string(),
+            user_id: user.to_string(),
+            quantity,
+            status: "pending_payment".into(),
+        };
+        seckill_console::db::orders::insert_with_outbox(db, &[order])
+            .await
+            .expect("order and outbox");
+    }
+    r
+}
+
+/// Runs a Redis command routed by its first key argument.
+pub async fn redis_cmd(store: &RedisStore, args: &[&str]) -> redis::Value {
+    let mut c = redis::cmd(args[0]);
+    for a in &args[1..] {
+        c.arg(*a);
+    }
+    let route = args.get(1).copied().unwrap_or("");
+    store.query(route, &c).await.expect("redis command")
+}

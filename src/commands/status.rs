@@ -1,0 +1,354 @@
+//! `status`, `reconcile`, `fix` and `compensation list | resolve`.
+
+use super::{Ctx, Outcome, table};
+use crate::cli::CompensationCommand;
+use crate::db::compensation;
+use crate::domain::ActivityId;
+use crate::domain::stock::{ProductStatus, State};
+use crate::error::{Error, Result};
+use crate::ops::compensation::{Which, resolve};
+use crate::ops::fix::{FixOptions, FixReport, fix};
+use crate::ops::status::{StatusOptions, StatusReport, status};
+use chrono::Utc;
+use std::io::{BufRead, IsTerminal, Write};
+
+/// Products listed in text output before it only lists the ones that are not ok.
+const TEXT_ALL_LIMIT: usize = 100;
+
+fn options(ctx: &Ctx) -> StatusOptions {
+    StatusOptions {
+        grace: ctx.config.grace,
+        compensation_alert: ctx.config.compensation_alert,
+        outbox_alert: ctx.config.outbox_alert,
+    }
+}
+
+async fn report(ctx: &Ctx, activity: &str) -> Result<StatusReport> {
+    let activity = ActivityId::parse(activity)?;
+    let db = ctx.db().await?;
+    let redis = ctx.redis().await?;
+    let report = status(&redis, &db, &ctx.config.keys, &activity, &options(ctx)).await?;
+    db.close().await;
+    Ok(report)
+}
+
+fn opt(v: Option<i64>) -> String {
+    v.map_or_else(|| "-".into(), |n| n.to_string())
+}
+
+fn drift(v: Option<i64>) -> String {
+    v.map_or_else(
+        || "-".into(),
+        |n| if n == 0 { "0".into() } else { format!("{n:+}") },
+    )
+}
+
+fn product_rows(products: &[&ProductStatus]) -> Vec<Vec<String>> {
+    products
+        .iter()
+        .map(|p| {
+            vec![
+                p.product.clone(),
+                p.initial.to_string(),
+                opt(p.redis_remaining),
+                p.db_sold.to_string(),
+                p.in_flight.to_string(),
+                p.orphaned.to_string(),
+                p.expected_remaining.to_string(),
+                drift(p.drift),
+                p.state.as_str().to_string(),
+            ]
+        })
+        .collect()
+}
+
+fn render(r: &StatusReport, title: &str) -> String {
+    let t = &r.totals;
+    let mut text = format!(
+        "{title} {} ({:?}) at {}: {} products, {} not ok\n",
+        r.activity,
+        r.phase,
+        r.taken_at.to_rfc3339(),
+        r.products.len(),
+        t.not_ok
+    );
+    text.push_str(&format!(
+        "totals   initial {}  redis {}  sold {}  in-flight {}  orphaned {}  expected {}\n",
+        t.initial, t.redis_remaining, t.db_sold, t.in_flight, t.orphaned, t.expected_remaining
+    ));
+    text.push_str(&format!(
+        "queues   compensation {} pending  outbox {} unsent\n\n",
+        r.compensation.pending, r.outbox.pending
+    ));
+    let shown: Vec<&ProductStatus> = if r.products.len() <= TEXT_ALL_LIMIT {
+        r.products.iter().collect()
+    } else {
+        r.products
+            .iter()
+            .filter(|p| p.state != State::Ok)
+            .take(500)
+            .collect()
+    };
+    text.push_str(&table::render(
+        &[
+            "product",
+            "initial",
+            "redis",
+            "db_sold",
+            "in_flight",
+            "orphaned",
+            "expected",
+            "drift",
+            "state",
+        ],
+        &product_rows(&shown),
+    ));
+    if shown.len() < r.products.len() {
+        text.push_str(&format!(
+            "({} more products not listed; --json lists all)\n",
+            r.products.len() - shown.len()
+        ));
+    }
+    if !r.alerts.is_empty() {
+        text.push_str("\nalerts\n");
+        for a in &r.alerts {
+            let severity = match a.severity {
+                crate::domain::alerts::Severity::Critical => "critical",
+                crate::domain::alerts::Severity::Warning => "warning",
+            };
+            text.push_str(&format!("  [{severity}] {}\n", a.message));
+        }
+    }
+    text
+}
+
+pub async fn run_status(ctx: &Ctx, activity: &str) -> Result<Outcome> {
+    let r = report(ctx, activity).await?;
+    let text = render(&r, "status");
+    Outcome::ok(&r, text)
+}
+
+pub async fn run_reconcile(ctx: &Ctx, activity: &str, fail_on_drift: bool) -> Result<Outcome> {
+    let r = report(ctx, activity).await?;
+    let text = render(&r, "reconcile");
+    let code = if fail_on_drift && !r.all_ok() { 4 } else { 0 };
+    Outcome::with_code(&r, text, code)
+}
+
+fn render_fix(r: &FixReport) -> String {
+    if r.products.is_empty() {
+        return format!("fix {}: every product is ok; nothing to do\n", r.activity);
+    }
+    let mut text = format!(
+        "fix {}{}: {} product(s)\n",
+        r.activity,
+        if r.preview {
+            " (preview, nothing written)"
+        } else {
+            ""
+        },
+        r.products.len()
+    );
+    text.push_str(&table::render(
+        &[
+            "product", "state", "before", "after", "orphans", "applied", "problem",
+        ],
+        &r.products
+            .iter()
+            .map(|p| {
+                vec![
+                    p.product.clone(),
+                    p.state.as_str().into(),
+                    p.before.clone().unwrap_or_else(|| "(missing)".into()),
+                    p.after.to_string(),
+                    p.orphans.len().to_string(),
+                    if p.applied { "yes".into() } else { "no".into() },
+                    if p.conflict {
+                        "changed concurrently on every attempt".into()
+                    } else {
+                        p.error.clone().unwrap_or_default()
+                    },
+                ]
+            })
+            .collect::<Vec<_>>(),
+    ));
+    text
+}
+
+/// Asks on the terminal; the operator types the activity id to confirm.
+fn confirm(activity: &ActivityId, preview: &FixReport) -> Result<bool> {
+    let mut err = std::io::stderr();
+    let _ = write!(
+        err,
+        "{}\nRewrite these products of '{activity}' from database truth? Type the activity id to confirm: ",
+        render_fix(preview)
+    );
+    let _ = err.flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| Error::bad_input(format!("cannot read the confirmation: {e}")))?;
+    Ok(line.trim() == activity.as_str())
+}
+
+pub async fn run_fix(
+    ctx: &Ctx,
+    activity: &str,
+    product: Option<String>,
+    yes: bool,
+    preview: bool,
+) -> Result<Outcome> {
+    let activity = ActivityId::parse(activity)?;
+    if let Some(p) = &product {
+        crate::domain::ProductId::parse(p)?;
+    }
+    if ctx.config.read_only && !preview {
+        return Err(Error::refused(
+            "read-only mode: refused to fix; run without --read-only (or use --preview)",
+        ));
+    }
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !preview && !yes && !interactive {
+        return Err(Error::refused(
+            "fix rewrites Redis and there is no terminal to confirm on: pass --yes (or --preview to see the plan)",
+        ));
+    }
+    let db = ctx.db().await?;
+    let redis = ctx.redis().await?;
+    let mut opts = FixOptions {
+        product,
+        preview: true,
+        actor: ctx.config.actor.clone(),
+        grace: ctx.config.grace,
+    };
+    let keys = &ctx.config.keys;
+    if !preview && !yes {
+        let plan = fix(&redis, &db, keys, &activity, &opts).await?;
+        if plan.products.is_empty() {
+            db.close().await;
+            let text = render_fix(&plan);
+            return Outcome::ok(&plan, text);
+        }
+        if !confirm(&activity, &plan)? {
+            db.close().await;
+            return Err(Error::refused("not confirmed: nothing was written"));
+        }
+    }
+    opts.preview = preview;
+    let r = fix(&redis, &db, keys, &activity, &opts).await?;
+    db.close().await;
+    let text = render_fix(&r);
+    let code = r.exit_code;
+    Outcome::with_code(&r, text, code)
+}
+
+pub async fn run_compensation(ctx: &Ctx, cmd: CompensationCommand) -> Result<Outcome> {
+    match cmd {
+        CompensationCommand::List { activity, limit } => {
+            let activity = ActivityId::parse(&activity)?;
+            let db = ctx.db().await?;
+            crate::db::activity::require(&db, &activity).await?;
+            let entries = compensation::list(&db, &activity, limit).await?;
+            db.close().await;
+            let now = Utc::now();
+            let rows: Vec<Vec<String>> = entries
+                .iter()
+                .map(|e| {
+                    vec![
+                        e.request_id.clone(),
+                        e.product_id.clone(),
+                        e.user_id.clone(),
+                        e.quantity.to_string(),
+                        e.status.clone(),
+                        format!("{}s", (now - e.created_at).num_seconds().max(0)),
+                        e.resolution.clone().unwrap_or_default(),
+                    ]
+                })
+                .collect();
+            let text = if rows.is_empty() {
+                format!("compensation queue of {activity} is empty\n")
+            } else {
+                table::render(
+                    &[
+                        "request",
+                        "product",
+                        "user",
+                        "qty",
+                        "status",
+                        "age",
+                        "resolution",
+                    ],
+                    &rows,
+                )
+            };
+            let doc = serde_json::json!({
+                "activity": activity,
+                "entries": entries.iter().map(|e| {
+                    let mut v = serde_json::to_value(e).unwrap_or_default();
+                    if let Some(o) = v.as_object_mut() {
+                        o.insert("age_secs".into(), (now - e.created_at).num_seconds().max(0).into());
+                    }
+                    v
+                }).collect::<Vec<_>>(),
+            });
+            Outcome::ok(&doc, text)
+        }
+        CompensationCommand::Resolve {
+            activity,
+            request,
+            all,
+        } => {
+            let activity = ActivityId::parse(&activity)?;
+            let which = match (request, all) {
+                (Some(r), false) => Which::One(r),
+                (None, true) => Which::All,
+                _ => {
+                    return Err(Error::bad_input(
+                        "say which entries to resolve: --request R or --all",
+                    ));
+                }
+            };
+            if ctx.config.read_only {
+                return Err(Error::refused(
+                    "read-only mode: refused to resolve compensation entries; run without --read-only",
+                ));
+            }
+            let db = ctx.db().await?;
+            let redis = ctx.redis().await?;
+            let r = resolve(
+                &redis,
+                &db,
+                &ctx.config.keys,
+                &activity,
+                &which,
+                &ctx.config.actor,
+                ctx.config.grace,
+            )
+            .await?;
+            db.close().await;
+            let mut text = format!(
+                "compensation {}: {} resolved, {} still pending\n",
+                r.activity, r.resolved, r.still_pending
+            );
+            if !r.resolutions.is_empty() {
+                text.push_str(&table::render(
+                    &["request", "product", "qty", "status", "detail"],
+                    &r.resolutions
+                        .iter()
+                        .map(|x| {
+                            vec![
+                                x.request_id.clone(),
+                                x.product.clone(),
+                                x.quantity.to_string(),
+                                x.status.clone(),
+                                x.detail.clone(),
+                            ]
+                        })
+                        .collect::<Vec<_>>(),
+                ));
+            }
+            Outcome::ok(&r, text)
+        }
+    }
+}

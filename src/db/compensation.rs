@@ -1,0 +1,190 @@
+//! The compensation queue: deductions whose outcome the caller does not know (a timeout, a
+//! dropped connection). `pending` until resolved to `applied`, `returned` or `not_applied`.
+
+use super::audit::{self, AuditEntry};
+use super::{Arg, Db};
+use crate::domain::ActivityId;
+use crate::domain::alerts::QueueSummary;
+use crate::error::Result;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+/// Statuses of a compensation entry.
+pub const PENDING: &str = "pending";
+pub const APPLIED: &str = "applied";
+pub const RETURNED: &str = "returned";
+pub const NOT_APPLIED: &str = "not_applied";
+
+/// A deduction with an unknown outcome, as the caller records it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewCompensation {
+    pub request_id: String,
+    pub activity_id: String,
+    pub product_id: String,
+    pub user_id: String,
+    pub quantity: i64,
+    pub reason: String,
+}
+
+/// One entry of the queue.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Compensation {
+    pub id: i64,
+    pub request_id: String,
+    pub activity_id: String,
+    pub product_id: String,
+    pub user_id: String,
+    pub quantity: i64,
+    pub status: String,
+    pub reason: String,
+    pub resolution: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub resolved_at: Option<DateTime<Utc>>,
+}
+
+/// Records an entry; a second record of the same request id is ignored (returns false).
+pub async fn insert(db: &Db, c: &NewCompensation) -> Result<bool> {
+    let sql = db.insert_ignore(
+        "seckill_compensation (request_id, activity_id, product_id, user_id, quantity, status, reason, created_at) \
+         VALUES (?, ?, ?, ?, ?, 'pending', ?, ?)",
+    );
+    let n = db
+        .execute(
+            &sql,
+            &[
+                c.request_id.clone().into(),
+                c.activity_id.clone().into(),
+                c.product_id.clone().into(),
+                c.user_id.clone().into(),
+                Arg::Int(c.quantity),
+                c.reason.clone().into(),
+                Arg::Time(Utc::now()),
+            ],
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+    Ok(n > 0)
+}
+
+type Row = (
+    i64,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    String,
+    String,
+    Option<String>,
+    DateTime<Utc>,
+    Option<DateTime<Utc>>,
+);
+
+const SELECT: &str = "SELECT id, request_id, activity_id, product_id, user_id, quantity, status, reason, \
+                      resolution, created_at, resolved_at FROM seckill_compensation";
+
+fn from_row(r: Row) -> Compensation {
+    Compensation {
+        id: r.0,
+        request_id: r.1,
+        activity_id: r.2,
+        product_id: r.3,
+        user_id: r.4,
+        quantity: r.5,
+        status: r.6,
+        reason: r.7,
+        resolution: r.8,
+        created_at: r.9,
+        resolved_at: r.10,
+    }
+}
+
+/// The entries of an activity: pending first (oldest first), then resolved (newest first).
+pub async fn list(db: &Db, activity: &ActivityId, limit: i64) -> Result<Vec<Compensation>> {
+    let rows: Vec<Row> = db
+        .fetch_all_as(
+            &format!(
+                "{SELECT} WHERE activity_id = ? ORDER BY CASE WHEN status = 'pending' THEN 0 ELSE 1 END, \
+                 CASE WHEN status = 'pending' THEN id ELSE -id END LIMIT ?"
+            ),
+            &[activity.as_str().into(), Arg::Int(limit)],
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+    Ok(rows.into_iter().map(from_row).collect())
+}
+
+/// Pending entries of an activity, optionally just one request id.
+pub async fn pending(
+    db: &Db,
+    activity: &ActivityId,
+    request: Option<&str>,
+) -> Result<Vec<Compensation>> {
+    let rows: Vec<Row> = match request {
+        Some(r) => {
+            db.fetch_all_as(
+                &format!("{SELECT} WHERE activity_id = ? AND request_id = ?"),
+                &[activity.as_str().into(), r.into()],
+            )
+            .await
+        }
+        None => {
+            db.fetch_all_as(
+                &format!("{SELECT} WHERE activity_id = ? AND status = 'pending' ORDER BY id"),
+                &[activity.as_str().into()],
+            )
+            .await
+        }
+    }
+    .map_err(|e| db.error(&e))?;
+    Ok(rows.into_iter().map(from_row).collect())
+}
+
+/// Count and age of the pending entries.
+pub async fn summary(db: &Db, activity: &ActivityId) -> Result<QueueSummary> {
+    let row: Option<(i64, Option<DateTime<Utc>>)> = db
+        .fetch_optional_as(
+            "SELECT COUNT(*), MIN(created_at) FROM seckill_compensation WHERE activity_id = ? AND status = 'pending'",
+            &[activity.as_str().into()],
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+    let (pending, oldest) = row.unwrap_or((0, None));
+    Ok(QueueSummary {
+        pending,
+        oldest_secs: oldest.map(|t| (Utc::now() - t).num_seconds().max(0)),
+    })
+}
+
+/// Marks a pending entry resolved, with its audit row, in one transaction. Returns false when
+/// the entry was no longer pending (resolving twice changes nothing).
+pub async fn resolve(
+    db: &Db,
+    id: i64,
+    status: &str,
+    resolution: &str,
+    entry: &AuditEntry,
+) -> Result<bool> {
+    db.write_guard("resolve a compensation entry")?;
+    let err = |e: sqlx::Error| db.error(&e);
+    let mut tx = db.begin().await.map_err(err)?;
+    let n = tx
+        .execute(
+            "UPDATE seckill_compensation SET status = ?, resolution = ?, resolved_at = ? \
+             WHERE id = ? AND status = 'pending'",
+            &[
+                status.into(),
+                resolution.into(),
+                Arg::Time(Utc::now()),
+                Arg::Int(id),
+            ],
+        )
+        .await
+        .map_err(err)?;
+    if n == 0 {
+        return Ok(false);
+    }
+    audit::record_in(&mut tx, entry).await.map_err(err)?;
+    tx.commit().await.map_err(err)?;
+    Ok(true)
+}

@@ -1,0 +1,221 @@
+//! Alerts: what on-call must look at, derived from product states, the compensation queue, the
+//! outbox and the nodes' scripts. No I/O.
+
+use super::stock::{ProductStatus, State};
+use serde::Serialize;
+
+/// What an alert is about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AlertKind {
+    Negative,
+    Missing,
+    Corrupt,
+    Drift,
+    Orphaned,
+    CompensationPending,
+    OutboxStale,
+    ScriptMissing,
+}
+
+/// How urgent it is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Severity {
+    Warning,
+    Critical,
+}
+
+/// One alert.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Alert {
+    pub kind: AlertKind,
+    pub severity: Severity,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub product: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    pub message: String,
+    /// Age of the oldest item, for queue alerts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub age_secs: Option<i64>,
+}
+
+/// The pending items of a queue (compensation entries, outbox messages).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct QueueSummary {
+    pub pending: i64,
+    /// Age of the oldest pending item.
+    pub oldest_secs: Option<i64>,
+}
+
+/// Alerts for products: one per product that is not ok (and one more for orphaned stock).
+pub fn product_alerts(products: &[ProductStatus]) -> Vec<Alert> {
+    let mut out = Vec::new();
+    for p in products {
+        let alert = |kind, severity, message: String| Alert {
+            kind,
+            severity,
+            product: Some(p.product.clone()),
+            node: None,
+            message,
+            age_secs: None,
+        };
+        match p.state {
+            State::Negative => out.push(alert(
+                AlertKind::Negative,
+                Severity::Critical,
+                format!(
+                    "stock of {} is {} (below zero); database truth is {}",
+                    p.product,
+                    p.redis_remaining.unwrap_or_default(),
+                    p.expected_remaining
+                ),
+            )),
+            State::Missing => out.push(alert(
+                AlertKind::Missing,
+                Severity::Critical,
+                format!(
+                    "stock key of {} is missing: every deduction fails; database truth is {}",
+                    p.product, p.expected_remaining
+                ),
+            )),
+            State::Corrupt => out.push(alert(
+                AlertKind::Corrupt,
+                Severity::Critical,
+                format!(
+                    "{} is corrupt ({}): every deduction fails; database truth is {}",
+                    p.product,
+                    p.corrupt_value.clone().unwrap_or_default(),
+                    p.expected_remaining
+                ),
+            )),
+            State::Drift => {
+                let drift = p.drift.unwrap_or_default();
+                let (severity, what) = if drift > 0 {
+                    (Severity::Critical, "oversell risk")
+                } else {
+                    (Severity::Warning, "lost sales")
+                };
+                out.push(alert(
+                    AlertKind::Drift,
+                    severity,
+                    format!(
+                        "{} drifts {drift:+} ({what}): Redis {} vs database truth {}",
+                        p.product,
+                        p.redis_remaining.unwrap_or_default(),
+                        p.expected_remaining
+                    ),
+                ));
+            }
+            State::Ok | State::Paused => {}
+        }
+        if p.orphaned > 0 {
+            out.push(alert(
+                AlertKind::Orphaned,
+                Severity::Warning,
+                format!(
+                    "{} has {} orphaned unit(s): deducted, no order, older than the grace window",
+                    p.product, p.orphaned
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// An alert when pending items are older than `threshold_secs`.
+pub fn queue_alert(
+    kind: AlertKind,
+    what: &str,
+    q: &QueueSummary,
+    threshold_secs: i64,
+) -> Option<Alert> {
+    let oldest = q.oldest_secs?;
+    (q.pending > 0 && oldest >= threshold_secs).then(|| Alert {
+        kind,
+        severity: Severity::Warning,
+        product: None,
+        node: None,
+        message: format!("{} {what} pending, the oldest for {oldest} s", q.pending),
+        age_secs: Some(oldest),
+    })
+}
+
+/// An alert for a node that cannot run the deduction script.
+pub fn script_alert(node: &str, script: &str) -> Alert {
+    Alert {
+        kind: AlertKind::ScriptMissing,
+        severity: Severity::Warning,
+        product: None,
+        node: Some(node.to_string()),
+        message: format!(
+            "node {node} lacks the {script} script (a restart, failover or SCRIPT FLUSH); callers reload it on NOSCRIPT, preheat loads it"
+        ),
+        age_secs: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::stock::{Meta, StockValue, Truth};
+
+    fn status(stock: StockValue, truth: Truth) -> ProductStatus {
+        let meta = Meta {
+            present: true,
+            ..Meta::default()
+        };
+        ProductStatus::build("p1", 1, &stock, &meta, truth)
+    }
+
+    #[test]
+    fn one_alert_per_problem() {
+        let t = Truth::new(10, 2, 0, 3);
+        let alerts = product_alerts(&[
+            status(StockValue::Value(8), Truth::new(10, 2, 0, 0)),
+            status(StockValue::Value(15), t),
+            status(StockValue::Value(-3), Truth::new(10, 2, 0, 0)),
+            status(StockValue::Missing, Truth::new(10, 2, 0, 0)),
+        ]);
+        let kinds: Vec<AlertKind> = alerts.iter().map(|a| a.kind).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                AlertKind::Drift,
+                AlertKind::Orphaned,
+                AlertKind::Negative,
+                AlertKind::Missing
+            ]
+        );
+        assert_eq!(alerts[0].severity, Severity::Critical);
+        assert!(alerts[0].message.contains("+7"), "{}", alerts[0].message);
+    }
+
+    #[test]
+    fn queue_alerts_respect_the_threshold() {
+        let q = QueueSummary {
+            pending: 2,
+            oldest_secs: Some(40),
+        };
+        assert!(
+            queue_alert(
+                AlertKind::CompensationPending,
+                "compensation entries",
+                &q,
+                30
+            )
+            .is_some()
+        );
+        assert!(
+            queue_alert(
+                AlertKind::CompensationPending,
+                "compensation entries",
+                &q,
+                60
+            )
+            .is_none()
+        );
+        assert!(queue_alert(AlertKind::OutboxStale, "x", &QueueSummary::default(), 0).is_none());
+    }
+}

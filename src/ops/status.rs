@@ -1,0 +1,128 @@
+//! `status` and `reconcile`: per product the truth, what Redis holds, the drift and the state;
+//! alerts for the activity.
+
+use super::health;
+use super::snapshot::{self, Scope, Snapshot};
+use crate::db::{Db, compensation, outbox};
+use crate::domain::alerts::{self, Alert, AlertKind, QueueSummary};
+use crate::domain::stock::{ProductStatus, State};
+use crate::domain::{ActivityId, Phase};
+use crate::error::Result;
+use crate::redis::{KeySpace, RedisStore, scripts};
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::time::Duration;
+
+/// Thresholds and windows of the status.
+#[derive(Clone, Debug)]
+pub struct StatusOptions {
+    pub grace: Duration,
+    pub compensation_alert: Duration,
+    pub outbox_alert: Duration,
+}
+
+/// Sums over the activity's products.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Totals {
+    pub initial: i64,
+    pub redis_remaining: i64,
+    pub db_sold: i64,
+    pub in_flight: i64,
+    pub orphaned: i64,
+    pub expected_remaining: i64,
+    pub not_ok: usize,
+}
+
+/// The status / reconcile report.
+#[derive(Clone, Debug, Serialize)]
+pub struct StatusReport {
+    pub activity: String,
+    pub phase: Phase,
+    pub products: Vec<ProductStatus>,
+    pub alerts: Vec<Alert>,
+    pub totals: Totals,
+    pub compensation: QueueSummary,
+    pub outbox: QueueSummary,
+    pub taken_at: DateTime<Utc>,
+}
+
+impl StatusReport {
+    /// True when every product is `ok`.
+    pub fn all_ok(&self) -> bool {
+        self.products.iter().all(|p| p.state == State::Ok)
+    }
+}
+
+/// Reads the activity and builds the report: one grouped database query per activity and
+/// pipelined Redis reads per node.
+pub async fn status(
+    redis: &RedisStore,
+    db: &Db,
+    keys: &KeySpace,
+    activity: &ActivityId,
+    opts: &StatusOptions,
+) -> Result<StatusReport> {
+    let snap = snapshot::take(redis, db, keys, activity, opts.grace, &Scope::default()).await?;
+    let compensation = compensation::summary(db, activity).await?;
+    let outbox = outbox::summary(db, activity).await?;
+    let nodes = health::redis_nodes(redis).await;
+    Ok(build(&snap, compensation, outbox, &nodes, opts))
+}
+
+/// Assembles the report from what was read (pure, so the TUI can reuse it on its snapshots).
+pub fn build(
+    snap: &Snapshot,
+    compensation: QueueSummary,
+    outbox: QueueSummary,
+    nodes: &[health::NodeHealth],
+    opts: &StatusOptions,
+) -> StatusReport {
+    let products: Vec<ProductStatus> = snap.products.iter().map(|v| v.status.clone()).collect();
+    let mut alerts = alerts::product_alerts(&products);
+    alerts.extend(alerts::queue_alert(
+        AlertKind::CompensationPending,
+        "compensation entries",
+        &compensation,
+        secs(opts.compensation_alert),
+    ));
+    alerts.extend(alerts::queue_alert(
+        AlertKind::OutboxStale,
+        "outbox messages",
+        &outbox,
+        secs(opts.outbox_alert),
+    ));
+    for node in nodes.iter().filter(|n| n.ok) {
+        for (name, loaded) in &node.scripts {
+            if !loaded && name == scripts::DEDUCT.name {
+                alerts.push(alerts::script_alert(&node.addr, name));
+            }
+        }
+    }
+    alerts.sort_by_key(|a| std::cmp::Reverse(a.severity));
+    let mut totals = Totals::default();
+    for p in &products {
+        totals.initial += p.initial;
+        totals.redis_remaining += p.redis_remaining.unwrap_or(0);
+        totals.db_sold += p.db_sold;
+        totals.in_flight += p.in_flight;
+        totals.orphaned += p.orphaned;
+        totals.expected_remaining += p.expected_remaining;
+        if p.state != State::Ok {
+            totals.not_ok += 1;
+        }
+    }
+    StatusReport {
+        activity: snap.activity.activity_id.to_string(),
+        phase: snap.activity.phase(snap.taken_at),
+        products,
+        alerts,
+        totals,
+        compensation,
+        outbox,
+        taken_at: snap.taken_at,
+    }
+}
+
+fn secs(d: Duration) -> i64 {
+    i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
+}
