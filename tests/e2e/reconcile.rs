@@ -607,108 +607,111 @@ fn monitored_commands(sessions: Vec<(Child, std::path::PathBuf)>) -> Vec<String>
 async fn read_only_refuses_every_write_before_sending_it() {
     for topo in Topo::both() {
         let store = topo.store().await;
-        let db = TestDb::sqlite();
-        let env = Env {
-            topo: &topo,
-            db: &db,
-        };
-        let lib = db.open().await;
-        setup(&env, &lib, "ro", &[("p1", 20, 5)]).await;
-        seckill_console::redis::stock::deduct(&store, &product_keys("ro", "p1"), "o1", "u", "1")
+        for db in TestDb::all().await {
+            let env = Env {
+                topo: &topo,
+                db: &db,
+            };
+            let lib = db.open().await;
+            let ro_name = format!("ro{}", db.name());
+            let ro = ro_name.as_str();
+            setup(&env, &lib, ro, &[("p1", 20, 5)]).await;
+            seckill_console::redis::stock::deduct(&store, &product_keys(ro, "p1"), "o1", "u", "1")
+                .await
+                .expect("deduct");
+            redis_cmd(&store, &["INCRBY", &product_keys(ro, "p1").stock, "4"]).await;
+            insert(
+                &lib,
+                &NewCompensation {
+                    request_id: "o1".into(),
+                    activity_id: ro.into(),
+                    product_id: "p1".into(),
+                    user_id: "u".into(),
+                    quantity: 1,
+                    reason: "timeout".into(),
+                },
+            )
             .await
-            .expect("deduct");
-        redis_cmd(&store, &["INCRBY", &product_keys("ro", "p1").stock, "4"]).await;
-        insert(
-            &lib,
-            &NewCompensation {
-                request_id: "o1".into(),
-                activity_id: "ro".into(),
-                product_id: "p1".into(),
-                user_id: "u".into(),
-                quantity: 1,
-                reason: "timeout".into(),
-            },
-        )
-        .await
-        .expect("insert");
-        let rows_before = audit::recent(&lib, None, 100).await.expect("audit").len();
-        let keys_before = dump_activity(&store, "ro").await;
+            .expect("insert");
+            let rows_before = audit::recent(&lib, None, 100).await.expect("audit").len();
+            let keys_before = dump_activity(&store, ro).await;
 
-        let dir = tempfile::tempdir().expect("tmp");
-        let sessions = monitors(&topo, dir.path());
-        std::thread::sleep(std::time::Duration::from_millis(300));
-        for args in [
-            vec!["--read-only", "--json", "fix", "ro", "--yes"],
-            vec![
-                "--read-only",
-                "--json",
-                "--grace-secs",
-                "0",
-                "compensation",
-                "resolve",
-                "ro",
-                "--all",
-            ],
-            vec!["--read-only", "--json", "preheat", "ro", "--force"],
-            vec!["--read-only", "--json", "cleanup", "ro", "--force"],
-        ] {
-            let r = env.run(&args);
-            r.expect_code(5);
-            assert_eq!(r.json_error()["kind"], "refused", "{args:?}");
+            let dir = tempfile::tempdir().expect("tmp");
+            let sessions = monitors(&topo, dir.path());
+            std::thread::sleep(std::time::Duration::from_millis(300));
+            for args in [
+                vec!["--read-only", "--json", "fix", ro, "--yes"],
+                vec![
+                    "--read-only",
+                    "--json",
+                    "--grace-secs",
+                    "0",
+                    "compensation",
+                    "resolve",
+                    ro,
+                    "--all",
+                ],
+                vec!["--read-only", "--json", "preheat", ro, "--force"],
+                vec!["--read-only", "--json", "cleanup", ro, "--force"],
+            ] {
+                let r = env.run(&args);
+                r.expect_code(5);
+                assert_eq!(r.json_error()["kind"], "refused", "{args:?}");
+            }
+            // Reads still work in read-only mode.
+            env.run(&["--read-only", "--json", "status", ro])
+                .expect_code(0);
+            env.run(&["--read-only", "--json", "reconcile", ro])
+                .expect_code(0);
+            env.run(&["--read-only", "--json", "fix", ro, "--preview"])
+                .expect_code(0);
+            let seen = monitored_commands(sessions);
+            assert!(
+                seen.iter().any(|c| c == "GET"),
+                "{}: MONITOR saw no reads: {seen:?}",
+                topo.name()
+            );
+            let writes = [
+                "SET",
+                "DEL",
+                "UNLINK",
+                "INCRBY",
+                "DECRBY",
+                "HSET",
+                "HSETNX",
+                "HDEL",
+                "EVAL",
+                "EVALSHA",
+                "SCRIPT LOAD",
+                "SCRIPT FLUSH",
+                "FLUSHALL",
+                "EXPIRE",
+                "HINCRBY",
+            ];
+            let bad: Vec<&String> = seen
+                .iter()
+                .filter(|c| writes.contains(&c.as_str()))
+                .collect();
+            assert!(
+                bad.is_empty(),
+                "{}: write commands reached Redis in read-only mode: {bad:?}",
+                env.label()
+            );
+            assert_eq!(dump_activity(&store, ro).await, keys_before);
+            assert_eq!(
+                audit::recent(&lib, None, 100).await.expect("audit").len(),
+                rows_before
+            );
+            let pending = seckill_console::db::compensation::pending(
+                &lib,
+                &seckill_console::domain::ActivityId::parse(ro).expect("id"),
+                None,
+            )
+            .await
+            .expect("pending");
+            assert_eq!(pending.len(), 1, "read-only resolved an entry");
+            lib.close().await;
         }
-        // Reads still work in read-only mode.
-        env.run(&["--read-only", "--json", "status", "ro"])
-            .expect_code(0);
-        env.run(&["--read-only", "--json", "reconcile", "ro"])
-            .expect_code(0);
-        env.run(&["--read-only", "--json", "fix", "ro", "--preview"])
-            .expect_code(0);
-        let seen = monitored_commands(sessions);
-        assert!(
-            seen.iter().any(|c| c == "GET"),
-            "{}: MONITOR saw no reads: {seen:?}",
-            topo.name()
-        );
-        let writes = [
-            "SET",
-            "DEL",
-            "UNLINK",
-            "INCRBY",
-            "DECRBY",
-            "HSET",
-            "HSETNX",
-            "HDEL",
-            "EVAL",
-            "EVALSHA",
-            "SCRIPT LOAD",
-            "SCRIPT FLUSH",
-            "FLUSHALL",
-            "EXPIRE",
-            "HINCRBY",
-        ];
-        let bad: Vec<&String> = seen
-            .iter()
-            .filter(|c| writes.contains(&c.as_str()))
-            .collect();
-        assert!(
-            bad.is_empty(),
-            "{}: write commands reached Redis in read-only mode: {bad:?}",
-            topo.name()
-        );
-        assert_eq!(dump_activity(&store, "ro").await, keys_before);
-        assert_eq!(
-            audit::recent(&lib, None, 100).await.expect("audit").len(),
-            rows_before
-        );
-        let pending = seckill_console::db::compensation::pending(
-            &lib,
-            &seckill_console::domain::ActivityId::parse("ro").expect("id"),
-            None,
-        )
-        .await
-        .expect("pending");
-        assert_eq!(pending.len(), 1, "read-only resolved an entry");
-        lib.close().await;
     }
 }
 
