@@ -141,6 +141,12 @@ pub enum Command {
     /// The compensation queue: deductions whose outcome is unknown
     #[command(subcommand)]
     Compensation(CompensationCommand),
+    /// The worker as app servers: the same Lua deduction, then order and outbox in one
+    /// transaction, a payment step; for demo and staging (it writes real orders)
+    Load(LoadArgs),
+    /// The worker on a shadow copy of the activity (own key prefix, temporary database):
+    /// invariants and figures, one strategy or all four side by side
+    DryRun(DryRunArgs),
     /// Delete this activity's keys (and no one else's); refused while it is live unless --force
     Cleanup {
         /// Activity id
@@ -190,4 +196,91 @@ pub enum CompensationCommand {
         #[arg(long)]
         all: bool,
     },
+}
+
+/// `load A ...`
+#[derive(Debug, Args)]
+pub struct LoadArgs {
+    /// Activity id
+    pub activity: String,
+    /// Distinct buyers
+    #[arg(long)]
+    pub buyers: usize,
+    /// Requests in flight at once
+    #[arg(long)]
+    pub concurrency: usize,
+    /// Requests per second over all buyers (default: as fast as they go)
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Share of buyers who click repeatedly (0 to 1)
+    #[arg(long, default_value_t = 0.1)]
+    pub repeat_share: f64,
+    /// Faults: crash-between=P, timeout=P, script-flush (comma-separated)
+    #[arg(long)]
+    pub faults: Option<String>,
+    /// Share of orders that get paid; the rest expire and return their stock
+    #[arg(long, default_value_t = 0.8)]
+    pub pay_share: f64,
+    /// Seconds before an unpaid order expires
+    #[arg(long, default_value_t = 2.0)]
+    pub payment_window_secs: f64,
+    /// The deduction strategy (lua: what app servers run; hincrby and lock to rehearse their
+    /// failure modes on staging)
+    #[arg(long, value_enum, default_value_t = LoadStrategyArg::Lua)]
+    pub strategy: LoadStrategyArg,
+    /// Seed of the demand (same seed, same demand)
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Do not ask for confirmation (required without a terminal)
+    #[arg(long)]
+    pub yes: bool,
+}
+
+/// Which strategy `load` runs (the SQL strategy needs a dry run's own tables).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LoadStrategyArg {
+    Lua,
+    Hincrby,
+    Lock,
+}
+
+/// Which strategies a dry run compares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum StrategyArg {
+    Lua,
+    Hincrby,
+    Lock,
+    Sql,
+    All,
+}
+
+/// `dry-run A ...`
+#[derive(Debug, Args)]
+pub struct DryRunArgs {
+    /// Activity id (its products are copied; nothing live is touched)
+    pub activity: String,
+    /// Distinct buyers
+    #[arg(long)]
+    pub buyers: usize,
+    /// Requests in flight at once
+    #[arg(long)]
+    pub concurrency: usize,
+    /// The deduction strategy, or all four side by side
+    #[arg(long, value_enum, default_value_t = StrategyArg::Lua)]
+    pub strategy: StrategyArg,
+    /// Share of buyers who click repeatedly (0 to 1)
+    #[arg(long, default_value_t = 0.1)]
+    pub repeat_share: f64,
+    /// Faults: crash-between=P, timeout=P, script-flush (comma-separated)
+    #[arg(long)]
+    pub faults: Option<String>,
+    /// Requests per second over all buyers (default: as fast as they go)
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Seed of the demand (same seed, same demand)
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Key prefix of the shadow copy (default: <prefix>-dry-<run id>); never the live prefix
+    #[arg(long)]
+    pub shadow_prefix: Option<String>,
 }

@@ -99,7 +99,7 @@ async fn list(ctx: &Ctx) -> Result<Outcome> {
                         r.activity.starts_at.to_rfc3339(),
                         r.activity.ends_at.to_rfc3339(),
                         r.activity.status.clone(),
-                        format!("{:?}", r.activity.phase(now)).to_lowercase(),
+                        r.activity.phase(now).as_str().to_string(),
                         r.products.to_string(),
                         r.total_stock.to_string(),
                     ]
@@ -128,12 +128,12 @@ async fn show(ctx: &Ctx, id: &str) -> Result<Outcome> {
     let total: i64 = products.iter().map(|p| p.initial_stock).sum();
     let now = chrono::Utc::now();
     let mut text = format!(
-        "activity {} ({})\nwindow   {} .. {} ({:?})\nstatus   {}\nproducts {}, total stock {}\n\n",
+        "activity {} ({})\nwindow   {} .. {} ({})\nstatus   {}\nproducts {}, total stock {}\n\n",
         activity.activity_id,
         activity.name,
         activity.starts_at.to_rfc3339(),
         activity.ends_at.to_rfc3339(),
-        activity.phase(now),
+        activity.phase(now).as_str(),
         activity.status,
         products.len(),
         total

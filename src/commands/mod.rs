@@ -7,6 +7,7 @@ pub mod preheat;
 pub mod progress;
 pub mod status;
 pub mod table;
+pub mod worker;
 
 use crate::cli::{Cli, Command};
 use crate::config::{self, Config, Layer};
@@ -173,6 +174,8 @@ async fn dispatch(ctx: &Ctx, command: Option<Command>) -> Result<Outcome> {
             preview,
         }) => status::run_fix(ctx, &activity, product, yes, preview).await,
         Some(Command::Compensation(cmd)) => status::run_compensation(ctx, cmd).await,
+        Some(Command::Load(args)) => worker::run_load_command(ctx, args).await,
+        Some(Command::DryRun(args)) => worker::run_dry_run(ctx, args).await,
     }
 }
 

@@ -65,9 +65,9 @@ fn product_rows(products: &[&ProductStatus]) -> Vec<Vec<String>> {
 fn render(r: &StatusReport, title: &str) -> String {
     let t = &r.totals;
     let mut text = format!(
-        "{title} {} ({:?}) at {}: {} products, {} not ok\n",
+        "{title} {} ({}) at {}: {} products, {} not ok\n",
         r.activity,
-        r.phase,
+        r.phase.as_str(),
         r.taken_at.to_rfc3339(),
         r.products.len(),
         t.not_ok

@@ -127,21 +127,62 @@ pub async fn insert_with_outbox(
     db: &Db,
     batch: &[NewOrder],
 ) -> std::result::Result<(), sqlx::Error> {
-    let now = chrono::Utc::now();
     let mut tx = db.begin().await?;
     for o in batch {
-        tx.execute(INSERT_ORDER, &order_args(o, now)).await?;
-        tx.execute(
-            INSERT_OUTBOX,
-            &[
-                o.order_id.clone().into(),
-                o.activity_id.clone().into(),
-                ORDER_TOPIC.into(),
-                outbox_payload(o).into(),
-                Arg::Time(now),
-            ],
-        )
-        .await?;
+        insert_in(&mut tx, o).await?;
     }
     tx.commit().await
+}
+
+/// Writes one order and its outbox message inside the caller's transaction.
+pub async fn insert_in(tx: &mut super::Tx, o: &NewOrder) -> std::result::Result<(), sqlx::Error> {
+    let now = chrono::Utc::now();
+    tx.execute(INSERT_ORDER, &order_args(o, now)).await?;
+    tx.execute(
+        INSERT_OUTBOX,
+        &[
+            o.order_id.clone().into(),
+            o.activity_id.clone().into(),
+            ORDER_TOPIC.into(),
+            outbox_payload(o).into(),
+            Arg::Time(now),
+        ],
+    )
+    .await?;
+    Ok(())
+}
+
+/// Marks orders still in `pending_payment` as `paid`; returns how many changed.
+pub async fn pay(db: &Db, request_ids: &[String]) -> Result<u64> {
+    let mut changed = 0;
+    for chunk in request_ids.chunks(500) {
+        let marks = vec!["?"; chunk.len()].join(", ");
+        let mut args: Vec<Arg> = vec![Arg::Time(chrono::Utc::now())];
+        args.extend(chunk.iter().map(|r| Arg::from(r.as_str())));
+        changed += db
+            .execute(
+                &format!(
+                    "UPDATE seckill_order SET status = 'paid', updated_at = ? \
+                     WHERE status = 'pending_payment' AND request_id IN ({marks})"
+                ),
+                &args,
+            )
+            .await
+            .map_err(|e| db.error(&e))?;
+    }
+    Ok(changed)
+}
+
+/// Marks one order `expired` if it is still unpaid; true when it changed (then, and only
+/// then, its stock goes back through the restore script).
+pub async fn expire(db: &Db, request_id: &str) -> Result<bool> {
+    let n = db
+        .execute(
+            "UPDATE seckill_order SET status = 'expired', updated_at = ? \
+             WHERE status = 'pending_payment' AND request_id = ?",
+            &[Arg::Time(chrono::Utc::now()), request_id.into()],
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+    Ok(n > 0)
 }

@@ -26,6 +26,16 @@ pub enum Phase {
     Ended,
 }
 
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Upcoming => "upcoming",
+            Phase::Live => "live",
+            Phase::Ended => "ended",
+        }
+    }
+}
+
 impl Activity {
     pub fn phase(&self, now: DateTime<Utc>) -> Phase {
         if now < self.starts_at {

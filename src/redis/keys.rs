@@ -12,6 +12,9 @@ pub const DEFAULT_PREFIX: &str = "seckill";
 /// The suffixes of one product's keys, in the order the scripts take them as KEYS.
 pub const SUFFIXES: [&str; 4] = ["stock", "meta", "buyers", "ledger"];
 
+/// The lock key of the `lock` strategy (dry runs only).
+pub const LOCK_SUFFIX: &str = "lock";
+
 /// A key prefix, validated so it can never widen a SCAN pattern or break a hash tag.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeySpace {
@@ -61,6 +64,7 @@ impl KeySpace {
             meta: format!("{base}:meta"),
             buyers: format!("{base}:buyers"),
             ledger: format!("{base}:ledger"),
+            lock: format!("{base}:{LOCK_SUFFIX}"),
         }
     }
 
@@ -92,6 +96,8 @@ pub struct ProductKeys {
     pub buyers: String,
     /// Hash: request id -> deduction record.
     pub ledger: String,
+    /// String: the lock of the `lock` strategy (dry runs only; app servers never use it).
+    pub lock: String,
 }
 
 impl ProductKeys {

@@ -72,14 +72,15 @@ pub enum Role {
 
 /// A command and the key that routes it.
 pub struct Keyed {
-    pub key: String,
+    /// The cluster slot of the routing key (computed once; no key copy is kept).
+    pub slot: u16,
     pub cmd: Cmd,
 }
 
 impl Keyed {
-    pub fn new(key: impl Into<String>, cmd: Cmd) -> Self {
+    pub fn new(key: impl AsRef<str>, cmd: Cmd) -> Self {
         Keyed {
-            key: key.into(),
+            slot: slots::key_slot(key.as_ref().as_bytes()),
             cmd,
         }
     }
@@ -89,6 +90,8 @@ impl Keyed {
 struct Topology {
     /// Primary addresses; index into this from `slot_owner`.
     primaries: Vec<String>,
+    /// The connections of `primaries`, same order: routing a command never allocates.
+    primary_nodes: Vec<Arc<Node>>,
     /// (replica, its primary).
     replicas: Vec<(String, String)>,
     /// For a cluster, the index of the primary that serves each slot (u16::MAX: none).
@@ -201,6 +204,7 @@ impl RedisStore {
             }
             if let Ok(mut topo) = store.inner.topology.write() {
                 topo.primaries = vec![addr];
+                topo.primary_nodes = vec![node];
             }
         }
         Ok(store)
@@ -329,9 +333,15 @@ impl RedisStore {
             }
         }
         replicas.sort();
+        let primary_nodes: Vec<Arc<Node>> =
+            primaries.iter().filter_map(|a| self.node(a).ok()).collect();
+        if primary_nodes.len() != primaries.len() {
+            return;
+        }
         if let Ok(mut t) = self.inner.topology.write() {
             *t = Topology {
                 primaries,
+                primary_nodes,
                 replicas,
                 slot_owner,
             };
@@ -372,35 +382,29 @@ impl RedisStore {
         out
     }
 
-    fn addr_for_key(&self, key: &[u8]) -> RedisResult<String> {
+    /// The node that serves `key`.
+    pub fn node_for_key(&self, key: &str) -> RedisResult<Arc<Node>> {
         let topo = self
             .inner
             .topology
             .read()
             .map_err(|_| RedisError::from((ErrorKind::Client, "topology poisoned")))?;
-        if !self.inner.cluster {
-            return topo.primaries.first().cloned().ok_or_else(|| {
-                RedisError::from((ErrorKind::ClusterConnectionNotFound, "no server"))
-            });
-        }
-        let slot = usize::from(slots::key_slot(key));
-        topo.slot_owner
-            .get(slot)
-            .and_then(|&i| topo.primaries.get(usize::from(i)))
+        let index = if self.inner.cluster {
+            let slot = usize::from(slots::key_slot(key.as_bytes()));
+            topo.slot_owner.get(slot).map(|&i| usize::from(i))
+        } else {
+            Some(0)
+        };
+        index
+            .and_then(|i| topo.primary_nodes.get(i))
             .cloned()
             .ok_or_else(|| {
                 RedisError::from((
                     ErrorKind::ClusterConnectionNotFound,
-                    "no node serves the slot",
-                    format!("slot {slot}"),
+                    "no node serves the key",
+                    key.to_string(),
                 ))
             })
-    }
-
-    /// The node that serves `key`.
-    pub fn node_for_key(&self, key: &str) -> RedisResult<Arc<Node>> {
-        let addr = self.addr_for_key(key.as_bytes())?;
-        self.node(&addr)
     }
 
     /// Sends one command to the node that serves `key`, following MOVED and ASK redirects and
@@ -497,7 +501,7 @@ impl RedisStore {
             (0..topo.primaries.len()).map(|_| Vec::new()).collect();
         let mut orphans = Vec::new();
         for (i, item) in items {
-            let slot = usize::from(slots::key_slot(item.key.as_bytes()));
+            let slot = usize::from(item.slot);
             match topo
                 .slot_owner
                 .get(slot)
@@ -556,24 +560,27 @@ impl RedisStore {
                     let mut pipe = redis::pipe();
                     pipe.ignore_errors();
                     let mut index = Vec::with_capacity(PIPELINE_CHUNK);
-                    let mut keys = Vec::with_capacity(PIPELINE_CHUNK);
+                    let mut slots = Vec::with_capacity(PIPELINE_CHUNK);
                     for (i, item) in group.by_ref().take(PIPELINE_CHUNK) {
                         index.push(i);
-                        keys.push(item.key);
+                        slots.push(item.slot);
                         pipe.add_command(item.cmd);
                     }
                     let node = node.clone();
                     jobs.push(async move {
                         let outcome = node.pipeline(&pipe).await;
-                        (index, keys, pipe, outcome)
+                        (index, slots, pipe, outcome)
                     });
                 }
             }
             let mut retry: Vec<(usize, Keyed)> = Vec::new();
-            for (index, keys, pipe, outcome) in join_all(jobs).await {
+            for (index, slots, pipe, outcome) in join_all(jobs).await {
                 let resend = |j: usize| -> Option<Keyed> {
                     let cmd = pipe.cmd_iter().nth(j)?.clone();
-                    Some(Keyed::new(keys.get(j)?.clone(), cmd))
+                    Some(Keyed {
+                        slot: *slots.get(j)?,
+                        cmd,
+                    })
                 };
                 match outcome {
                     Ok(values) if values.len() == index.len() => {
@@ -640,7 +647,7 @@ impl RedisStore {
             for a in args {
                 cmd.arg(a.as_slice());
             }
-            Keyed::new(keys.first().cloned().unwrap_or_default(), cmd)
+            Keyed::new(keys.first().map(String::as_str).unwrap_or(""), cmd)
         };
         let items: Vec<Keyed> = calls
             .iter()

@@ -43,9 +43,12 @@ pub static RESTORE: LuaScript = LuaScript::new("restore", include_str!("../../lu
 pub static SET_STOCK: LuaScript =
     LuaScript::new("set_stock", include_str!("../../lua/set_stock.lua"));
 
+/// Compare-and-delete of a lock (the `lock` strategy of dry runs).
+pub static UNLOCK: LuaScript = LuaScript::new("unlock", include_str!("../../lua/unlock.lua"));
+
 /// Every script the console loads on every node.
-pub fn all() -> [&'static LuaScript; 3] {
-    [&DEDUCT, &RESTORE, &SET_STOCK]
+pub fn all() -> [&'static LuaScript; 4] {
+    [&DEDUCT, &RESTORE, &SET_STOCK, &UNLOCK]
 }
 
 #[cfg(test)]

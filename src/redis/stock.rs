@@ -96,6 +96,11 @@ pub async fn deduct(
     let reply = redis
         .eval(&DEDUCT, &keys.script_keys(), &[request_id, user, quantity])
         .await?;
+    parse_deduct(reply)
+}
+
+/// Reads a reply of `deduct.lua` (for callers that send the script themselves, pipelined).
+pub fn parse_deduct(reply: Value) -> RedisResult<Deducted> {
     let code = int_reply(reply)?;
     Deducted::from_code(code).ok_or_else(|| unexpected(code))
 }

@@ -10,3 +10,4 @@ mod lua_contract;
 mod preheat;
 mod reconcile;
 mod unreachable;
+mod worker;

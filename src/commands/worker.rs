@@ -1,0 +1,291 @@
+//! `load` and `dry-run`.
+
+use super::{Ctx, Outcome, table};
+use crate::cli::{DryRunArgs, LoadArgs, LoadStrategyArg, StrategyArg};
+use crate::domain::ActivityId;
+use crate::error::{Error, Result};
+use crate::worker::demand::Demand;
+use crate::worker::dry_run::{DryRunSpec, dry_run};
+use crate::worker::payment::PaymentSpec;
+use crate::worker::{Faults, Live, LoadSpec, RunStats, Strategy, run_load};
+use std::io::{BufRead, IsTerminal, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The run the progress line shows (a dry run moves from strategy to strategy).
+type Shown = Arc<Mutex<Option<(Strategy, Arc<Live>)>>>;
+
+fn check_common(buyers: usize, concurrency: usize, repeat_share: f64) -> Result<()> {
+    if buyers == 0 || buyers > 100_000_000 {
+        return Err(Error::bad_input(format!(
+            "--buyers {buyers} is out of range: use 1 to 100000000"
+        )));
+    }
+    if concurrency == 0 || concurrency > 10_000 {
+        return Err(Error::bad_input(format!(
+            "--concurrency {concurrency} is out of range: use 1 to 10000"
+        )));
+    }
+    if !(0.0..=1.0).contains(&repeat_share) {
+        return Err(Error::bad_input(format!(
+            "--repeat-share {repeat_share} is not a share between 0 and 1"
+        )));
+    }
+    Ok(())
+}
+
+/// Prints a progress line on stderr once a second while a run goes on (terminals only), and
+/// stops on Ctrl-C by setting `stop`.
+fn spawn_progress(live: Shown, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let tty = std::io::stderr().is_terminal();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {}
+                _ = tokio::signal::ctrl_c() => {
+                    stop.store(true, Ordering::Relaxed);
+                }
+            }
+            let current = live.lock().ok().and_then(|g| g.clone());
+            if let Some((strategy, l)) = current
+                && tty
+            {
+                let s = l.snapshot();
+                let _ = write!(
+                    std::io::stderr(),
+                    "\r\x1b[2K{}: {}/{} requests, {} sold, {:.0} ops/s, p99 {:.2} ms",
+                    strategy.as_str(),
+                    s.done,
+                    s.total,
+                    s.succeeded,
+                    s.ops_per_sec,
+                    s.p99_ms
+                );
+                let _ = std::io::stderr().flush();
+            }
+            if stop.load(Ordering::Relaxed) {
+                break;
+            }
+        }
+    })
+}
+
+fn end_progress() {
+    if std::io::stderr().is_terminal() {
+        let _ = write!(std::io::stderr(), "\r\x1b[2K");
+    }
+}
+
+fn stats_table(runs: &[RunStats]) -> String {
+    table::render(
+        &[
+            "strategy",
+            "requests",
+            "sold",
+            "sold_out",
+            "limited",
+            "errors",
+            "unknown",
+            "ops/s",
+            "p50_ms",
+            "p99_ms",
+            "rt/req",
+            "oversold",
+            "neg_seen",
+            "lock_fail",
+            "invariants",
+        ],
+        &runs
+            .iter()
+            .map(|r| {
+                vec![
+                    r.strategy.clone(),
+                    r.requests.to_string(),
+                    r.succeeded.to_string(),
+                    r.sold_out.to_string(),
+                    r.user_limited.to_string(),
+                    r.errors.to_string(),
+                    r.unknown.to_string(),
+                    format!("{:.0}", r.ops_per_sec),
+                    format!("{:.3}", r.p50_ms),
+                    format!("{:.3}", r.p99_ms),
+                    format!("{:.2}", r.round_trips_per_request),
+                    r.oversold.to_string(),
+                    r.negative_seen.to_string(),
+                    r.lock_failures.to_string(),
+                    if r.invariants.is_empty() {
+                        "-".into()
+                    } else if r.ok {
+                        "ok".into()
+                    } else {
+                        "FAILED".into()
+                    },
+                ]
+            })
+            .collect::<Vec<_>>(),
+    )
+}
+
+fn seed_or_now(seed: Option<u64>) -> u64 {
+    seed.unwrap_or_else(|| chrono::Utc::now().timestamp_micros() as u64)
+}
+
+pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
+    let activity = ActivityId::parse(&args.activity)?;
+    check_common(args.buyers, args.concurrency, args.repeat_share)?;
+    let faults = Faults::parse(args.faults.as_deref().unwrap_or(""))?;
+    if !(0.0..=1.0).contains(&args.pay_share) {
+        return Err(Error::bad_input(format!(
+            "--pay-share {} is not a share between 0 and 1",
+            args.pay_share
+        )));
+    }
+    if ctx.config.read_only {
+        return Err(Error::refused(
+            "read-only mode: refused to run buyers; run without --read-only",
+        ));
+    }
+    let db = ctx.db().await?;
+    crate::db::activity::require(&db, &activity).await?;
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !args.yes {
+        if !interactive {
+            return Err(Error::refused(
+                "load deducts live stock and writes orders: pass --yes (there is no terminal to confirm on)",
+            ));
+        }
+        let _ = write!(
+            std::io::stderr(),
+            "load deducts stock of '{activity}' under prefix '{}' and writes real orders. Type the activity id to confirm: ",
+            ctx.config.keys.prefix()
+        );
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut line);
+        if line.trim() != activity.as_str() {
+            return Err(Error::refused("not confirmed: nothing was run"));
+        }
+    }
+    let redis = ctx.redis().await?;
+    let seed = seed_or_now(args.seed);
+    let strategy = match args.strategy {
+        LoadStrategyArg::Lua => Strategy::Lua,
+        LoadStrategyArg::Hincrby => Strategy::Hincrby,
+        LoadStrategyArg::Lock => Strategy::Lock,
+    };
+    let spec = LoadSpec {
+        activity: activity.clone(),
+        keys: ctx.config.keys.clone(),
+        strategy,
+        demand: Demand {
+            buyers: args.buyers,
+            repeat_share: args.repeat_share,
+            products: 0,
+            quantity: 1,
+            seed,
+            run_id: format!("load-{:08x}", crate::worker::demand::mix(seed) as u32),
+        },
+        concurrency: args.concurrency,
+        rate: args.rate,
+        faults,
+        payment: Some(PaymentSpec {
+            pay_share: args.pay_share,
+            window: Duration::from_secs_f64(args.payment_window_secs.max(0.0)),
+            seed,
+        }),
+        watch_negative: true,
+    };
+    let live = Arc::new(Live::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let shown = Arc::new(Mutex::new(Some((strategy, live.clone()))));
+    let progress = spawn_progress(shown, stop.clone());
+    let result = run_load(&redis, &db, &spec, live, stop.clone()).await;
+    stop.store(true, Ordering::Relaxed);
+    let _ = progress.await;
+    end_progress();
+    db.close().await;
+    let stats = result?;
+    let mut text = stats_table(std::slice::from_ref(&stats));
+    text.push_str(&format!(
+        "sold {} of {} units; {} paid, {} expired (stock returned); {} compensation entries\n",
+        stats.sold, stats.stock, stats.paid, stats.expired, stats.compensation_entries
+    ));
+    Outcome::ok(&stats, text)
+}
+
+pub async fn run_dry_run(ctx: &Ctx, args: DryRunArgs) -> Result<Outcome> {
+    let activity = ActivityId::parse(&args.activity)?;
+    check_common(args.buyers, args.concurrency, args.repeat_share)?;
+    let faults = Faults::parse(args.faults.as_deref().unwrap_or(""))?;
+    if ctx.config.read_only {
+        return Err(Error::refused(
+            "read-only mode: a dry run writes shadow keys; run without --read-only",
+        ));
+    }
+    if let Some(p) = &args.shadow_prefix
+        && p == ctx.config.keys.prefix()
+    {
+        return Err(Error::refused(format!(
+            "--shadow-prefix '{p}' is the live prefix: a dry run never touches live keys"
+        )));
+    }
+    let strategies = match args.strategy {
+        StrategyArg::All => Strategy::ALL.to_vec(),
+        StrategyArg::Lua => vec![Strategy::Lua],
+        StrategyArg::Hincrby => vec![Strategy::Hincrby],
+        StrategyArg::Lock => vec![Strategy::Lock],
+        StrategyArg::Sql => vec![Strategy::Sql],
+    };
+    let db = ctx.db().await?;
+    let redis = ctx.redis().await?;
+    let spec = DryRunSpec {
+        activity,
+        buyers: args.buyers,
+        concurrency: args.concurrency,
+        repeat_share: args.repeat_share,
+        strategies,
+        faults,
+        rate: args.rate,
+        seed: seed_or_now(args.seed),
+        shadow_prefix: args.shadow_prefix,
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let shown: Shown = Arc::new(Mutex::new(None));
+    let progress = spawn_progress(shown.clone(), stop.clone());
+    let observer = |s: Strategy, l: Arc<Live>| {
+        if let Ok(mut g) = shown.lock() {
+            *g = Some((s, l));
+        }
+    };
+    let result = dry_run(
+        &redis,
+        &db,
+        &ctx.config.keys,
+        &spec,
+        &observer,
+        stop.clone(),
+    )
+    .await;
+    stop.store(true, Ordering::Relaxed);
+    let _ = progress.await;
+    end_progress();
+    db.close().await;
+    let runs = result?;
+    let mut text = stats_table(&runs);
+    for r in &runs {
+        for i in r.invariants.iter().filter(|i| !i.ok) {
+            text.push_str(&format!(
+                "{}: invariant failed: {}: {}\n",
+                r.strategy, i.name, i.detail
+            ));
+        }
+    }
+    let code = if runs.iter().all(|r| r.ok) { 0 } else { 4 };
+    if runs.len() == 1 {
+        Outcome::with_code(&runs[0], text, code)
+    } else {
+        Outcome::with_code(&runs, text, code)
+    }
+}

@@ -1,0 +1,100 @@
+//! Pipelines the concurrent buyers' script calls: one dispatcher drains whatever the buyer
+//! tasks queued and sends it as one pipeline per node (EVALSHA, NOSCRIPT answered with EVAL),
+//! several batches in flight at once. On the wire this is what a busy app server's
+//! multiplexed connection does; per request it saves a channel message, a timer and a wakeup,
+//! which is what limits a single client thread.
+
+use crate::redis::scripts::LuaScript;
+use crate::redis::{Keyed, ProductKeys, RedisStore};
+use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+
+/// Requests per pipeline at most.
+const MAX_BATCH: usize = 64;
+
+struct Job {
+    keys: Arc<ProductKeys>,
+    args: [Vec<u8>; 3],
+    reply: oneshot::Sender<RedisResult<Value>>,
+}
+
+/// A handle to the dispatcher of one product script (KEYS: stock, meta, buyers, ledger).
+#[derive(Clone)]
+pub struct Batcher {
+    tx: mpsc::UnboundedSender<Job>,
+}
+
+fn command(name: &str, first: &str, job: &Job) -> Keyed {
+    let k = &job.keys;
+    let mut cmd = redis::cmd(name);
+    cmd.arg(first)
+        .arg(4)
+        .arg(&k.stock)
+        .arg(&k.meta)
+        .arg(&k.buyers)
+        .arg(&k.ledger);
+    for a in &job.args {
+        cmd.arg(a.as_slice());
+    }
+    Keyed::new(&k.stock, cmd)
+}
+
+fn is_noscript(r: &RedisResult<Value>) -> bool {
+    matches!(r, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
+}
+
+impl Batcher {
+    /// Starts the dispatcher; it ends when every handle is dropped.
+    pub fn new(redis: RedisStore, script: &'static LuaScript) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Job>();
+        tokio::spawn(async move {
+            while let Some(first) = rx.recv().await {
+                let mut jobs = vec![first];
+                while jobs.len() < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(j) => jobs.push(j),
+                        Err(_) => break,
+                    }
+                }
+                let redis = redis.clone();
+                tokio::spawn(async move {
+                    let items = jobs
+                        .iter()
+                        .map(|j| command("EVALSHA", script.sha(), j))
+                        .collect();
+                    let mut results = redis.pipeline(items).await;
+                    // A flush, restart or failover emptied the script cache: EVAL runs and
+                    // caches the body in one step.
+                    let missing: Vec<usize> = (0..results.len())
+                        .filter(|&i| is_noscript(&results[i]))
+                        .collect();
+                    if !missing.is_empty() {
+                        let again = missing
+                            .iter()
+                            .map(|&i| command("EVAL", script.body, &jobs[i]))
+                            .collect();
+                        for (i, r) in missing.into_iter().zip(redis.pipeline(again).await) {
+                            results[i] = r;
+                        }
+                    }
+                    for (job, r) in jobs.into_iter().zip(results) {
+                        let _ = job.reply.send(r);
+                    }
+                });
+            }
+        });
+        Batcher { tx }
+    }
+
+    /// Runs the script once for one product with these three arguments.
+    pub async fn eval(&self, keys: Arc<ProductKeys>, args: [Vec<u8>; 3]) -> RedisResult<Value> {
+        let (reply, rx) = oneshot::channel();
+        self.tx
+            .send(Job { keys, args, reply })
+            .map_err(|_| RedisError::from((ErrorKind::Client, "the dispatcher stopped")))?;
+        rx.await.map_err(|_| {
+            RedisError::from((ErrorKind::Client, "the dispatcher dropped the request"))
+        })?
+    }
+}

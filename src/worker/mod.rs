@@ -1,0 +1,120 @@
+//! The embedded worker: simulated buyers running the very same `lua/deduct.lua` the app servers
+//! run (and, for comparison, the alternatives of seed document 000: decrement with a client-side
+//! rollback, a lock, a conditional SQL UPDATE), with fault injection, latency histograms and
+//! invariant checks.
+
+pub mod batch;
+pub mod demand;
+pub mod dry_run;
+pub mod payment;
+pub mod run;
+pub mod stats;
+pub mod strategy;
+
+use serde::Serialize;
+use std::time::Duration;
+
+pub use run::{LiveStats, LoadSpec, run_load};
+pub use stats::{Live, LiveSnapshot, RunStats};
+
+/// How buyers take stock.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Strategy {
+    /// `deduct.lua`: check and deduct in one atomic script, one round trip.
+    Lua,
+    /// DECRBY, then a client-side rollback (INCRBY) when the result is negative.
+    Hincrby,
+    /// SET NX PX lock per product, read, check, decrement, release with compare-and-delete.
+    Lock,
+    /// A conditional `UPDATE ... SET stock = stock - q WHERE ... AND stock >= q` in the database.
+    Sql,
+}
+
+impl Strategy {
+    pub const ALL: [Strategy; 4] = [
+        Strategy::Lua,
+        Strategy::Hincrby,
+        Strategy::Lock,
+        Strategy::Sql,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strategy::Lua => "lua",
+            Strategy::Hincrby => "hincrby",
+            Strategy::Lock => "lock",
+            Strategy::Sql => "sql",
+        }
+    }
+}
+
+/// Injected faults, each a probability per request (0.0 to 1.0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct Faults {
+    /// The hincrby client "dies" between its decrement and its rollback: stock stays negative.
+    pub crash_between: f64,
+    /// The request or its reply is lost: the outcome is unknown and a compensation entry is
+    /// written.
+    pub timeout: f64,
+    /// SCRIPT FLUSH on every node while the run goes on.
+    pub script_flush: bool,
+}
+
+impl Faults {
+    /// Parses `crash-between=P,timeout=P,script-flush` (any subset, comma-separated).
+    pub fn parse(text: &str) -> crate::Result<Self> {
+        let mut f = Faults::default();
+        for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            let (name, value) = match part.split_once('=') {
+                Some((n, v)) => (n.trim(), Some(v.trim())),
+                None => (part, None),
+            };
+            let prob = |v: Option<&str>| -> crate::Result<f64> {
+                let v = v.ok_or_else(|| {
+                    crate::Error::bad_input(format!(
+                        "fault '{name}' needs a probability, e.g. {name}=0.05"
+                    ))
+                })?;
+                match v.parse::<f64>() {
+                    Ok(p) if (0.0..=1.0).contains(&p) => Ok(p),
+                    _ => Err(crate::Error::bad_input(format!(
+                        "fault '{name}': '{v}' is not a probability between 0 and 1"
+                    ))),
+                }
+            };
+            match name {
+                "crash-between" => f.crash_between = prob(value)?,
+                "timeout" => f.timeout = prob(value)?,
+                "script-flush" if value.is_none() => f.script_flush = true,
+                _ => {
+                    return Err(crate::Error::bad_input(format!(
+                        "unknown fault '{part}': use crash-between=P, timeout=P or script-flush"
+                    )));
+                }
+            }
+        }
+        Ok(f)
+    }
+}
+
+/// How often the script-flush fault flushes while a run goes on.
+pub const SCRIPT_FLUSH_EVERY: Duration = Duration::from_millis(100);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_faults() {
+        let f = Faults::parse("crash-between=0.1, timeout=0.05,script-flush").expect("valid");
+        assert_eq!(
+            (f.crash_between, f.timeout, f.script_flush),
+            (0.1, 0.05, true)
+        );
+        assert!(Faults::parse("timeout=2").is_err());
+        assert!(Faults::parse("timeout").is_err());
+        assert!(Faults::parse("meteor=0.1").is_err());
+        assert_eq!(Faults::parse("").expect("empty"), Faults::default());
+    }
+}

@@ -1,0 +1,204 @@
+//! Worker throughput benchmark, on a private redis-server, all in one run:
+//!
+//! 1. `redis-benchmark` running EVALSHA of the project's own `lua/deduct.lua` at -P 16 against
+//!    a hot product (10,000 units, then sold out), 1,000,000 requests with random request and
+//!    user ids;
+//! 2. the worker (`seckill-console load`, the real binary) running the same script at 256 in
+//!    flight on the same product and server, 1,000,000 requests, writing each sale's order and
+//!    outbox row to SQLite; its peak memory is sampled from /proc;
+//! 3. `redis-benchmark` running a bare 8-line deduct script the same way (the cost of safety).
+//!
+//! Run with `scripts/bench worker`. Set BENCH_REQUESTS to change the request count.
+
+#[path = "../e2e/harness/mod.rs"]
+#[allow(unused_imports)]
+mod harness;
+
+use harness::fixtures::{activity_toml, live_window, product_keys, write_file};
+use harness::{RedisServer, TestDb};
+use seckill_console::redis::scripts::DEDUCT;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// The minimal deduction: no ledger, no limit, no idempotency, no argument checks.
+const BARE: &str = "local stock = tonumber(redis.call('GET', KEYS[1]))
+if stock == nil then return -1 end
+local n = tonumber(ARGV[3])
+if stock < n then return -2 end
+redis.call('DECRBY', KEYS[1], n)
+return stock - n
+-- bare: the 8-line deduct of seed doc 003 section 3.1
+";
+
+fn redis_benchmark(server: &RedisServer, requests: usize, sha: &str, keys: &[String]) -> f64 {
+    let mut cmd = Command::new("redis-benchmark");
+    cmd.args([
+        "-h",
+        "127.0.0.1",
+        "-p",
+        &server.port.to_string(),
+        "-n",
+        &requests.to_string(),
+    ]);
+    cmd.args([
+        "-P",
+        "16",
+        "-r",
+        "100000000",
+        "-q",
+        "EVALSHA",
+        sha,
+        &keys.len().to_string(),
+    ]);
+    cmd.args(keys);
+    cmd.args(["req:__rand_int__", "user:__rand_int__", "1"]);
+    let out = cmd.stderr(Stdio::null()).output().expect("redis-benchmark");
+    let text = String::from_utf8_lossy(&out.stdout);
+    // `EVALSHA ...: 123456.79 requests per second, p50=...` (the last progress line wins)
+    text.split(['\r', '\n'])
+        .filter(|l| l.contains("requests per second"))
+        .filter_map(|l| {
+            l.split("requests per second")
+                .next()?
+                .rsplit(':')
+                .next()?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .next_back()
+        .unwrap_or_else(|| panic!("cannot read redis-benchmark output: {text}"))
+}
+
+fn main() {
+    let requests: usize = std::env::var("BENCH_REQUESTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let server = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("tmp");
+    let (s, e) = live_window();
+    let file = write_file(
+        dir.path(),
+        "hot.toml",
+        &activity_toml("hot", &[("item", 10_000, 1)], s, e),
+    );
+    let bin = env!("CARGO_BIN_EXE_seckill-console");
+    let console = |args: &[&str]| {
+        let out = Command::new(bin)
+            .args(["--redis", &server.url(), "--db", &db.url])
+            .args(args)
+            .output()
+            .expect("seckill-console");
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    console(&["activity", "import", file.to_str().expect("utf8")]);
+    let keys = product_keys("hot", "item");
+    let script_keys: Vec<String> = keys.script_keys().iter().map(|k| k.to_string()).collect();
+    let reset = || {
+        server.cli(&["FLUSHALL"]);
+        console(&["preheat", "hot"]);
+    };
+    println!(
+        "worker benchmark: redis-server {} (private), {requests} requests per run, one hot product of 10,000 units",
+        server.addr()
+    );
+
+    reset();
+    let bench_rate = redis_benchmark(&server, requests, DEDUCT.sha(), &script_keys);
+
+    reset();
+    let started = Instant::now();
+    let mut child = Command::new(bin)
+        .args([
+            "--redis",
+            &server.url(),
+            "--db",
+            &db.url,
+            "--json",
+            "load",
+            "hot",
+        ])
+        .args([
+            "--buyers",
+            &requests.to_string(),
+            "--concurrency",
+            "256",
+            "--repeat-share",
+            "0",
+            "--pay-share",
+            "1",
+            "--yes",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("load");
+    let pid = child.id();
+    let mut peak_kb = 0u64;
+    while child.try_wait().ok().flatten().is_none() {
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            && let Some(kb) = status
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        {
+            peak_kb = peak_kb.max(kb);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("load output");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("load JSON");
+    let worker_rate = doc["ops_per_sec"].as_f64().unwrap_or(0.0);
+    let p99 = doc["p99_ms"].as_f64().unwrap_or(f64::MAX);
+    let took = started.elapsed();
+
+    server.cli(&["FLUSHALL"]);
+    console(&["preheat", "hot"]);
+    let bare_sha = server.cli(&["SCRIPT", "LOAD", BARE]).trim().to_string();
+    let bare_rate = redis_benchmark(&server, requests, &bare_sha, &script_keys);
+
+    println!("{:<44} {:>12}", "run", "requests/s");
+    println!(
+        "{:<44} {:>12.0}",
+        "redis-benchmark EVALSHA deduct.lua -P 16", bench_rate
+    );
+    println!(
+        "{:<44} {:>12.0}  (p50 {} ms, p99 {p99} ms, sold {}, {:.1} s)",
+        "worker lua, 256 in flight",
+        worker_rate,
+        doc["p50_ms"],
+        doc["sold"],
+        took.as_secs_f64()
+    );
+    println!(
+        "{:<44} {:>12.0}",
+        "redis-benchmark EVALSHA bare 8-line script", bare_rate
+    );
+    let ratio = worker_rate / bench_rate;
+    let safety = bench_rate / bare_rate;
+    let mb = peak_kb as f64 / 1024.0;
+    println!(
+        "worker / redis-benchmark: {ratio:.3} (target >= 0.95: {})",
+        if ratio >= 0.95 { "met" } else { "MISSED" }
+    );
+    println!(
+        "worker p99: {p99} ms (target < 3 ms: {})",
+        if p99 < 3.0 { "met" } else { "MISSED" }
+    );
+    println!(
+        "deduct.lua / bare script: {safety:.3} (target >= 0.7: {})",
+        if safety >= 0.7 { "met" } else { "MISSED" }
+    );
+    println!(
+        "worker peak memory: {mb:.1} MB over {requests} requests (target < 100 MB: {})",
+        if mb < 100.0 { "met" } else { "MISSED" }
+    );
+}

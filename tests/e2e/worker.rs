@@ -1,0 +1,566 @@
+//! The embedded worker: dry runs with invariants, load followed by reconcile, the four
+//! strategies side by side, fault drills.
+
+use crate::harness::fixtures::{import, live_window, product_keys, redis_cmd};
+use crate::harness::{Run, TestDb, Topo};
+use crate::preheat::dump_activity;
+use seckill_console::db::Db;
+use seckill_console::domain::ActivityId;
+use seckill_console::redis::product_state::read_ledgers;
+use serde_json::Value as Json;
+use std::collections::HashSet;
+
+/// Stock 500 over several products, limits 1 and 2.
+const PRODUCTS: [(&str, i64, i64); 4] = [
+    ("p1", 100, 1),
+    ("p2", 150, 2),
+    ("p3", 50, 1),
+    ("p4", 200, 2),
+];
+
+fn run(topo: &Topo, db: &TestDb, rest: &[&str]) -> Run {
+    let flags = topo.flags();
+    let mut v: Vec<&str> = flags.iter().map(String::as_str).collect();
+    v.extend(["--db", db.url.as_str()]);
+    v.extend_from_slice(rest);
+    crate::harness::console(&v)
+}
+
+async fn setup(topo: &Topo, db: &TestDb, lib: &Db, a: &str) {
+    import(lib, a, &PRODUCTS, live_window()).await;
+    run(topo, db, &["preheat", a]).expect_code(0);
+}
+
+fn invariants_ok(doc: &Json) -> bool {
+    doc["ok"] == true
+        && doc["invariants"]
+            .as_array()
+            .is_some_and(|v| !v.is_empty() && v.iter().all(|i| i["ok"] == true))
+}
+
+#[tokio::test]
+async fn a_dry_run_sells_exactly_what_is_allowed_and_touches_nothing_live() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        let db = TestDb::sqlite();
+        let lib = db.open().await;
+        setup(&topo, &db, &lib, "dry").await;
+        // Some live sales first, so the live keys are not pristine.
+        crate::harness::fixtures::buy(&store, &lib, "dry", "p1", "live-1", "u1", 1).await;
+        let before = dump_activity(&store, "dry").await;
+        let all_before: usize = topo
+            .cli_all(&["DBSIZE"])
+            .iter()
+            .map(|s| s.trim().parse::<usize>().unwrap_or(0))
+            .sum();
+
+        let r = run(
+            &topo,
+            &db,
+            &[
+                "--json",
+                "dry-run",
+                "dry",
+                "--buyers",
+                "5000",
+                "--concurrency",
+                "128",
+                "--repeat-share",
+                "0.3",
+                "--seed",
+                "7",
+            ],
+        );
+        r.expect_code(0);
+        let doc = r.json();
+        assert_eq!(doc["strategy"], "lua");
+        // Demand far exceeds every product's stock: each sells out, exactly.
+        assert_eq!(doc["succeeded"], 500, "{}: {doc}", topo.name());
+        assert_eq!(doc["sold"], 500);
+        assert_eq!(doc["stock"], 500);
+        assert_eq!(doc["oversold"], 0);
+        assert_eq!(doc["negative_seen"], 0);
+        assert_eq!(doc["errors"], 0);
+        assert_eq!(doc["requests"], 5000 + 1500 * 2);
+        assert!(invariants_ok(&doc), "{}: {doc}", topo.name());
+
+        assert_eq!(
+            dump_activity(&store, "dry").await,
+            before,
+            "{}: a live key changed",
+            topo.name()
+        );
+        let all_after: usize = topo
+            .cli_all(&["DBSIZE"])
+            .iter()
+            .map(|s| s.trim().parse::<usize>().unwrap_or(0))
+            .sum();
+        assert_eq!(
+            all_after,
+            all_before,
+            "{}: shadow keys were left behind",
+            topo.name()
+        );
+
+        // A demand below the stock: the limits decide, and still exactly.
+        let small = run(
+            &topo,
+            &db,
+            &[
+                "--json",
+                "dry-run",
+                "dry",
+                "--buyers",
+                "120",
+                "--concurrency",
+                "32",
+                "--repeat-share",
+                "0.5",
+                "--seed",
+                "3",
+            ],
+        );
+        small.expect_code(0);
+        let d = small.json();
+        assert!(invariants_ok(&d), "{d}");
+        assert!(
+            d["succeeded"].as_i64().unwrap_or(0) > 120,
+            "limit-2 repeaters buy twice: {d}"
+        );
+        assert!(d["user_limited"].as_i64().unwrap_or(0) > 0, "{d}");
+
+        // The live prefix is refused.
+        let refused = run(
+            &topo,
+            &db,
+            &[
+                "--json",
+                "dry-run",
+                "dry",
+                "--buyers",
+                "10",
+                "--concurrency",
+                "2",
+                "--shadow-prefix",
+                "seckill",
+            ],
+        );
+        refused.expect_code(5);
+        lib.close().await;
+    }
+}
+
+#[tokio::test]
+async fn load_then_reconcile_balances_and_orders_equal_the_ledger() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        for db in TestDb::sqlite_and_postgres().await {
+            let lib = db.open().await;
+            let a = format!("ld{}", db.name());
+            setup(&topo, &db, &lib, &a).await;
+            let r = run(
+                &topo,
+                &db,
+                &[
+                    "--json",
+                    "load",
+                    &a,
+                    "--buyers",
+                    "1500",
+                    "--concurrency",
+                    "64",
+                    "--yes",
+                    "--pay-share",
+                    "0.7",
+                    "--payment-window-secs",
+                    "0.3",
+                    "--seed",
+                    "11",
+                ],
+            );
+            r.expect_code(0);
+            let doc = r.json();
+            assert_eq!(doc["errors"], 0, "{doc}");
+            assert_eq!(doc["oversold"], 0);
+            assert!(doc["succeeded"].as_i64().unwrap_or(0) >= 500, "{doc}");
+            assert!(
+                doc["expired"].as_i64().unwrap_or(0) > 0,
+                "the payment step expired nothing: {doc}"
+            );
+            assert!(doc["paid"].as_i64().unwrap_or(0) > 0);
+
+            let rec = run(&topo, &db, &["--json", "reconcile", &a, "--fail-on-drift"]);
+            rec.expect_code(0);
+            for p in rec.json()["products"].as_array().expect("products") {
+                assert_eq!(p["drift"], 0, "{p}");
+                assert_eq!(p["in_flight"], 0, "{p}");
+            }
+            // Orders in the database equal the ledger: every live order's request id is an
+            // active ledger entry and the other way round.
+            let activity = ActivityId::parse(&a).expect("id");
+            let live = seckill_console::db::orders::live_orders(&lib, &activity, None)
+                .await
+                .expect("orders");
+            let keys: Vec<_> = PRODUCTS
+                .iter()
+                .map(|(p, _, _)| product_keys(&a, p))
+                .collect();
+            let refs: Vec<_> = keys.iter().collect();
+            let ledgers = read_ledgers(&store, &refs).await.expect("ledgers");
+            for ((p, _, _), (entries, bad)) in PRODUCTS.iter().zip(ledgers) {
+                assert_eq!(bad, 0);
+                let active: HashSet<String> = entries
+                    .iter()
+                    .filter(|e| !e.returned)
+                    .map(|e| e.request_id.clone())
+                    .collect();
+                let ordered: HashSet<String> = live
+                    .get(*p)
+                    .map(|l| l.request_ids.clone())
+                    .unwrap_or_default();
+                assert_eq!(
+                    active,
+                    ordered,
+                    "{} {}: ledger != orders for {p}",
+                    topo.name(),
+                    db.name()
+                );
+            }
+            lib.close().await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn all_four_strategies_and_the_crash_between_drill() {
+    let topo = Topo::standalone();
+    let store = topo.store().await;
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    setup(&topo, &db, &lib, "cmp").await;
+    let r = run(
+        &topo,
+        &db,
+        &[
+            "--json",
+            "dry-run",
+            "cmp",
+            "--buyers",
+            "2000",
+            "--concurrency",
+            "64",
+            "--strategy",
+            "all",
+            "--seed",
+            "5",
+        ],
+    );
+    let doc = r.json();
+    let runs = doc.as_array().expect("a list of four results");
+    let names: Vec<&str> = runs.iter().filter_map(|x| x["strategy"].as_str()).collect();
+    assert_eq!(names, vec!["lua", "hincrby", "lock", "sql"]);
+    for x in runs {
+        assert!(x["ops_per_sec"].as_f64().unwrap_or(0.0) > 0.0, "{x}");
+        assert!(x.get("p99_ms").is_some() && x.get("round_trips_per_request").is_some());
+    }
+    for name in ["lua", "sql"] {
+        let x = runs.iter().find(|x| x["strategy"] == name).expect("run");
+        assert_eq!(x["oversold"], 0, "{name}");
+        assert_eq!(x["sold"], 500, "{name}: {x}");
+        assert!(invariants_ok(x), "{name}: {x}");
+    }
+    let lua = runs.iter().find(|x| x["strategy"] == "lua").expect("lua");
+    assert_eq!(lua["round_trips_per_request"], 1.0);
+    let text = run(
+        &topo,
+        &db,
+        &[
+            "dry-run",
+            "cmp",
+            "--buyers",
+            "300",
+            "--concurrency",
+            "16",
+            "--strategy",
+            "all",
+        ],
+    );
+    for name in ["lua", "hincrby", "lock", "sql"] {
+        assert!(
+            text.stdout.lines().any(|l| l.starts_with(name)),
+            "{}",
+            text.stdout
+        );
+    }
+
+    // The hincrby client that dies between its decrement and its rollback leaves negative
+    // stock; a dry run fails its invariant, and on a staging activity `status` alerts on it.
+    let d = run(
+        &topo,
+        &db,
+        &[
+            "--json",
+            "dry-run",
+            "cmp",
+            "--buyers",
+            "2000",
+            "--concurrency",
+            "32",
+            "--strategy",
+            "hincrby",
+            "--faults",
+            "crash-between=0.5",
+        ],
+    );
+    d.expect_code(4);
+    assert!(
+        d.json()["invariants"]
+            .to_string()
+            .contains("negative stock left behind"),
+        "{}",
+        d.stdout
+    );
+    let l = run(
+        &topo,
+        &db,
+        &[
+            "--json",
+            "load",
+            "cmp",
+            "--buyers",
+            "1500",
+            "--concurrency",
+            "32",
+            "--yes",
+            "--strategy",
+            "hincrby",
+            "--faults",
+            "crash-between=1",
+            "--pay-share",
+            "1",
+        ],
+    );
+    l.expect_code(0);
+    let s = run(&topo, &db, &["--json", "status", "cmp"]);
+    let sdoc = s.json();
+    let negative: Vec<&Json> = sdoc["products"]
+        .as_array()
+        .expect("products")
+        .iter()
+        .filter(|p| p["state"] == "negative")
+        .collect();
+    assert!(!negative.is_empty(), "no negative product: {sdoc}");
+    assert!(
+        sdoc["alerts"]
+            .as_array()
+            .expect("alerts")
+            .iter()
+            .any(|a| a["kind"] == "negative")
+    );
+    let _ = store;
+    lib.close().await;
+}
+
+#[tokio::test]
+async fn timeouts_leave_compensation_entries_that_resolve_to_balanced_books() {
+    for topo in Topo::both() {
+        let db = TestDb::sqlite();
+        let lib = db.open().await;
+        setup(&topo, &db, &lib, "to").await;
+        let r = run(
+            &topo,
+            &db,
+            &[
+                "--json",
+                "load",
+                "to",
+                "--buyers",
+                "1200",
+                "--concurrency",
+                "32",
+                "--yes",
+                "--faults",
+                "timeout=0.1",
+                "--payment-window-secs",
+                "0.2",
+                "--seed",
+                "9",
+            ],
+        );
+        r.expect_code(0);
+        let doc = r.json();
+        let unknown = doc["unknown"].as_i64().unwrap_or(0);
+        assert!(unknown > 0, "{doc}");
+        assert_eq!(doc["compensation_entries"], unknown);
+        let l = run(&topo, &db, &["--json", "compensation", "list", "to"]);
+        assert_eq!(
+            l.json()["entries"].as_array().map(Vec::len),
+            Some(unknown as usize)
+        );
+        run(
+            &topo,
+            &db,
+            &[
+                "--grace-secs",
+                "0",
+                "compensation",
+                "resolve",
+                "to",
+                "--all",
+            ],
+        )
+        .expect_code(0);
+        let rec = run(
+            &topo,
+            &db,
+            &[
+                "--json",
+                "--grace-secs",
+                "0",
+                "reconcile",
+                "to",
+                "--fail-on-drift",
+            ],
+        );
+        rec.expect_code(0);
+        for p in rec.json()["products"].as_array().expect("products") {
+            assert_eq!(p["drift"], 0, "{}: {p}", topo.name());
+            assert_eq!(p["orphaned"], 0);
+        }
+        assert_eq!(rec.json()["compensation"]["pending"], 0);
+        lib.close().await;
+    }
+}
+
+#[tokio::test]
+async fn script_flush_mid_run_fails_no_request() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        let db = TestDb::sqlite();
+        let lib = db.open().await;
+        setup(&topo, &db, &lib, "fl").await;
+        let r = run(
+            &topo,
+            &db,
+            &[
+                "--json",
+                "dry-run",
+                "fl",
+                "--buyers",
+                "4000",
+                "--concurrency",
+                "64",
+                "--faults",
+                "script-flush",
+                "--rate",
+                "8000",
+            ],
+        );
+        r.expect_code(0);
+        let doc = r.json();
+        assert_eq!(
+            (doc["errors"].as_i64(), doc["unknown"].as_i64()),
+            (Some(0), Some(0)),
+            "{}: {doc}",
+            topo.name()
+        );
+        assert!(invariants_ok(&doc), "{doc}");
+        let l = run(
+            &topo,
+            &db,
+            &[
+                "--json",
+                "load",
+                "fl",
+                "--buyers",
+                "3000",
+                "--concurrency",
+                "64",
+                "--yes",
+                "--faults",
+                "script-flush",
+                "--rate",
+                "6000",
+                "--payment-window-secs",
+                "0.2",
+            ],
+        );
+        l.expect_code(0);
+        assert_eq!(l.json()["errors"], 0, "{}: {}", topo.name(), l.stdout);
+        assert_eq!(l.json()["unknown"], 0);
+        let _ = redis_cmd(&store, &["PING"]).await;
+        lib.close().await;
+    }
+}
+
+#[test]
+fn bad_worker_input_exits_2() {
+    let topo = Topo::standalone();
+    let db = TestDb::sqlite();
+    for (args, needle) in [
+        (
+            vec!["dry-run", "x", "--buyers", "0", "--concurrency", "1"],
+            "--buyers 0",
+        ),
+        (
+            vec!["dry-run", "x", "--buyers", "10", "--concurrency", "0"],
+            "--concurrency 0",
+        ),
+        (
+            vec!["dry-run", "x{", "--buyers", "10", "--concurrency", "1"],
+            "'x{'",
+        ),
+        (
+            vec![
+                "dry-run",
+                "x",
+                "--buyers",
+                "10",
+                "--concurrency",
+                "1",
+                "--faults",
+                "meteor=1",
+            ],
+            "meteor",
+        ),
+        (
+            vec![
+                "dry-run",
+                "x",
+                "--buyers",
+                "10",
+                "--concurrency",
+                "1",
+                "--repeat-share",
+                "2",
+            ],
+            "--repeat-share 2",
+        ),
+        (
+            vec![
+                "load",
+                "x",
+                "--buyers",
+                "10",
+                "--concurrency",
+                "1",
+                "--yes",
+                "--faults",
+                "timeout=7",
+            ],
+            "'7'",
+        ),
+        (
+            vec!["dry-run", "x", "--buyers", "ten", "--concurrency", "1"],
+            "ten",
+        ),
+        (
+            vec!["dry-run", "nosuch", "--buyers", "10", "--concurrency", "1"],
+            "'nosuch'",
+        ),
+    ] {
+        let r = run(&topo, &db, &args);
+        r.expect_code(2);
+        assert!(r.stderr.contains(needle), "{args:?}: {}", r.stderr);
+    }
+}
