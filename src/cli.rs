@@ -231,6 +231,9 @@ pub struct LoadArgs {
     /// Seed of the demand (same seed, same demand)
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Retries of a request whose outcome is unknown, with the same request id (Lua only)
+    #[arg(long, default_value_t = 2)]
+    pub retries: u32,
     /// Do not ask for confirmation (required without a terminal)
     #[arg(long)]
     pub yes: bool,

@@ -196,6 +196,7 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
             seed,
         }),
         watch_negative: true,
+        retries: args.retries,
     };
     let live = Arc::new(Live::default());
     let stop = Arc::new(AtomicBool::new(false));

@@ -66,6 +66,8 @@ pub(crate) use on_pool;
 #[derive(Clone, Debug)]
 pub struct DbOptions {
     pub connect_timeout: Duration,
+    /// Longest wait for one statement (or transaction step).
+    pub query_timeout: Duration,
     pub max_connections: u32,
     /// When set, every write is refused before it is sent.
     pub read_only: bool,
@@ -75,6 +77,7 @@ impl Default for DbOptions {
     fn default() -> Self {
         DbOptions {
             connect_timeout: Duration::from_secs(3),
+            query_timeout: Duration::from_secs(15),
             max_connections: 8,
             read_only: false,
         }
@@ -88,6 +91,7 @@ pub struct Db {
     backend: Backend,
     label: String,
     read_only: bool,
+    pub(crate) query_timeout: Duration,
 }
 
 impl Db {
@@ -142,6 +146,7 @@ impl Db {
             backend,
             label,
             read_only: opts.read_only,
+            query_timeout: opts.query_timeout,
         };
         db.ping(timeout).await?;
         Ok(db)
@@ -160,6 +165,15 @@ impl Db {
                 timeout.as_millis()
             ))),
         }
+    }
+
+    /// One round trip to prove the database answers now (before a write elsewhere that must
+    /// be audited here).
+    pub async fn check(&self) -> Result<()> {
+        self.execute("SELECT 1", &[])
+            .await
+            .map(|_| ())
+            .map_err(|e| self.error(&e))
     }
 
     pub fn backend(&self) -> Backend {

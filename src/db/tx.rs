@@ -95,11 +95,14 @@ impl Db {
     /// Begins a write transaction (`BEGIN IMMEDIATE` on SQLite, so two writers queue on the busy
     /// timeout instead of failing when a read lock cannot be upgraded).
     pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
-        let inner = match &self.pool {
-            Pool::Sqlite(p) => Inner::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
-            Pool::Postgres(p) => Inner::Postgres(p.begin().await?),
-            Pool::MySql(p) => Inner::MySql(p.begin().await?),
-        };
+        let inner = timed(self.query_timeout, async {
+            Ok(match &self.pool {
+                Pool::Sqlite(p) => Inner::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
+                Pool::Postgres(p) => Inner::Postgres(p.begin().await?),
+                Pool::MySql(p) => Inner::MySql(p.begin().await?),
+            })
+        })
+        .await?;
         Ok(Tx {
             inner,
             db: self.clone(),
@@ -109,12 +112,15 @@ impl Db {
     /// Runs one write statement outside a transaction; returns the rows affected.
     pub async fn execute(&self, query: &str, args: &[Arg]) -> Result<u64, sqlx::Error> {
         let sql = self.sql(query);
-        super::on_pool!(self, pool => {
-            bind_args!(sqlx::query(sql), args)
-                .execute(pool)
-                .await
-                .map(|r| r.rows_affected())
+        timed(self.query_timeout, async {
+            super::on_pool!(self, pool => {
+                bind_args!(sqlx::query(sql), args)
+                    .execute(pool)
+                    .await
+                    .map(|r| r.rows_affected())
+            })
         })
+        .await
     }
 }
 
@@ -126,9 +132,12 @@ impl Db {
         args: &[Arg],
     ) -> Result<Vec<T>, sqlx::Error> {
         let sql = self.sql(query);
-        super::on_pool!(self, pool => {
-            bind_args!(sqlx::query_as::<_, T>(sql), args).fetch_all(pool).await
+        timed(self.query_timeout, async {
+            super::on_pool!(self, pool => {
+                bind_args!(sqlx::query_as::<_, T>(sql), args).fetch_all(pool).await
+            })
         })
+        .await
     }
 
     /// Runs a query and decodes the first row, if any, as `T`.
@@ -138,9 +147,12 @@ impl Db {
         args: &[Arg],
     ) -> Result<Option<T>, sqlx::Error> {
         let sql = self.sql(query);
-        super::on_pool!(self, pool => {
-            bind_args!(sqlx::query_as::<_, T>(sql), args).fetch_optional(pool).await
+        timed(self.query_timeout, async {
+            super::on_pool!(self, pool => {
+                bind_args!(sqlx::query_as::<_, T>(sql), args).fetch_optional(pool).await
+            })
         })
+        .await
     }
 }
 
@@ -152,23 +164,27 @@ impl Tx {
         args: &[Arg],
     ) -> Result<Vec<T>, sqlx::Error> {
         let sql = self.db.sql(query);
-        match &mut self.inner {
-            Inner::Sqlite(tx) => {
-                bind_args!(sqlx::query_as::<_, T>(sql), args)
-                    .fetch_all(&mut **tx)
-                    .await
+        let limit = self.db.query_timeout;
+        timed(limit, async {
+            match &mut self.inner {
+                Inner::Sqlite(tx) => {
+                    bind_args!(sqlx::query_as::<_, T>(sql), args)
+                        .fetch_all(&mut **tx)
+                        .await
+                }
+                Inner::Postgres(tx) => {
+                    bind_args!(sqlx::query_as::<_, T>(sql), args)
+                        .fetch_all(&mut **tx)
+                        .await
+                }
+                Inner::MySql(tx) => {
+                    bind_args!(sqlx::query_as::<_, T>(sql), args)
+                        .fetch_all(&mut **tx)
+                        .await
+                }
             }
-            Inner::Postgres(tx) => {
-                bind_args!(sqlx::query_as::<_, T>(sql), args)
-                    .fetch_all(&mut **tx)
-                    .await
-            }
-            Inner::MySql(tx) => {
-                bind_args!(sqlx::query_as::<_, T>(sql), args)
-                    .fetch_all(&mut **tx)
-                    .await
-            }
-        }
+        })
+        .await
     }
 
     pub fn backend(&self) -> Backend {
@@ -178,20 +194,24 @@ impl Tx {
     /// Runs one statement in the transaction; returns the rows affected.
     pub async fn execute(&mut self, query: &str, args: &[Arg]) -> Result<u64, sqlx::Error> {
         let sql = self.db.sql(query);
-        match &mut self.inner {
-            Inner::Sqlite(tx) => bind_args!(sqlx::query(sql), args)
-                .execute(&mut **tx)
-                .await
-                .map(|r| r.rows_affected()),
-            Inner::Postgres(tx) => bind_args!(sqlx::query(sql), args)
-                .execute(&mut **tx)
-                .await
-                .map(|r| r.rows_affected()),
-            Inner::MySql(tx) => bind_args!(sqlx::query(sql), args)
-                .execute(&mut **tx)
-                .await
-                .map(|r| r.rows_affected()),
-        }
+        let limit = self.db.query_timeout;
+        timed(limit, async {
+            match &mut self.inner {
+                Inner::Sqlite(tx) => bind_args!(sqlx::query(sql), args)
+                    .execute(&mut **tx)
+                    .await
+                    .map(|r| r.rows_affected()),
+                Inner::Postgres(tx) => bind_args!(sqlx::query(sql), args)
+                    .execute(&mut **tx)
+                    .await
+                    .map(|r| r.rows_affected()),
+                Inner::MySql(tx) => bind_args!(sqlx::query(sql), args)
+                    .execute(&mut **tx)
+                    .await
+                    .map(|r| r.rows_affected()),
+            }
+        })
+        .await
     }
 
     /// Reads one 64-bit integer (e.g. a count) inside the transaction.
@@ -201,30 +221,53 @@ impl Tx {
         args: &[Arg],
     ) -> Result<Option<i64>, sqlx::Error> {
         let sql = self.db.sql(query);
-        match &mut self.inner {
-            Inner::Sqlite(tx) => {
-                bind_args!(sqlx::query_scalar(sql), args)
-                    .fetch_optional(&mut **tx)
-                    .await
+        let limit = self.db.query_timeout;
+        timed(limit, async {
+            match &mut self.inner {
+                Inner::Sqlite(tx) => {
+                    bind_args!(sqlx::query_scalar(sql), args)
+                        .fetch_optional(&mut **tx)
+                        .await
+                }
+                Inner::Postgres(tx) => {
+                    bind_args!(sqlx::query_scalar(sql), args)
+                        .fetch_optional(&mut **tx)
+                        .await
+                }
+                Inner::MySql(tx) => {
+                    bind_args!(sqlx::query_scalar(sql), args)
+                        .fetch_optional(&mut **tx)
+                        .await
+                }
             }
-            Inner::Postgres(tx) => {
-                bind_args!(sqlx::query_scalar(sql), args)
-                    .fetch_optional(&mut **tx)
-                    .await
-            }
-            Inner::MySql(tx) => {
-                bind_args!(sqlx::query_scalar(sql), args)
-                    .fetch_optional(&mut **tx)
-                    .await
-            }
-        }
+        })
+        .await
     }
 
     pub async fn commit(self) -> Result<(), sqlx::Error> {
-        match self.inner {
-            Inner::Sqlite(tx) => tx.commit().await,
-            Inner::Postgres(tx) => tx.commit().await,
-            Inner::MySql(tx) => tx.commit().await,
-        }
+        let limit = self.db.query_timeout;
+        timed(limit, async {
+            match self.inner {
+                Inner::Sqlite(tx) => tx.commit().await,
+                Inner::Postgres(tx) => tx.commit().await,
+                Inner::MySql(tx) => tx.commit().await,
+            }
+        })
+        .await
+    }
+}
+
+/// Bounds a database call: a server that stopped answering (not just refusing) must not hang
+/// a command or the TUI's poller.
+async fn timed<T>(
+    limit: std::time::Duration,
+    fut: impl std::future::Future<Output = Result<T, sqlx::Error>>,
+) -> Result<T, sqlx::Error> {
+    match tokio::time::timeout(limit, fut).await {
+        Ok(r) => r,
+        Err(_) => Err(sqlx::Error::Io(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer within {} ms", limit.as_millis()),
+        ))),
     }
 }

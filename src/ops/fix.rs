@@ -160,7 +160,9 @@ pub async fn fix(
         return Ok(report);
     }
 
-    let returned = return_orphans(redis, &snap.products, &mut rows, &opts.actor, activity).await;
+    // The database must answer before Redis is written: the audit rows go there.
+    db.check().await?;
+    let returned = return_orphans(redis, &snap.products, &mut rows, &opts.actor, activity).await?;
     audit::record_many(db, &returned)
         .await
         .map_err(|e| db.error(&e))?;
@@ -213,6 +215,12 @@ pub async fn fix(
                     retry.push(id);
                 }
                 Ok(other) => row.error = Some(format!("unexpected reply {other:?}")),
+                Err(e) if is_no_permission(&e) => {
+                    audit::record_many(db, &audits)
+                        .await
+                        .map_err(|e| db.error(&e))?;
+                    return Err(redis.error(&e));
+                }
                 Err(e) => row.error = Some(crate::redis::describe(&e)),
             }
         }
@@ -243,7 +251,7 @@ async fn return_orphans(
     rows: &mut HashMap<String, FixProduct>,
     actor: &str,
     activity: &ActivityId,
-) -> Vec<AuditEntry> {
+) -> Result<Vec<AuditEntry>> {
     let mut calls = Vec::new();
     let mut owners: Vec<usize> = Vec::new();
     for (i, v) in views.iter().enumerate() {
@@ -260,7 +268,7 @@ async fn return_orphans(
         }
     }
     if calls.is_empty() {
-        return Vec::new();
+        return Ok(Vec::new());
     }
     let results = redis.eval_many(&RESTORE, &calls).await;
     let mut returned: HashMap<usize, (i64, Vec<String>)> = HashMap::new();
@@ -283,6 +291,7 @@ async fn return_orphans(
                 });
             }
             Ok(_) => {}
+            Err(e) if is_no_permission(&e) => return Err(redis.error(&e)),
             Err(e) => {
                 row.error.get_or_insert_with(|| crate::redis::describe(&e));
             }
@@ -299,7 +308,11 @@ async fn return_orphans(
         e.detail = serde_json::json!({ "request_ids": rids }).to_string();
         audits.push(e);
     }
-    audits
+    Ok(audits)
+}
+
+fn is_no_permission(e: &redis::RedisError) -> bool {
+    e.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoPerm)
 }
 
 /// Arguments of `set_stock.lua`: the guard of what was read, the new stock, the meta fields

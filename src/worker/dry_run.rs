@@ -224,6 +224,7 @@ async fn one_strategy(
         faults: spec.faults,
         payment: None,
         watch_negative: strategy != Strategy::Sql,
+        retries: 2,
     };
     let live = Arc::new(Live::default());
     observer(strategy, live.clone());

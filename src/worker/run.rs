@@ -39,7 +39,12 @@ pub struct LoadSpec {
     pub payment: Option<PaymentSpec>,
     /// Sample the stock while the run goes on and count negative values.
     pub watch_negative: bool,
+    /// Retries of a request whose outcome is unknown (Lua only: idempotent per request id).
+    pub retries: u32,
 }
+
+/// Pause before retrying a request whose outcome was unknown (lets the connection heal).
+const RETRY_PAUSE: Duration = Duration::from_millis(20);
 
 /// Latencies a buyer task collects before it hands them in.
 const LATENCY_BATCH: usize = 64;
@@ -169,6 +174,7 @@ pub async fn run_load(
             stop: stop.clone(),
             pay: pay_tx.clone(),
             rate: spec.rate,
+            retries: spec.retries,
             started,
         };
         tasks.push(tokio::spawn(buyer(ctx)));
@@ -208,6 +214,7 @@ struct TaskCtx {
     stop: Arc<AtomicBool>,
     pay: Option<mpsc::Sender<Sold>>,
     rate: Option<f64>,
+    retries: u32,
     started: Instant,
 }
 
@@ -231,11 +238,28 @@ async fn buyer(ctx: TaskCtx) {
             continue;
         };
         let sent = Instant::now();
-        let (outcome, trips) = ctx
-            .attempter
-            .attempt(t, &req, mix(ctx.demand.seed ^ (i as u64)))
-            .await;
+        let roll = mix(ctx.demand.seed ^ (i as u64));
+        let (mut outcome, mut trips) = ctx.attempter.attempt(t, &req, roll).await;
         latencies.push(u64::try_from(sent.elapsed().as_micros()).unwrap_or(u64::MAX));
+        // A dropped connection or a timeout: retry with the same request id, which the
+        // script answers with its first result if it already ran. Only the Lua path is
+        // idempotent; the alternatives would deduct twice.
+        let mut left = if ctx.attempter.strategy == Strategy::Lua {
+            ctx.retries
+        } else {
+            0
+        };
+        while left > 0
+            && matches!(outcome, Outcome::Unknown(_))
+            && !ctx.stop.load(Ordering::Relaxed)
+        {
+            left -= 1;
+            tokio::time::sleep(RETRY_PAUSE).await;
+            let (o, extra) = ctx.attempter.attempt(t, &req, roll).await;
+            outcome = o;
+            trips += extra;
+            ctx.live.counters.retries.fetch_add(1, Ordering::Relaxed);
+        }
         let outcome = after(&ctx, t, &req, outcome).await;
         let c = &ctx.live.counters;
         c.round_trips.fetch_add(u64::from(trips), Ordering::Relaxed);
@@ -281,7 +305,7 @@ async fn after(
             }
             Outcome::Sold(left)
         }
-        Outcome::Unknown(why) => {
+        Outcome::Unknown(why) | Outcome::GaveUp(why) => {
             let entry = NewCompensation {
                 request_id: req.request_id.clone(),
                 activity_id: a.activity.clone(),

@@ -16,8 +16,12 @@ pub enum Outcome {
     UserLimited,
     /// The stock key is missing (-1) or the product paused (-5): a definite refusal.
     Refused(&'static str),
-    /// The outcome is unknown (a timeout, a lost reply): a compensation entry is written.
+    /// The outcome is unknown (a dropped connection, a timeout): the request may be retried
+    /// with the same request id (the script is idempotent); a compensation entry is written if
+    /// it stays unknown.
     Unknown(String),
+    /// An injected timeout: the caller gave up at once (no retry), leaving a compensation entry.
+    GaveUp(String),
     /// The lock could not be taken in time.
     LockBusy,
     /// A definite error (an error reply, a database failure).
@@ -60,6 +64,8 @@ pub struct RunStats {
     pub paid: u64,
     pub expired: u64,
     pub compensation_entries: u64,
+    /// Requests sent again (same request id) after an unknown outcome.
+    pub retries: u64,
     /// Invariants checked (dry runs), and whether all held.
     pub invariants: Vec<Invariant>,
     pub ok: bool,
@@ -80,6 +86,8 @@ pub struct Counters {
     pub compensation_entries: AtomicU64,
     pub paid: AtomicU64,
     pub expired: AtomicU64,
+    /// Requests sent again after an unknown outcome.
+    pub retries: AtomicU64,
 }
 
 impl Counters {
@@ -88,7 +96,7 @@ impl Counters {
             Outcome::Sold(_) => &self.succeeded,
             Outcome::SoldOut => &self.sold_out,
             Outcome::UserLimited => &self.user_limited,
-            Outcome::Unknown(_) => &self.unknown,
+            Outcome::Unknown(_) | Outcome::GaveUp(_) => &self.unknown,
             Outcome::LockBusy => {
                 self.lock_failures.fetch_add(1, Ordering::Relaxed);
                 &self.errors
@@ -269,6 +277,7 @@ impl RunStats {
             paid: Counters::get(&c.paid),
             expired: Counters::get(&c.expired),
             compensation_entries: Counters::get(&c.compensation_entries),
+            retries: Counters::get(&c.retries),
             invariants: Vec::new(),
             ok: true,
         }

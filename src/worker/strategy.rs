@@ -96,13 +96,10 @@ impl Attempter {
             // Half of the injected timeouts lose the request, half lose the reply after Redis
             // ran the script: the caller cannot tell which, exactly as with a real timeout.
             if (roll >> 40) & 1 == 0 {
-                return (
-                    Outcome::Unknown("request lost (injected timeout)".into()),
-                    0,
-                );
+                return (Outcome::GaveUp("request lost (injected timeout)".into()), 0);
             }
             let _ = deduct(&self.redis, &t.keys, &req.request_id, &req.user, &q).await;
-            return (Outcome::Unknown("reply lost (injected timeout)".into()), 1);
+            return (Outcome::GaveUp("reply lost (injected timeout)".into()), 1);
         }
         let reply = match &self.batcher {
             Some(b) => b

@@ -6,8 +6,10 @@ mod harness;
 
 mod activity_cli;
 mod buyers;
+mod drills;
 mod lua_contract;
 mod preheat;
 mod reconcile;
+mod security;
 mod unreachable;
 mod worker;

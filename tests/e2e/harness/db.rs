@@ -123,6 +123,21 @@ impl TestDb {
         v
     }
 
+    /// The database's host:port (server backends only).
+    pub fn server_addr(&self) -> Option<String> {
+        let u = url::Url::parse(&self.url).ok()?;
+        Some(format!("{}:{}", u.host_str()?, u.port()?))
+    }
+
+    /// The same database reached through `host:port` (a proxy in front of the server).
+    pub fn url_via(&self, addr: &str) -> String {
+        let mut u = url::Url::parse(&self.url).expect("test URL parses");
+        let (host, port) = addr.rsplit_once(':').expect("host:port");
+        u.set_host(Some(host)).expect("host");
+        u.set_port(Some(port.parse().expect("port"))).expect("port");
+        u.to_string()
+    }
+
     pub fn name(&self) -> &'static str {
         match self.kind {
             Kind::Sqlite => "sqlite",

@@ -6,6 +6,7 @@
 pub mod cli;
 pub mod db;
 pub mod fixtures;
+pub mod proxy;
 pub mod redis_server;
 
 pub use cli::{Run, console};

@@ -80,13 +80,20 @@ fn base_args(port: u16, dir: &TempDir, extra: &[&str]) -> Vec<String> {
     args
 }
 
-fn cli_output(port: u16, args: &[&str]) -> Option<String> {
-    let out = Command::new("redis-cli")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .ok()?;
+/// The `--requirepass` of a server's arguments, if any.
+fn password_of(args: &[String]) -> Option<String> {
+    args.iter()
+        .position(|a| a == "--requirepass")
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn cli_output(port: u16, password: Option<&str>, args: &[&str]) -> Option<String> {
+    let mut cmd = Command::new("redis-cli");
+    cmd.args(["-h", "127.0.0.1", "-p", &port.to_string()]);
+    if let Some(pw) = password {
+        cmd.args(["-a", pw, "--no-auth-warning"]);
+    }
+    let out = cmd.args(args).stdin(Stdio::null()).output().ok()?;
     out.status
         .success()
         .then(|| String::from_utf8_lossy(&out.stdout).to_string())
@@ -108,7 +115,10 @@ fn spawn_ready(port: u16, args: &[String]) -> Option<Child> {
         // The pid check makes sure the answer comes from our child and not from another test
         // process's server that won the port.
         let pid_line = format!("process_id:{}", child.id());
-        if cli_output(port, &["INFO", "server"]).is_some_and(|o| o.contains(&pid_line)) {
+        let password = password_of(args);
+        if cli_output(port, password.as_deref(), &["INFO", "server"])
+            .is_some_and(|o| o.contains(&pid_line))
+        {
             return Some(child);
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -163,7 +173,7 @@ impl RedisServer {
     }
 
     fn try_cli(&self, args: &[&str]) -> Option<String> {
-        cli_output(self.port, args)
+        cli_output(self.port, password_of(&self.args).as_deref(), args)
     }
 
     /// Runs redis-cli against this server and returns its stdout.
@@ -262,7 +272,21 @@ impl RedisCluster {
     pub fn wait_ok(&self) {
         let started = Instant::now();
         loop {
+            let replicas = self.nodes.len() - self.primaries;
             let ready = self.nodes.iter().all(|n| {
+                n.try_cli(&["CLUSTER", "NODES"]).is_some_and(|nodes| {
+                    nodes
+                        .lines()
+                        .filter(|l| l.contains(" slave ") || l.contains(",slave "))
+                        .count()
+                        == replicas
+                })
+            }) && self.nodes.iter().all(|n| {
+                // Replicas must have finished their first sync.
+                n.try_cli(&["INFO", "replication"]).is_some_and(|i| {
+                    i.contains("role:master") || i.contains("master_link_status:up")
+                })
+            }) && self.nodes.iter().all(|n| {
                 n.try_cli(&["CLUSTER", "INFO"]).is_some_and(|i| {
                     i.contains("cluster_state:ok")
                         && i.contains(&format!("cluster_known_nodes:{}", self.nodes.len()))
