@@ -10,5 +10,6 @@ pub mod error;
 pub mod ops;
 pub mod redact;
 pub mod redis;
+pub mod tui;
 
 pub use error::{Error, ErrorKind, Result};

@@ -1,0 +1,85 @@
+//! The terminal: raw mode and the alternate screen on the way in, both undone on every way
+//! out: a normal return, an error (the [`Guard`] drops), a panic on the UI thread (the hook
+//! restores before the message prints), SIGTERM / SIGHUP (the loop quits normally).
+
+use ratatui::Terminal;
+use ratatui::backend::CrosstermBackend;
+use std::io::{self, Stdout};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, Once};
+use std::thread::ThreadId;
+
+/// True while the terminal is in raw mode on the alternate screen.
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// The thread that draws: a panic there ends the UI, a panic elsewhere (a background task,
+/// which tokio catches) must not tear the screen down under a running UI.
+static UI_THREAD: Mutex<Option<ThreadId>> = Mutex::new(None);
+static HOOK: Once = Once::new();
+
+pub type Tui = Terminal<CrosstermBackend<Stdout>>;
+
+/// Restores the terminal when dropped.
+pub struct Guard;
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        restore();
+    }
+}
+
+/// Enters raw mode and the alternate screen; the returned guard restores them.
+pub fn enter() -> io::Result<(Tui, Guard)> {
+    install_panic_hook();
+    if let Ok(mut t) = UI_THREAD.lock() {
+        *t = Some(std::thread::current().id());
+    }
+    crossterm::terminal::enable_raw_mode()?;
+    ACTIVE.store(true, Ordering::SeqCst);
+    let guard = Guard;
+    crossterm::execute!(
+        io::stdout(),
+        crossterm::terminal::EnterAlternateScreen,
+        crossterm::cursor::Hide
+    )?;
+    let mut terminal = Terminal::new(CrosstermBackend::new(io::stdout()))?;
+    terminal.clear()?;
+    Ok((terminal, guard))
+}
+
+/// Leaves the alternate screen and raw mode, shows the cursor; does nothing when not active,
+/// so every exit path may call it.
+pub fn restore() {
+    if ACTIVE.swap(false, Ordering::SeqCst) {
+        let _ = crossterm::execute!(
+            io::stdout(),
+            crossterm::terminal::LeaveAlternateScreen,
+            crossterm::cursor::Show
+        );
+        let _ = crossterm::terminal::disable_raw_mode();
+    }
+}
+
+fn on_ui_thread() -> bool {
+    UI_THREAD
+        .lock()
+        .ok()
+        .and_then(|t| *t)
+        .is_some_and(|id| id == std::thread::current().id())
+}
+
+fn install_panic_hook() {
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if ACTIVE.load(Ordering::SeqCst) && !on_ui_thread() {
+                // A background task panicked; tokio contains it and the UI goes on. Printing
+                // now would scribble over the screen, so the message waits for the exit.
+                super::logs::keep(format!("a background task panicked: {info}"));
+                return;
+            }
+            restore();
+            super::logs::capture(false);
+            previous(info);
+        }));
+    });
+}
