@@ -9,4 +9,5 @@ mod buyers;
 mod lua_contract;
 mod preheat;
 mod reconcile;
+mod tui;
 mod unreachable;
