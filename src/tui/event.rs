@@ -28,6 +28,19 @@ impl Drop for Input {
     }
 }
 
+/// Ends the UI if the input thread dies by a panic, instead of leaving it without keys.
+struct Sentinel(UnboundedSender<Action>);
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = self.0.send(Action::InputClosed(
+                "the terminal input stopped unexpectedly".into(),
+            ));
+        }
+    }
+}
+
 /// Starts reading the terminal.
 pub fn spawn(tx: UnboundedSender<Action>) -> std::io::Result<Input> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -35,6 +48,7 @@ pub fn spawn(tx: UnboundedSender<Action>) -> std::io::Result<Input> {
     let handle = std::thread::Builder::new()
         .name("tui-input".into())
         .spawn(move || {
+            let _sentinel = Sentinel(tx.clone());
             while !flag.load(Ordering::SeqCst) {
                 let action = match event::poll(POLL) {
                     Ok(false) => continue,

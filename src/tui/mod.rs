@@ -22,6 +22,7 @@ pub mod terminal;
 mod update;
 pub mod views;
 pub mod widgets;
+mod writes;
 
 #[cfg(test)]
 mod tests;

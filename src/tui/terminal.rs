@@ -11,8 +11,9 @@ use std::thread::ThreadId;
 
 /// True while the terminal is in raw mode on the alternate screen.
 static ACTIVE: AtomicBool = AtomicBool::new(false);
-/// The thread that draws: a panic there ends the UI, a panic elsewhere (a background task,
-/// which tokio catches) must not tear the screen down under a running UI.
+/// The thread that draws. A panic in the UI code there ends the UI; a panic elsewhere (a
+/// tokio task, which tokio contains; the input thread, which then ends the UI through its
+/// channel) must not tear the screen down under a running UI.
 static UI_THREAD: Mutex<Option<ThreadId>> = Mutex::new(None);
 static HOOK: Once = Once::new();
 
@@ -71,9 +72,11 @@ fn install_panic_hook() {
     HOOK.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if ACTIVE.load(Ordering::SeqCst) && !on_ui_thread() {
-                // A background task panicked; tokio contains it and the UI goes on. Printing
-                // now would scribble over the screen, so the message waits for the exit.
+            // Inside a tokio task, even on the UI thread of a current-thread runtime, it is a
+            // background panic: the UI code itself runs in `block_on`, outside any task.
+            let background = tokio::task::try_id().is_some() || !on_ui_thread();
+            if ACTIVE.load(Ordering::SeqCst) && background {
+                // Printing now would scribble over the screen: the message waits for the exit.
                 super::logs::keep(format!("a background task panicked: {info}"));
                 return;
             }
