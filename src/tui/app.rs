@@ -367,6 +367,7 @@ pub struct App {
     pub exit_error: Option<String>,
     /// Something changed since the last frame.
     pub dirty: bool,
+    /// Columns and rows of the terminal (for page moves).
     pub size: (u16, u16),
 
     /// The activity every view shows.

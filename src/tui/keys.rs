@@ -47,8 +47,11 @@ pub const BINDINGS: &[(&str, &str, &str)] = &[
     ("y / n, Esc", "confirm / cancel a dialog", "dialogs"),
 ];
 
-/// Rows a page key moves.
-pub const PAGE: isize = 10;
+/// Rows a page key moves: about a screen of table rows (the header, footer and borders
+/// take about ten lines).
+fn page(app: &App) -> isize {
+    (i32::from(app.size.1) as isize - 10).max(1)
+}
 
 /// The Action for a key in the App's current mode, if the key means anything there.
 pub fn map(app: &App, key: KeyEvent) -> Option<Action> {
@@ -116,8 +119,8 @@ fn normal_key(app: &App, key: KeyEvent, ctrl: bool) -> Option<Action> {
         KeyCode::BackTab => Action::PrevView,
         KeyCode::Up | KeyCode::Char('k') => Action::Move(-1),
         KeyCode::Down | KeyCode::Char('j') => Action::Move(1),
-        KeyCode::PageUp => Action::Move(-PAGE),
-        KeyCode::PageDown => Action::Move(PAGE),
+        KeyCode::PageUp => Action::Move(-page(app)),
+        KeyCode::PageDown => Action::Move(page(app)),
         KeyCode::Home | KeyCode::Char('g') => Action::Top,
         KeyCode::End | KeyCode::Char('G') => Action::Bottom,
         KeyCode::Char('/') => Action::StartFilter,

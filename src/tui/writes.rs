@@ -11,6 +11,10 @@ use crate::ops::compensation::ResolveReport;
 use crate::ops::fix::FixReport;
 use crate::ops::preheat::PreheatReport;
 
+/// Lines of a per-product result kept for a dialog: it shows what fits, and a fix of 10,000
+/// products need not build 10,000 lines per frame.
+const LINES_SHOWN: usize = 200;
+
 impl App {
     /// The guards of every write: not read-only, nothing else running.
     pub(super) fn may_write(&mut self, what: &str) -> bool {
@@ -61,7 +65,7 @@ impl App {
                     return Vec::new();
                 }
                 Some(p) if !needs_fix(p) => {
-                    let text = format!("{} is ok: nothing to fix", p.product);
+                    let text = format!("{} is {}: nothing to fix", p.product, p.state.as_str());
                     self.flash(text, false);
                     return Vec::new();
                 }
@@ -117,7 +121,7 @@ impl App {
             "{:<24} {:<9} {:>10}    {:<10} orphans",
             "product", "state", "before", "after"
         )];
-        for p in &report.products {
+        for p in report.products.iter().take(LINES_SHOWN) {
             lines.push(format!(
                 "{:<24} {:<9} {:>10} -> {:<10} {}",
                 p.product,
@@ -125,6 +129,12 @@ impl App {
                 p.before.as_deref().unwrap_or("missing"),
                 p.after,
                 p.orphans.len()
+            ));
+        }
+        if report.products.len() > LINES_SHOWN {
+            lines.push(format!(
+                "... and {} more product(s)",
+                report.products.len() - LINES_SHOWN
             ));
         }
         lines.push(String::new());
@@ -251,6 +261,7 @@ impl App {
                 let lines = r
                     .products
                     .iter()
+                    .take(LINES_SHOWN)
                     .map(|p| {
                         let outcome = if let Some(e) = &p.error {
                             format!("error: {e}")
@@ -356,6 +367,7 @@ impl App {
                 let lines = r
                     .resolutions
                     .iter()
+                    .take(LINES_SHOWN)
                     .map(|x| {
                         format!(
                             "{:<24} {:<16} x{:<4} {:<12} {}",

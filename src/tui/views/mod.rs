@@ -12,10 +12,9 @@ pub mod redis;
 pub mod stock;
 
 use super::app::{App, View};
-use super::widgets::{self, dim};
+use super::widgets;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
-use ratatui::style::Style;
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
 
@@ -130,20 +129,6 @@ pub fn bar(percent: f64, width: usize) -> String {
         "█".repeat(filled),
         "░".repeat(width - filled)
     )
-}
-
-/// A short centered note in an area.
-pub fn note(frame: &mut Frame, area: Rect, text: &str, style: Style) {
-    frame.render_widget(
-        Paragraph::new(Line::styled(text.to_string(), style))
-            .wrap(ratatui::widgets::Wrap { trim: true }),
-        area,
-    );
-}
-
-/// Dim text helper for empty states.
-pub fn dim_note(frame: &mut Frame, area: Rect, text: &str) {
-    note(frame, area, text, dim());
 }
 
 #[cfg(test)]
