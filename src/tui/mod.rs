@@ -3,8 +3,8 @@
 //! The shape (see STYLE.md): [`app::App`] holds every piece of state and its `update` turns an
 //! [`action::Action`] into state changes and [`action::Command`]s, without awaiting anything.
 //! [`runtime`] owns the loop: terminal input arrives from a blocking thread, snapshots from
-//! pollers in background tasks ([`pollers`]), results of writes from the executor
-//! ([`executor`]); all of them are Actions on one channel. Views (`views/`) and widgets
+//! pollers in background tasks (`pollers.rs`), results of writes from the executor
+//! (`executor.rs`); all of them are Actions on one channel. Views (`views/`) and widgets
 //! (`widgets/`) are functions of `&App`. The render loop never awaits the network: a slow or
 //! stopped Redis or database only makes the data older ("stale Ns" in the header).
 

@@ -1,7 +1,7 @@
 //! The loop. It waits on one channel of Actions (keys from the input thread, snapshots from the
 //! pollers, results from the executor), a tick and the termination signals; it never waits on
 //! Redis or the database. Every Action queued at that moment is applied before the next frame,
-//! and frames are at most one per [`MIN_FRAME`], so a burst of snapshots costs one redraw.
+//! and frames are at most one per `MIN_FRAME` (20 ms), so a burst of snapshots costs one redraw.
 
 use super::action::Action;
 use super::app::{App, AppConfig};
