@@ -71,6 +71,10 @@ pub struct GlobalFlags {
     /// PEM file of the CA that signs the Redis servers' certificates (for rediss://)
     #[arg(long, global = true, value_name = "FILE")]
     pub redis_ca: Option<PathBuf>,
+
+    /// TUI refresh interval in seconds, 0.1 to 3600 (default 1) [env: SECKILL_REFRESH_SECS]
+    #[arg(long, global = true, value_name = "SECS")]
+    pub refresh: Option<f64>,
 }
 
 impl GlobalFlags {
@@ -88,6 +92,7 @@ impl GlobalFlags {
             response_timeout_ms: self.response_timeout_ms,
             grace_secs: self.grace_secs,
             redis_ca: self.redis_ca.clone(),
+            refresh_secs: self.refresh,
             ..Layer::default()
         }
     }

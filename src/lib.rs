@@ -10,6 +10,7 @@ pub mod error;
 pub mod ops;
 pub mod redact;
 pub mod redis;
+pub mod tui;
 pub mod worker;
 
 pub use error::{Error, ErrorKind, Result};

@@ -70,7 +70,8 @@ fn init_logging(env: &std::collections::HashMap<String, String>) {
         .unwrap_or_else(|| "warn".into());
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
-        .with_writer(std::io::stderr)
+        // stderr, except while the TUI owns the terminal: then lines wait for its exit.
+        .with_writer(seckill_console::tui::logs::writer)
         .with_target(false)
         .try_init();
 }

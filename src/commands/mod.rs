@@ -150,9 +150,14 @@ pub async fn run(cli: Cli, env: HashMap<String, String>) -> i32 {
 
 async fn dispatch(ctx: &Ctx, command: Option<Command>) -> Result<Outcome> {
     match command {
-        None => Err(Error::bad_input(
-            "the TUI is not built yet: run a subcommand, see `seckill-console --help`",
-        )),
+        None => {
+            crate::tui::run(ctx, crate::tui::TuiOptions::default()).await?;
+            Ok(Outcome {
+                doc: serde_json::Value::Null,
+                text: String::new(),
+                code: 0,
+            })
+        }
         Some(Command::Migrate) => migrate_command(ctx).await,
         Some(Command::Activity(cmd)) => activity::run(ctx, cmd).await,
         Some(Command::Ping) => ping::run(ctx).await,

@@ -11,5 +11,6 @@ mod lua_contract;
 mod preheat;
 mod reconcile;
 mod security;
+mod tui;
 mod unreachable;
 mod worker;

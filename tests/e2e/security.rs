@@ -130,6 +130,8 @@ fn start_tls(dir: &Path, password: &str) -> TlsServer {
         .stderr(Stdio::null())
         .spawn()
         .expect("redis-server with TLS");
+    // Owned by the guard at once, so a failed start below still kills and reaps it.
+    let server = TlsServer(child, port);
     let started = Instant::now();
     loop {
         let ok = Command::new("redis-cli")
@@ -148,7 +150,7 @@ fn start_tls(dir: &Path, password: &str) -> TlsServer {
             .output()
             .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains("PONG"));
         if ok {
-            return TlsServer(child, port);
+            return server;
         }
         assert!(
             started.elapsed() < Duration::from_secs(10),

@@ -81,11 +81,11 @@ impl Proxy {
                             let _ = client.shutdown(Shutdown::Both);
                             continue;
                         };
-                        if let Ok(mut c) = s.conns.lock() {
-                            if let (Ok(a), Ok(b)) = (client.try_clone(), server.try_clone()) {
-                                c.push(a);
-                                c.push(b);
-                            }
+                        if let Ok(mut c) = s.conns.lock()
+                            && let (Ok(a), Ok(b)) = (client.try_clone(), server.try_clone())
+                        {
+                            c.push(a);
+                            c.push(b);
                         }
                         let cut = Arc::new(AtomicBool::new(false));
                         spawn_pump(

@@ -1,0 +1,228 @@
+//! What flows into `App::update` (Actions: keys, ticks, snapshots, results) and what flows out
+//! of it (Commands for the runtime and the executor).
+
+use super::app::View;
+use crate::db::activity::ActivitySummary;
+use crate::db::audit::AuditEntry;
+use crate::db::compensation::Compensation;
+use crate::domain::ActivityId;
+use crate::error::Error;
+use crate::ops::compensation::ResolveReport;
+use crate::ops::fix::FixReport;
+use crate::ops::health::NodeHealth;
+use crate::ops::preheat::PreheatReport;
+use crate::ops::status::StatusReport;
+use chrono::{DateTime, Utc};
+use crossterm::event::KeyEvent;
+use std::time::Instant;
+
+/// One poll's outcome: when it arrived (the UI's clock, for "stale Ns"), when it was read
+/// (the data's clock, for ages and rates) and the data or the error.
+#[derive(Clone, Debug)]
+pub struct Fetched<T> {
+    /// When the runtime received it (monotonic; compared with [`Action::Tick`]).
+    pub at: Instant,
+    /// When the data was read.
+    pub taken_at: DateTime<Utc>,
+    pub result: Result<T, Error>,
+}
+
+impl<T> Fetched<T> {
+    /// A result stamped now.
+    pub fn now(result: Result<T, Error>) -> Self {
+        Fetched {
+            at: Instant::now(),
+            taken_at: Utc::now(),
+            result,
+        }
+    }
+}
+
+/// Per-activity figures for the Activities view, for activities other than the selected one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Overview {
+    pub activity: String,
+    pub alerts: usize,
+    /// Every product has its stock key in Redis.
+    pub preheated: bool,
+}
+
+/// One entry of a node's slowlog; the arguments are reduced to the command name and its first
+/// key, so that a slow AUTH or a value never shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlowEntry {
+    pub id: i64,
+    pub at_unix: i64,
+    pub micros: i64,
+    pub command: String,
+}
+
+/// One Redis node as the Redis view shows it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeInfo {
+    pub health: NodeHealth,
+    pub ops_per_sec: Option<f64>,
+    pub used_memory: Option<String>,
+    pub max_memory: Option<String>,
+    pub version: Option<String>,
+    pub slowlog: Vec<SlowEntry>,
+}
+
+/// Every Redis node.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct RedisInfo {
+    pub nodes: Vec<NodeInfo>,
+}
+
+/// Which compensation entries a resolve covers.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResolveWhich {
+    /// One request id.
+    One(String),
+    /// Every pending entry.
+    All,
+}
+
+/// Everything that changes the App. Keys are mapped to the other variants by the current mode
+/// (normal, filter input, dialog), so tests can feed either.
+#[derive(Debug)]
+pub enum Action {
+    /// A key the operator pressed; mapped by the current mode.
+    Key(KeyEvent),
+    /// The terminal now has this many columns and rows.
+    Resize(u16, u16),
+    /// Time passed: data ages and "stale" are recomputed against this instant.
+    Tick(Instant),
+    /// The terminal input ended or failed: leave, saying why.
+    InputClosed(String),
+    /// Leave the TUI; asks first while a write is running.
+    Quit,
+    /// Leave the TUI now, without asking (Ctrl-C, SIGTERM, a confirmed quit).
+    ForceQuit,
+    /// Show this view.
+    SwitchView(View),
+    /// Show the next view in the footer's order.
+    NextView,
+    /// Show the previous view in the footer's order.
+    PrevView,
+    /// Move the selection of the current table by this many rows (negative: up).
+    Move(isize),
+    /// Select the first row of the current table.
+    Top,
+    /// Select the last row of the current table.
+    Bottom,
+    /// Open the filter input of the current table.
+    StartFilter,
+    /// Type a character into the open input (filter or typed confirmation).
+    Input(char),
+    /// Delete the last character of the open input.
+    Backspace,
+    /// Enter: keep the filter, confirm a typed dialog, select the highlighted activity.
+    Enter,
+    /// Esc: close the dialog or the filter input (clearing the filter), or leave Help.
+    Cancel,
+    /// Confirm the open yes/no dialog.
+    Confirm,
+    /// Cycle the sort column of the stock table.
+    CycleSort,
+    /// Reverse the sort direction of the stock table.
+    ReverseSort,
+    /// Make this activity the one every view shows.
+    SelectActivity(ActivityId),
+    /// Fix the highlighted product: preview first, then a yes/no dialog.
+    FixProduct,
+    /// Fix the whole activity: preview first, then the operator types the activity id.
+    FixActivity,
+    /// Resolve the highlighted compensation entry, after a yes/no dialog.
+    ResolveSelected,
+    /// Resolve every pending compensation entry, after a yes/no dialog.
+    ResolveAll,
+    /// Run the preheat gate after a dialog; `force` overwrites conflicting keys and asks for
+    /// the activity id.
+    Preheat { force: bool },
+    /// The activities list from its poller.
+    Activities(Fetched<Vec<ActivitySummary>>),
+    /// Alert counts and preheat state of the other activities.
+    Overview(Fetched<Vec<Overview>>),
+    /// A status snapshot of an activity.
+    Status(ActivityId, Fetched<StatusReport>),
+    /// The compensation queue of an activity.
+    Compensation(ActivityId, Fetched<Vec<Compensation>>),
+    /// The console's own recent writes.
+    Audit(Fetched<Vec<AuditEntry>>),
+    /// Redis nodes, roles, scripts, ops/s, memory and slowlogs.
+    Redis(Fetched<RedisInfo>),
+    /// The preview of a fix requested with sequence number `seq`.
+    FixPreviewed {
+        seq: u64,
+        result: Result<FixReport, Error>,
+    },
+    /// The outcome of an applied fix.
+    FixApplied {
+        seq: u64,
+        result: Result<FixReport, Error>,
+    },
+    /// Progress of a running preheat.
+    PreheatProgress {
+        seq: u64,
+        stage: String,
+        done: usize,
+        total: usize,
+    },
+    /// The go / no-go report of a preheat.
+    PreheatDone {
+        seq: u64,
+        result: Result<PreheatReport, Error>,
+    },
+    /// The outcome of resolving compensation entries.
+    Resolved {
+        seq: u64,
+        result: Result<ResolveReport, Error>,
+    },
+}
+
+/// What `update` asks the runtime to do; everything that touches the network runs in a
+/// background task and answers with an Action.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Command {
+    /// Point the pollers of the selected activity (status, compensation) at this activity.
+    Watch(ActivityId),
+    /// Poll everything now (after a write).
+    RefreshNow,
+    /// Compute a fix without writing (`preview`), for the confirmation dialog.
+    PreviewFix {
+        seq: u64,
+        activity: ActivityId,
+        product: Option<String>,
+    },
+    /// Apply a fix the operator confirmed.
+    ApplyFix {
+        seq: u64,
+        activity: ActivityId,
+        product: Option<String>,
+    },
+    /// Run the preheat gate the operator confirmed.
+    RunPreheat {
+        seq: u64,
+        activity: ActivityId,
+        force: bool,
+    },
+    /// Resolve compensation entries the operator confirmed.
+    ResolveCompensation {
+        seq: u64,
+        activity: ActivityId,
+        which: ResolveWhich,
+    },
+}
+
+impl Command {
+    /// True for commands that write (refused in read-only mode before they are ever emitted).
+    pub fn writes(&self) -> bool {
+        matches!(
+            self,
+            Command::ApplyFix { .. }
+                | Command::RunPreheat { .. }
+                | Command::ResolveCompensation { .. }
+        )
+    }
+}

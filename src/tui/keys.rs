@@ -1,0 +1,141 @@
+//! Keys to Actions, by mode: a dialog takes every key, then the filter input, then the normal
+//! bindings. The Help view lists [`BINDINGS`], so what it shows is what this file does.
+
+use super::action::Action;
+use super::app::{App, Dialog, View};
+use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
+
+/// Every binding, for the Help view: (keys, what they do, where).
+pub const BINDINGS: &[(&str, &str, &str)] = &[
+    ("1-8", "show a view (listed in the footer)", "everywhere"),
+    ("Tab / Shift-Tab", "next / previous view", "everywhere"),
+    ("?", "this help; Esc or ? goes back", "everywhere"),
+    ("q", "quit (asks while a write runs)", "everywhere"),
+    ("Ctrl-C", "quit now", "everywhere"),
+    ("Up/Down, k/j", "move the selection", "tables"),
+    ("PgUp/PgDn", "move by a page", "tables"),
+    ("g / G, Home/End", "first / last row", "tables"),
+    (
+        "/",
+        "filter the table (Enter keeps it, Esc clears it)",
+        "tables",
+    ),
+    ("Enter", "show the highlighted activity", "Activities"),
+    ("s / S", "next sort column / reverse the order", "Stock"),
+    (
+        "f",
+        "fix the highlighted product (preview, then y)",
+        "Stock, Reconcile",
+    ),
+    (
+        "F",
+        "fix the whole activity (preview, then type its id)",
+        "Stock, Reconcile",
+    ),
+    (
+        "r",
+        "resolve the highlighted pending entry (then y)",
+        "Compensation",
+    ),
+    ("R", "resolve every pending entry (then y)", "Compensation"),
+    ("p", "run the preheat gate (then y)", "Preheat"),
+    (
+        "P",
+        "preheat --force: overwrite conflicts (type the id)",
+        "Preheat",
+    ),
+    ("y / n, Esc", "confirm / cancel a dialog", "dialogs"),
+];
+
+/// Rows a page key moves: about a screen of table rows (the header, footer and borders
+/// take about ten lines).
+fn page(app: &App) -> isize {
+    (i32::from(app.size.1) as isize - 10).max(1)
+}
+
+/// The Action for a key in the App's current mode, if the key means anything there.
+pub fn map(app: &App, key: KeyEvent) -> Option<Action> {
+    // Terminals that report releases (Windows, kitty protocol) would double every key.
+    if key.kind == KeyEventKind::Release {
+        return None;
+    }
+    let ctrl = key.modifiers.contains(KeyModifiers::CONTROL);
+    if ctrl && matches!(key.code, KeyCode::Char('c') | KeyCode::Char('C')) {
+        return Some(Action::ForceQuit);
+    }
+    if let Some(dialog) = &app.dialog {
+        return dialog_key(dialog, key);
+    }
+    if app.filtering {
+        return match key.code {
+            KeyCode::Esc => Some(Action::Cancel),
+            KeyCode::Enter => Some(Action::Enter),
+            KeyCode::Backspace => Some(Action::Backspace),
+            KeyCode::Up => Some(Action::Move(-1)),
+            KeyCode::Down => Some(Action::Move(1)),
+            KeyCode::Char(c) if !ctrl => Some(Action::Input(c)),
+            _ => None,
+        };
+    }
+    normal_key(app, key, ctrl)
+}
+
+fn dialog_key(dialog: &Dialog, key: KeyEvent) -> Option<Action> {
+    match dialog {
+        Dialog::Confirm(c) if c.typed.is_some() => match key.code {
+            KeyCode::Esc => Some(Action::Cancel),
+            KeyCode::Enter => Some(Action::Enter),
+            KeyCode::Backspace => Some(Action::Backspace),
+            KeyCode::Char(c) => Some(Action::Input(c)),
+            _ => None,
+        },
+        Dialog::Confirm(_) => match key.code {
+            KeyCode::Char('y') | KeyCode::Char('Y') => Some(Action::Confirm),
+            KeyCode::Char('n') | KeyCode::Char('N') | KeyCode::Esc => Some(Action::Cancel),
+            _ => None,
+        },
+        Dialog::Working { .. } => match key.code {
+            KeyCode::Esc => Some(Action::Cancel),
+            _ => None,
+        },
+        Dialog::Message { .. } => match key.code {
+            KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q') | KeyCode::Char(' ') => {
+                Some(Action::Cancel)
+            }
+            _ => None,
+        },
+    }
+}
+
+fn normal_key(app: &App, key: KeyEvent, ctrl: bool) -> Option<Action> {
+    if ctrl {
+        return None;
+    }
+    let action = match key.code {
+        KeyCode::Char('q') => Action::Quit,
+        KeyCode::Char('?') if app.view == View::Help => Action::Cancel,
+        KeyCode::Char('?') => Action::SwitchView(View::Help),
+        KeyCode::Tab => Action::NextView,
+        KeyCode::BackTab => Action::PrevView,
+        KeyCode::Up | KeyCode::Char('k') => Action::Move(-1),
+        KeyCode::Down | KeyCode::Char('j') => Action::Move(1),
+        KeyCode::PageUp => Action::Move(-page(app)),
+        KeyCode::PageDown => Action::Move(page(app)),
+        KeyCode::Home | KeyCode::Char('g') => Action::Top,
+        KeyCode::End | KeyCode::Char('G') => Action::Bottom,
+        KeyCode::Char('/') => Action::StartFilter,
+        KeyCode::Enter => Action::Enter,
+        KeyCode::Esc => Action::Cancel,
+        KeyCode::Char('s') => Action::CycleSort,
+        KeyCode::Char('S') => Action::ReverseSort,
+        KeyCode::Char('f') => Action::FixProduct,
+        KeyCode::Char('F') => Action::FixActivity,
+        KeyCode::Char('r') => Action::ResolveSelected,
+        KeyCode::Char('R') => Action::ResolveAll,
+        KeyCode::Char('p') => Action::Preheat { force: false },
+        KeyCode::Char('P') => Action::Preheat { force: true },
+        KeyCode::Char(c) => return View::for_key(c).map(Action::SwitchView),
+        _ => return None,
+    };
+    Some(action)
+}

@@ -1,0 +1,32 @@
+//! The terminal UI: what an on-call operator opens (no subcommand).
+//!
+//! The shape (see STYLE.md): [`app::App`] holds every piece of state and its `update` turns an
+//! [`action::Action`] into state changes and [`action::Command`]s, without awaiting anything.
+//! [`runtime`] owns the loop: terminal input arrives from a blocking thread, snapshots from
+//! pollers in background tasks (`pollers.rs`), results of writes from the executor
+//! (`executor.rs`); all of them are Actions on one channel. Views (`views/`) and widgets
+//! (`widgets/`) are functions of `&App`. The render loop never awaits the network: a slow or
+//! stopped Redis or database only makes the data older ("stale Ns" in the header).
+
+pub mod action;
+pub mod app;
+mod data;
+mod event;
+mod executor;
+mod keys;
+pub mod logs;
+mod pollers;
+pub mod runtime;
+mod services;
+pub mod terminal;
+mod update;
+pub mod views;
+pub mod widgets;
+mod writes;
+
+#[cfg(test)]
+mod tests;
+
+pub use action::{Action, Command};
+pub use app::{App, AppConfig, View};
+pub use runtime::{TuiOptions, run};

@@ -1,0 +1,374 @@
+//! Pollers: background tasks that read Redis and the database at the refresh interval and send
+//! whole snapshots to the loop. One poll at a time per poller (the next waits for the last),
+//! each bounded by a deadline, each in its own task so that even a panic only costs one
+//! snapshot. A change of activity or a "refresh now" wakes them early.
+
+use super::action::{Action, Fetched, NodeInfo, Overview, RedisInfo, SlowEntry};
+use super::services::Services;
+use crate::db::{activity, audit, compensation};
+use crate::domain::{ActivityId, Phase};
+use crate::error::{Error, Result};
+use crate::ops::health;
+use crate::ops::status::{StatusOptions, status};
+use crate::redis::RedisStore;
+use crate::redis::node::Node;
+use chrono::Utc;
+use futures::future::join_all;
+use redis::Value;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// The longest one poll may take before it counts as failed. Redis has its own response
+/// timeout; this bounds what has none (a query on a stopped database server).
+pub const POLL_DEADLINE: Duration = Duration::from_secs(10);
+/// Compensation entries and audit rows listed.
+const COMPENSATION_LIMIT: i64 = 1000;
+const AUDIT_LIMIT: i64 = 500;
+/// Activities whose alerts and preheat state the overview reads, besides the selected one.
+const OVERVIEW_MAX: usize = 20;
+/// Slowlog entries read per node.
+const SLOWLOG_LEN: i64 = 10;
+
+/// What wakes the pollers.
+#[derive(Clone)]
+pub struct Wake {
+    pub activity: watch::Receiver<Option<ActivityId>>,
+    pub refresh: watch::Receiver<u64>,
+}
+
+/// Starts every poller; they stop when aborted or when the loop is gone.
+pub fn spawn(
+    services: Arc<Services>,
+    tx: UnboundedSender<Action>,
+    wake: Wake,
+) -> Vec<JoinHandle<()>> {
+    let config = services.ctx.config.clone();
+    let refresh = config.refresh;
+    let opts = StatusOptions {
+        grace: config.grace,
+        compensation_alert: config.compensation_alert,
+        outbox_alert: config.outbox_alert,
+    };
+    let keys = config.keys.clone();
+    let mut tasks = Vec::new();
+
+    // The status of the selected activity: the Stock, Alerts and Reconcile views.
+    {
+        let (s, tx, opts, keys) = (services.clone(), tx.clone(), opts.clone(), keys.clone());
+        tasks.push(tokio::spawn(every(refresh, wake.clone(), move |current| {
+            let (s, tx, opts, keys) = (s.clone(), tx.clone(), opts.clone(), keys.clone());
+            async move {
+                let Some(id) = current else { return true };
+                let a = id.clone();
+                let result = guarded(async move {
+                    let redis = s.redis().await?;
+                    let db = s.db().await?;
+                    status(&redis, &db, &keys, &a, &opts).await
+                })
+                .await;
+                tx.send(Action::Status(id, Fetched::now(result))).is_ok()
+            }
+        })));
+    }
+
+    // The activities list; it also tells the header whether the database answers.
+    {
+        let (s, tx) = (services.clone(), tx.clone());
+        tasks.push(tokio::spawn(every(refresh, wake.clone(), move |_| {
+            let (s, tx) = (s.clone(), tx.clone());
+            async move {
+                let result = guarded(async move { activity::list(&s.db().await?).await }).await;
+                tx.send(Action::Activities(Fetched::now(result))).is_ok()
+            }
+        })));
+    }
+
+    // Alerts and preheat state of the other activities: a full status each, so less often.
+    {
+        let (s, tx, opts, keys) = (services.clone(), tx.clone(), opts.clone(), keys.clone());
+        let period = refresh.max(Duration::from_secs(5));
+        tasks.push(tokio::spawn(every(period, wake.clone(), move |current| {
+            let (s, tx, opts, keys) = (s.clone(), tx.clone(), opts.clone(), keys.clone());
+            async move {
+                let result =
+                    guarded(async move { overview(&s, &keys, &opts, current.as_ref()).await })
+                        .await;
+                tx.send(Action::Overview(Fetched::now(result))).is_ok()
+            }
+        })));
+    }
+
+    // The compensation queue of the selected activity.
+    {
+        let (s, tx) = (services.clone(), tx.clone());
+        tasks.push(tokio::spawn(every(refresh, wake.clone(), move |current| {
+            let (s, tx) = (s.clone(), tx.clone());
+            async move {
+                let Some(id) = current else { return true };
+                let a = id.clone();
+                let result = guarded(async move {
+                    compensation::list(&s.db().await?, &a, COMPENSATION_LIMIT).await
+                })
+                .await;
+                tx.send(Action::Compensation(id, Fetched::now(result)))
+                    .is_ok()
+            }
+        })));
+    }
+
+    // The console's own writes.
+    {
+        let (s, tx) = (services.clone(), tx.clone());
+        tasks.push(tokio::spawn(every(refresh, wake.clone(), move |_| {
+            let (s, tx) = (s.clone(), tx.clone());
+            async move {
+                let result = guarded(async move {
+                    let db = s.db().await?;
+                    audit::recent(&db, None, AUDIT_LIMIT)
+                        .await
+                        .map_err(|e| db.error(&e))
+                })
+                .await;
+                tx.send(Action::Audit(Fetched::now(result))).is_ok()
+            }
+        })));
+    }
+
+    // Redis nodes; it also tells the header whether Redis answers.
+    {
+        let (s, tx) = (services, tx);
+        tasks.push(tokio::spawn(every(refresh, wake, move |_| {
+            let (s, tx) = (s.clone(), tx.clone());
+            async move {
+                let result = guarded(async move { redis_info(&s.redis().await?).await }).await;
+                tx.send(Action::Redis(Fetched::now(result))).is_ok()
+            }
+        })));
+    }
+    tasks
+}
+
+/// Runs `poll` now and then every `period`, or sooner when the activity changes or a refresh
+/// is asked for. `poll` gets the selected activity and returns false once the loop is gone.
+async fn every<F, Fut>(period: Duration, mut wake: Wake, mut poll: F)
+where
+    F: FnMut(Option<ActivityId>) -> Fut,
+    Fut: Future<Output = bool>,
+{
+    loop {
+        let current = wake.activity.borrow_and_update().clone();
+        wake.refresh.borrow_and_update();
+        if !poll(current).await {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            changed = wake.activity.changed() => if changed.is_err() { return },
+            changed = wake.refresh.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+/// Runs one poll in its own task under [`POLL_DEADLINE`]: a hang becomes an error, a panic
+/// becomes an error, and the poller lives on.
+async fn guarded<T, Fut>(fut: Fut) -> Result<T>
+where
+    T: Send + 'static,
+    Fut: Future<Output = Result<T>> + Send + 'static,
+{
+    let task = tokio::spawn(tokio::time::timeout(POLL_DEADLINE, fut));
+    match task.await {
+        Ok(Ok(result)) => result,
+        Ok(Err(_)) => Err(Error::unavailable(format!(
+            "no answer within {} s",
+            POLL_DEADLINE.as_secs()
+        ))),
+        Err(e) => Err(Error::internal(format!(
+            "the poll stopped unexpectedly: {e}"
+        ))),
+    }
+}
+
+/// Alert counts and preheat state of the activities that have not ended.
+async fn overview(
+    s: &Services,
+    keys: &crate::redis::KeySpace,
+    opts: &StatusOptions,
+    selected: Option<&ActivityId>,
+) -> Result<Vec<Overview>> {
+    let db = s.db().await?;
+    let list = activity::list(&db).await?;
+    let now = Utc::now();
+    let wanted: Vec<ActivityId> = list
+        .iter()
+        .filter(|a| a.activity.status != "cancelled" && a.activity.phase(now) != Phase::Ended)
+        .map(|a| a.activity.activity_id.clone())
+        .filter(|id| Some(id) != selected)
+        .take(OVERVIEW_MAX)
+        .collect();
+    if wanted.is_empty() {
+        return Ok(Vec::new());
+    }
+    let redis = s.redis().await?;
+    let mut out = Vec::new();
+    for id in wanted {
+        // One activity that fails to read (removed meanwhile) leaves only its own row blank.
+        if let Ok(r) = status(&redis, &db, keys, &id, opts).await {
+            out.push(Overview {
+                activity: id.to_string(),
+                alerts: r.alerts.len(),
+                preheated: super::data::preheated(&r),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Every node: health (PING, SCRIPT EXISTS), INFO figures and the slowlog.
+async fn redis_info(redis: &RedisStore) -> Result<RedisInfo> {
+    let healths = health::redis_nodes(redis).await;
+    let nodes = redis.nodes();
+    let jobs = healths.into_iter().map(|h| {
+        let node = nodes
+            .iter()
+            .find(|(n, _)| n.addr == h.addr)
+            .map(|(n, _)| n.clone());
+        async move { node_info(h, node).await }
+    });
+    Ok(RedisInfo {
+        nodes: join_all(jobs).await,
+    })
+}
+
+async fn node_info(health: health::NodeHealth, node: Option<Arc<Node>>) -> NodeInfo {
+    let mut info = NodeInfo {
+        health,
+        ops_per_sec: None,
+        used_memory: None,
+        max_memory: None,
+        version: None,
+        slowlog: Vec::new(),
+    };
+    let Some(node) = node.filter(|_| info.health.ok) else {
+        return info;
+    };
+    if let Ok(v) = node.query(&redis::cmd("INFO")).await
+        && let Ok(text) = redis::from_redis_value::<String>(v)
+    {
+        let fields = parse_info(&text);
+        let get = |k: &str| fields.iter().find(|(f, _)| f == k).map(|(_, v)| v.clone());
+        info.ops_per_sec = get("instantaneous_ops_per_sec").and_then(|v| v.parse().ok());
+        info.used_memory = get("used_memory_human");
+        info.max_memory =
+            get("maxmemory_human").map(|m| if m == "0B" { "none".to_string() } else { m });
+        info.version = get("redis_version").or_else(|| get("valkey_version"));
+    }
+    let cmd = redis::cmd("SLOWLOG").arg("GET").arg(SLOWLOG_LEN).clone();
+    if let Ok(v) = node.query(&cmd).await {
+        info.slowlog = parse_slowlog(&v);
+    }
+    info
+}
+
+/// `field:value` lines of an INFO reply.
+pub fn parse_info(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// Commands whose arguments may hold secrets: only their name is shown.
+const SECRET_ARGS: &[&str] = &["AUTH", "HELLO", "MIGRATE", "CONFIG", "ACL", "CLIENT"];
+
+/// SLOWLOG GET entries: `[id, unix time, micros, [args...], ...]`. Only the command name and
+/// its first argument (the key) are kept: values and secrets stay out of the screen.
+pub fn parse_slowlog(v: &Value) -> Vec<SlowEntry> {
+    let Value::Array(entries) = v else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .filter_map(|e| {
+            let Value::Array(fields) = e else {
+                return None;
+            };
+            let int = |i: usize| match fields.get(i) {
+                Some(Value::Int(n)) => Some(*n),
+                _ => None,
+            };
+            let args: Vec<String> = match fields.get(3) {
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .filter_map(|x| match x {
+                        Value::BulkString(b) => Some(String::from_utf8_lossy(b).to_string()),
+                        Value::SimpleString(s) => Some(s.clone()),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let name = args.first().map(|a| a.to_uppercase()).unwrap_or_default();
+            let command = match args.get(1) {
+                Some(first) if !SECRET_ARGS.contains(&name.as_str()) => {
+                    format!("{name} {}", crate::domain::stock::shown(first.as_bytes()))
+                }
+                _ => name,
+            };
+            Some(SlowEntry {
+                id: int(0)?,
+                at_unix: int(1)?,
+                micros: int(2)?,
+                command,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn slowlog_keeps_names_and_keys_only() {
+        let v = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(7),
+                Value::Int(1_700_000_000),
+                Value::Int(15_000),
+                Value::Array(vec![bulk("set"), bulk("seckill:{a:p}:stock"), bulk("42")]),
+            ]),
+            Value::Array(vec![
+                Value::Int(8),
+                Value::Int(1_700_000_001),
+                Value::Int(20),
+                Value::Array(vec![bulk("AUTH"), bulk("ops"), bulk("hunter2")]),
+            ]),
+            Value::Int(3),
+        ]);
+        let e = parse_slowlog(&v);
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[0].command, "SET seckill:{a:p}:stock");
+        assert_eq!(e[1].command, "AUTH");
+        assert!(!format!("{e:?}").contains("hunter2"));
+        assert!(parse_slowlog(&Value::Nil).is_empty());
+    }
+
+    #[test]
+    fn info_fields() {
+        let f = parse_info(
+            "# Server\r\nredis_version:7.2.4\r\n\r\n# Stats\r\ninstantaneous_ops_per_sec:12\r\n",
+        );
+        assert!(f.contains(&("redis_version".into(), "7.2.4".into())));
+        assert!(f.contains(&("instantaneous_ops_per_sec".into(), "12".into())));
+    }
+}

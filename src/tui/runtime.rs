@@ -1,0 +1,205 @@
+//! The loop. It waits on one channel of Actions (keys from the input thread, snapshots from the
+//! pollers, results from the executor), a tick and the termination signals; it never waits on
+//! Redis or the database. Every Action queued at that moment is applied before the next frame,
+//! and frames are at most one per `MIN_FRAME` (20 ms), so a burst of snapshots costs one redraw.
+
+use super::action::Action;
+use super::app::{App, AppConfig};
+use super::executor::Executor;
+use super::pollers::{self, Wake};
+use super::services::Services;
+use super::{event, logs, terminal, views};
+use crate::commands::Ctx;
+use crate::domain::ActivityId;
+use crate::error::{Error, Result};
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc::{self, UnboundedReceiver};
+use tokio::sync::watch;
+
+/// The header's clock and "stale" advance at this pace without any other event.
+const TICK: Duration = Duration::from_secs(1);
+/// At most one frame per this long (a burst of events collapses into one frame).
+const MIN_FRAME: Duration = Duration::from_millis(20);
+/// Actions applied per loop turn before a frame is drawn anyway.
+const MAX_BATCH: usize = 2000;
+
+/// How the TUI starts.
+#[derive(Clone, Debug, Default)]
+pub struct TuiOptions {
+    /// The activity shown first (else the live one, else the newest).
+    pub activity: Option<ActivityId>,
+}
+
+/// Opens the TUI on the configured Redis and database and runs it until the operator quits.
+/// It opens even when neither answers; the header says so and the pollers keep trying.
+pub async fn run(ctx: &Ctx, opts: TuiOptions) -> Result<()> {
+    if ctx.config.json {
+        return Err(Error::bad_input(
+            "--json has no TUI: run a subcommand with --json (see `seckill-console --help`)",
+        ));
+    }
+    if !std::io::stdout().is_terminal() || !std::io::stdin().is_terminal() {
+        return Err(Error::bad_input(
+            "the TUI needs a terminal on stdin and stdout: run a subcommand instead (see `seckill-console --help`)",
+        ));
+    }
+    let config = ctx.config.clone();
+    let services = Arc::new(Services::new(Ctx {
+        config: config.clone(),
+    }));
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let (activity_tx, activity_rx) = watch::channel(opts.activity.clone());
+    let (refresh_tx, refresh_rx) = watch::channel(0u64);
+    let mut app = App::new(
+        AppConfig::from_config(&config),
+        opts.activity,
+        Instant::now(),
+    );
+    let exec = Executor {
+        services: services.clone(),
+        tx: tx.clone(),
+        activity: activity_tx,
+        refresh: refresh_tx,
+    };
+
+    logs::capture(true);
+    let result = match terminal::enter() {
+        Ok((mut term, guard)) => {
+            let outcome = match event::spawn(tx.clone()) {
+                Ok(input) => {
+                    let tasks = pollers::spawn(
+                        services.clone(),
+                        tx.clone(),
+                        Wake {
+                            activity: activity_rx,
+                            refresh: refresh_rx,
+                        },
+                    );
+                    let r = event_loop(&mut term, &mut app, &mut rx, &exec).await;
+                    for t in &tasks {
+                        t.abort();
+                    }
+                    drop(input);
+                    r
+                }
+                Err(e) => Err(Error::internal(format!(
+                    "cannot read the terminal input: {e}"
+                ))),
+            };
+            drop(guard);
+            outcome
+        }
+        Err(e) => {
+            terminal::restore();
+            Err(Error::internal(format!("cannot set up the terminal: {e}")))
+        }
+    };
+    logs::capture(false);
+    let (lines, dropped) = logs::take();
+    if dropped > 0 {
+        eprintln!("({dropped} earlier log line(s) dropped)");
+    }
+    for line in lines {
+        eprintln!("{line}");
+    }
+    services.close().await;
+    result?;
+    match app.exit_error {
+        Some(why) => Err(Error::internal(why)),
+        None => Ok(()),
+    }
+}
+
+async fn event_loop(
+    term: &mut terminal::Tui,
+    app: &mut App,
+    rx: &mut UnboundedReceiver<Action>,
+    exec: &Executor,
+) -> Result<()> {
+    let draw_err = |e: std::io::Error| Error::internal(format!("cannot draw: {e}"));
+    let mut signals = Signals::new();
+    let mut tick = tokio::time::interval(TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    if let Ok(size) = term.size() {
+        apply(app, Action::Resize(size.width, size.height), exec);
+    }
+    term.draw(|f| views::render(f, app)).map_err(draw_err)?;
+    app.dirty = false;
+    let mut last_frame = Instant::now();
+    loop {
+        let next_frame = tokio::time::Instant::from_std(last_frame + MIN_FRAME);
+        let first = tokio::select! {
+            a = rx.recv() => a,
+            _ = tick.tick() => Some(Action::Tick(Instant::now())),
+            _ = signals.recv() => Some(Action::ForceQuit),
+            _ = tokio::time::sleep_until(next_frame), if app.dirty => None,
+        };
+        if let Some(a) = first {
+            apply(app, a, exec);
+        }
+        let mut n = 0;
+        while n < MAX_BATCH && !app.should_quit {
+            match rx.try_recv() {
+                Ok(a) => apply(app, a, exec),
+                Err(_) => break,
+            }
+            n += 1;
+        }
+        if app.should_quit {
+            return Ok(());
+        }
+        if app.dirty && last_frame.elapsed() >= MIN_FRAME {
+            term.draw(|f| views::render(f, app)).map_err(draw_err)?;
+            app.dirty = false;
+            last_frame = Instant::now();
+        }
+    }
+}
+
+fn apply(app: &mut App, action: Action, exec: &Executor) {
+    for cmd in app.update(action) {
+        exec.execute(cmd);
+    }
+}
+
+/// SIGTERM, SIGHUP and SIGINT end the TUI through the normal path, so the terminal is
+/// restored (in raw mode Ctrl-C is a key, handled by `keys`).
+struct Signals {
+    #[cfg(unix)]
+    all: Vec<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let all = [
+                SignalKind::terminate(),
+                SignalKind::hangup(),
+                SignalKind::interrupt(),
+            ]
+            .into_iter()
+            .filter_map(|k| signal(k).ok())
+            .collect();
+            Signals { all }
+        }
+        #[cfg(not(unix))]
+        Signals {}
+    }
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        {
+            if self.all.is_empty() {
+                return std::future::pending().await;
+            }
+            let waits = self.all.iter_mut().map(|s| Box::pin(s.recv()));
+            let _ = futures::future::select_all(waits).await;
+        }
+        #[cfg(not(unix))]
+        std::future::pending::<()>().await
+    }
+}

@@ -1,0 +1,6 @@
+//! Tests of the TUI without a terminal: snapshots of every view on a fixed-size TestBackend,
+//! and the update logic driven by Actions.
+
+mod fixtures;
+mod snapshots;
+mod update;

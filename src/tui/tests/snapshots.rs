@@ -1,0 +1,310 @@
+//! Every view on a fixed-size TestBackend with fixed data, compared with the expected screen
+//! in `tests/snapshots/tui/<name>.txt`. After a deliberate change of a view, regenerate with
+//! `UPDATE_SNAPSHOTS=1 cargo test --lib tui` and review the diff of those files.
+
+use super::fixtures::{self, app, at, fetched, id, screen};
+use crate::error::Error;
+use crate::tui::action::{Action, Fetched};
+use crate::tui::app::View;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use ratatui::style::{Color, Modifier};
+use std::path::PathBuf;
+
+const W: u16 = 100;
+const H: u16 = 30;
+
+fn snapshot_path(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/snapshots/tui")
+        .join(format!("{name}.txt"))
+}
+
+/// Compares `actual` with the stored screen (or stores it when UPDATE_SNAPSHOTS is set).
+fn assert_screen(name: &str, actual: &str) {
+    let path = snapshot_path(name);
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(&path, actual).expect("write snapshot");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "no snapshot {} ({e}); run with UPDATE_SNAPSHOTS=1 to create it. The screen:\n{actual}",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let mut diff = String::new();
+        for (i, (e, a)) in expected.lines().zip(actual.lines()).enumerate() {
+            if e != a {
+                diff.push_str(&format!(
+                    "line {:>2} expected: {e}\n        actual:   {a}\n",
+                    i + 1
+                ));
+            }
+        }
+        panic!(
+            "screen {name} differs from {}:\n{diff}\nwhole screen:\n{actual}",
+            path.display()
+        );
+    }
+}
+
+fn key(c: char) -> Action {
+    Action::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+}
+
+fn show(view: View, read_only: bool) -> crate::tui::app::App {
+    let mut a = app(read_only);
+    a.update(Action::SwitchView(view));
+    a
+}
+
+#[test]
+fn activities_view() {
+    assert_screen("activities", &screen(&show(View::Activities, false), W, H));
+}
+
+#[test]
+fn stock_view() {
+    assert_screen("stock", &screen(&show(View::Stock, false), W, H));
+}
+
+#[test]
+fn stock_view_read_only() {
+    let s = screen(&show(View::Stock, true), W, H);
+    assert!(s.contains("READ-ONLY"), "{s}");
+    assert!(!s.contains("fix product"), "write keys are hidden: {s}");
+    assert_screen("stock_read_only", &s);
+}
+
+#[test]
+fn stock_view_filtered_and_sorted() {
+    let mut a = show(View::Stock, false);
+    for c in ['/', 'a'] {
+        a.update(key(c));
+    }
+    a.update(Action::Key(KeyEvent::new(
+        KeyCode::Enter,
+        KeyModifiers::NONE,
+    )));
+    for _ in 0..3 {
+        a.update(key('s')); // redis, sold%, drift
+    }
+    a.update(key('S'));
+    assert_screen("stock_filtered_sorted", &screen(&a, W, H));
+}
+
+#[test]
+fn stock_alert_rows_are_highlighted() {
+    let a = show(View::Stock, false);
+    let buf = fixtures::draw(&a, W, H);
+    let text = fixtures::buffer_text(&buf);
+    let row_of = |name: &str| -> u16 {
+        let y = text
+            .lines()
+            .position(|l| {
+                l.trim_start_matches('│')
+                    .trim_start_matches(['>', ' '])
+                    .starts_with(&format!("{name} "))
+            })
+            .unwrap_or_else(|| panic!("no row for {name}:\n{text}"));
+        u16::try_from(y).expect("small screen")
+    };
+    let style_at = |name: &str| {
+        let y = row_of(name);
+        let x = text
+            .lines()
+            .nth(usize::from(y))
+            .and_then(|l| l.find(name))
+            .unwrap_or(0);
+        buf.cell((u16::try_from(x).expect("narrow"), y))
+            .expect("cell")
+            .style()
+    };
+    // Negative stock and a missing key stop sales: red and bold.
+    for bad in ["tablet", "watch", "laptop"] {
+        let s = style_at(bad);
+        assert_eq!(s.fg, Some(Color::Red), "{bad} row: {s:?}");
+        assert!(s.add_modifier.contains(Modifier::BOLD), "{bad} row: {s:?}");
+    }
+    // Orphaned units: yellow. Healthy rows: the terminal's colour.
+    assert_eq!(style_at("case").fg, Some(Color::Yellow));
+    let ok = style_at("charger");
+    assert!(
+        matches!(ok.fg, None | Some(Color::Reset)),
+        "an ok row is not highlighted: {ok:?}"
+    );
+    assert!(!ok.add_modifier.contains(Modifier::BOLD));
+}
+
+#[test]
+fn alerts_view() {
+    assert_screen("alerts", &screen(&show(View::Alerts, false), W, H));
+}
+
+#[test]
+fn compensation_view() {
+    assert_screen(
+        "compensation",
+        &screen(&show(View::Compensation, false), W, H),
+    );
+}
+
+#[test]
+fn reconcile_view() {
+    assert_screen("reconcile", &screen(&show(View::Reconcile, false), W, H));
+}
+
+#[test]
+fn reconcile_fix_preview_dialog() {
+    let mut a = show(View::Reconcile, false);
+    let cmds = a.update(key('F'));
+    let seq = match cmds.first() {
+        Some(crate::tui::Command::PreviewFix { seq, .. }) => *seq,
+        other => panic!("expected a preview, got {other:?}"),
+    };
+    a.update(Action::FixPreviewed {
+        seq,
+        result: Ok(super::update::preview_report()),
+    });
+    for c in "spring".chars() {
+        a.update(key(c));
+    }
+    assert_screen("reconcile_fix_dialog", &screen(&a, W, H));
+}
+
+#[test]
+fn preheat_view_idle_running_and_reported() {
+    let a = show(View::Preheat, false);
+    assert_screen("preheat_idle", &screen(&a, W, H));
+
+    let mut a = show(View::Preheat, false);
+    a.update(key('p'));
+    a.update(key('y'));
+    let seq = a.preheat_run.as_ref().map(|r| r.seq).expect("running");
+    a.update(Action::PreheatProgress {
+        seq,
+        stage: "writing".into(),
+        done: 3,
+        total: 6,
+    });
+    assert_screen("preheat_running", &screen(&a, W, H));
+
+    a.update(Action::PreheatDone {
+        seq,
+        result: Ok(fixtures::preheat_report(false)),
+    });
+    assert_screen("preheat_no_go", &screen(&a, W, H));
+}
+
+#[test]
+fn preheat_view_read_only() {
+    let s = screen(&show(View::Preheat, true), W, H);
+    assert!(s.contains("read-only: preheat is disabled"), "{s}");
+    assert_screen("preheat_read_only", &s);
+}
+
+#[test]
+fn redis_view() {
+    assert_screen("redis", &screen(&show(View::Redis, false), W, H));
+}
+
+#[test]
+fn audit_view() {
+    assert_screen("audit", &screen(&show(View::Audit, false), W, H));
+}
+
+#[test]
+fn help_view() {
+    assert_screen("help", &screen(&show(View::Help, false), W, H));
+}
+
+#[test]
+fn stale_data_keeps_the_numbers_and_says_so() {
+    let mut a = show(View::Stock, false);
+    a.update(Action::Status(
+        id("spring-sale"),
+        Fetched {
+            at: at(4),
+            taken_at: fixtures::t(4),
+            result: Err(Error::unavailable(
+                "Redis at redis://ops:***@10.0.0.5:6379 timed out: timed out",
+            )),
+        },
+    ));
+    a.update(Action::Redis(Fetched {
+        at: at(4),
+        taken_at: fixtures::t(4),
+        result: Err(Error::unavailable(
+            "Redis at redis://ops:***@10.0.0.5:6379 timed out",
+        )),
+    }));
+    a.update(Action::Tick(at(9)));
+    let s = screen(&a, W, H);
+    assert!(s.contains("stale 7s"), "{s}");
+    assert_screen("stock_stale", &s);
+}
+
+#[test]
+fn nothing_reachable_at_start() {
+    let mut a = crate::tui::app::App::new(fixtures::config(false), None, at(0));
+    fn down<T>(what: &str) -> Fetched<T> {
+        Fetched {
+            at: at(1),
+            taken_at: fixtures::t(1),
+            result: Err(Error::unavailable(format!(
+                "{what} is unreachable: connection refused"
+            ))),
+        }
+    }
+    a.update(Action::Activities(down(
+        "database at postgres://ops:***@db.internal:5432/shop",
+    )));
+    a.update(Action::Redis(down(
+        "Redis at redis://ops:***@10.0.0.5:6379",
+    )));
+    a.update(Action::Tick(at(2)));
+    assert_screen("unreachable", &screen(&a, W, H));
+    a.update(Action::SwitchView(View::Activities));
+    let s = screen(&a, W, H);
+    assert!(
+        s.contains("No data: database at postgres://ops:***@db.internal"),
+        "{s}"
+    );
+}
+
+#[test]
+fn small_and_resized_terminals() {
+    let a = show(View::Stock, false);
+    assert_screen("too_small", &screen(&a, 40, 8));
+    // Just above the minimum every view still draws without a panic.
+    for v in View::TABBED.into_iter().chain([View::Help]) {
+        let mut a = show(v, false);
+        a.update(Action::Resize(60, 12));
+        let s = screen(&a, 60, 12);
+        assert!(s.contains("seckill-console"), "{v:?}:\n{s}");
+    }
+}
+
+#[test]
+fn ten_thousand_products_scroll_to_the_last() {
+    let mut a = show(View::Stock, false);
+    let mut r = fixtures::report(4, 6);
+    r.products = (0..10_000)
+        .map(|i| {
+            let mut p = r.products[4].clone();
+            p.product = format!("p{i:05}");
+            p
+        })
+        .collect();
+    a.update(Action::Status(id("spring-sale"), fetched(4, 4, r)));
+    let first = screen(&a, W, H);
+    assert!(
+        first.contains("p00000") && !first.contains("p09999"),
+        "{first}"
+    );
+    a.update(key('G'));
+    let last = screen(&a, W, H);
+    assert!(last.contains(">p09999"), "{last}");
+    assert!(last.contains("10000/10000 products"), "{last}");
+}

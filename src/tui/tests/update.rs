@@ -1,0 +1,597 @@
+//! The update logic, driven by Actions (mostly keys) without a terminal: what the operator
+//! does, what the state becomes, which Commands come out.
+
+use super::fixtures::{self, app, at, fetched, id, screen};
+use crate::domain::stock::State;
+use crate::error::Error;
+use crate::ops::compensation::{Resolution, ResolveReport};
+use crate::ops::fix::{FixProduct, FixReport};
+use crate::tui::action::{Action, Command, Fetched, ResolveWhich};
+use crate::tui::app::{App, Dialog, SortKey, View};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+fn key(c: char) -> Action {
+    Action::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+}
+
+fn code(k: KeyCode) -> Action {
+    Action::Key(KeyEvent::new(k, KeyModifiers::NONE))
+}
+
+fn keys(app: &mut App, text: &str) -> Vec<Command> {
+    text.chars().flat_map(|c| app.update(key(c))).collect()
+}
+
+/// The product ids of the stock table, in order.
+fn stock_ids(app: &App) -> Vec<String> {
+    let r = app.stock.report().expect("report");
+    app.stock
+        .order
+        .iter()
+        .map(|&i| r.products[i].product.clone())
+        .collect()
+}
+
+/// A preview of an activity-wide fix, as `ops::fix` returns it.
+pub fn preview_report() -> FixReport {
+    let p = |name: &str, state, before: Option<&str>, after| FixProduct {
+        product: name.into(),
+        state,
+        before: before.map(Into::into),
+        after,
+        applied: false,
+        orphans_returned: 0,
+        orphans: Vec::new(),
+        attempts: 0,
+        conflict: false,
+        error: None,
+    };
+    FixReport {
+        activity: "spring-sale".into(),
+        preview: true,
+        products: vec![
+            p("laptop", State::Drift, Some("23"), 18),
+            p("tablet", State::Negative, Some("-2"), 0),
+            p("watch", State::Missing, None, 10),
+        ],
+        conflicts: 0,
+        errors: 0,
+        exit_code: 0,
+    }
+}
+
+#[test]
+fn keys_switch_views_and_help_returns() {
+    let mut a = app(false);
+    assert_eq!(a.view, View::Stock);
+    for (c, v) in [
+        ('1', View::Activities),
+        ('4', View::Compensation),
+        ('8', View::Audit),
+    ] {
+        a.update(key(c));
+        assert_eq!(a.view, v);
+    }
+    a.update(code(KeyCode::Tab));
+    assert_eq!(a.view, View::Activities, "Tab wraps around");
+    a.update(code(KeyCode::BackTab));
+    assert_eq!(a.view, View::Audit);
+    a.update(key('?'));
+    assert_eq!(a.view, View::Help);
+    a.update(code(KeyCode::Esc));
+    assert_eq!(a.view, View::Audit, "Esc leaves Help for the view before");
+    a.update(key('?'));
+    a.update(key('?'));
+    assert_eq!(a.view, View::Audit, "? toggles Help");
+}
+
+#[test]
+fn selection_moves_and_stays_inside_the_table() {
+    let mut a = app(false);
+    let n = a.row_count(View::Stock);
+    assert_eq!(n, 6);
+    keys(&mut a, "jj");
+    assert_eq!(a.cursor(View::Stock).selected, 2);
+    a.update(code(KeyCode::Up));
+    assert_eq!(a.cursor(View::Stock).selected, 1);
+    keys(&mut a, "G");
+    assert_eq!(a.cursor(View::Stock).selected, n - 1);
+    keys(&mut a, "jjj");
+    assert_eq!(
+        a.cursor(View::Stock).selected,
+        n - 1,
+        "no moving past the end"
+    );
+    keys(&mut a, "g");
+    assert_eq!(a.cursor(View::Stock).selected, 0);
+    keys(&mut a, "kk");
+    assert_eq!(a.cursor(View::Stock).selected, 0);
+    a.update(code(KeyCode::PageDown));
+    assert_eq!(a.cursor(View::Stock).selected, n - 1);
+}
+
+#[test]
+fn filter_narrows_the_table_and_esc_clears_it() {
+    let mut a = app(false);
+    keys(&mut a, "/ta");
+    assert!(a.filtering);
+    assert_eq!(stock_ids(&a), vec!["tablet"], "filtered as typed");
+    a.update(code(KeyCode::Backspace));
+    // "t" matches ids and states: laptop (drift), tablet (negative), watch.
+    assert_eq!(stock_ids(&a), vec!["laptop", "tablet", "watch"]);
+    a.update(code(KeyCode::Backspace));
+    keys(&mut a, "missing");
+    a.update(code(KeyCode::Enter));
+    assert!(!a.filtering, "Enter keeps the filter and closes the input");
+    assert_eq!(stock_ids(&a), vec!["watch"], "states match too");
+    // Keys are bindings again once the input is closed.
+    keys(&mut a, "j");
+    assert_eq!(a.filter(View::Stock), "missing");
+    a.update(code(KeyCode::Esc));
+    assert_eq!(a.filter(View::Stock), "");
+    assert_eq!(a.row_count(View::Stock), 6);
+    // Each table has its own filter.
+    keys(&mut a, "8/fix");
+    assert_eq!(a.audit_rows().len(), 1);
+    a.update(Action::SwitchView(View::Stock));
+    assert!(!a.filtering, "switching views closes the input");
+    assert_eq!(a.row_count(View::Stock), 6);
+    assert_eq!(a.filter(View::Audit), "fix");
+}
+
+#[test]
+fn sort_cycles_columns_and_reverses() {
+    let mut a = app(false);
+    assert_eq!(a.sort, SortKey::Product);
+    assert_eq!(stock_ids(&a)[0], "case");
+    keys(&mut a, "S");
+    assert_eq!(stock_ids(&a)[0], "watch", "product, descending");
+    keys(&mut a, "s");
+    assert_eq!(a.sort, SortKey::Remaining);
+    // Descending by Redis stock: the biggest first, the missing key (no value) last.
+    assert_eq!(
+        stock_ids(&a),
+        vec!["case", "charger", "phone", "laptop", "tablet", "watch"]
+    );
+    keys(&mut a, "sss");
+    assert_eq!(a.sort, SortKey::State);
+    assert_eq!(stock_ids(&a)[0], "tablet", "negative is the worst state");
+    keys(&mut a, "s");
+    assert_eq!(a.sort, SortKey::Rate);
+    assert_eq!(stock_ids(&a)[0], "phone", "phone sold 6 units in 2 s");
+    assert!((a.stock.rates["phone"] - 3.0).abs() < 1e-9);
+    keys(&mut a, "4s");
+    assert!(
+        a.flash
+            .as_ref()
+            .is_some_and(|f| f.text.contains("Stock view"))
+    );
+}
+
+#[test]
+fn enter_selects_an_activity_and_drops_the_old_data() {
+    let mut a = app(false);
+    keys(&mut a, "1");
+    // The list is newest window first: autumn, summer, flash-2, spring-sale, winter.
+    keys(&mut a, "j");
+    let cmds = a.update(code(KeyCode::Enter));
+    assert_eq!(cmds, vec![Command::Watch(id("summer"))]);
+    assert_eq!(a.view, View::Stock);
+    assert_eq!(a.activity, Some(id("summer")));
+    assert!(a.stock.report().is_none(), "spring-sale's numbers are gone");
+    // A late answer for the activity the operator left is ignored.
+    a.update(Action::Status(
+        id("spring-sale"),
+        fetched(4, 4, fixtures::report(4, 0)),
+    ));
+    assert!(a.stock.report().is_none());
+    let s = screen(&a, 100, 30);
+    assert!(
+        s.contains("activity summer") && s.contains("waiting for data"),
+        "{s}"
+    );
+}
+
+#[test]
+fn the_first_activities_list_picks_the_live_activity() {
+    let mut a = App::new(fixtures::config(false), None, at(0));
+    let cmds = a.update(Action::Activities(fetched(0, 0, fixtures::activities())));
+    assert_eq!(cmds, vec![Command::Watch(id("spring-sale"))]);
+    // A later list does not override the operator's choice.
+    a.update(Action::SelectActivity(id("winter")));
+    let cmds = a.update(Action::Activities(fetched(1, 1, fixtures::activities())));
+    assert!(cmds.is_empty());
+    assert_eq!(a.activity, Some(id("winter")));
+}
+
+#[test]
+fn activity_wide_fix_previews_then_asks_for_the_activity_id() {
+    let mut a = app(false);
+    keys(&mut a, "5");
+    let cmds = keys(&mut a, "F");
+    let seq = match cmds.as_slice() {
+        [
+            Command::PreviewFix {
+                seq,
+                activity,
+                product: None,
+            },
+        ] if *activity == id("spring-sale") => *seq,
+        other => panic!("expected a preview of the whole activity, got {other:?}"),
+    };
+    assert!(matches!(a.dialog, Some(Dialog::Working { .. })));
+    // Nothing is written before the operator has seen the preview.
+    assert!(keys(&mut a, "y").is_empty());
+    a.update(Action::FixPreviewed {
+        seq,
+        result: Ok(preview_report()),
+    });
+    let s = screen(&a, 100, 30);
+    assert!(s.contains("23 -> 18") && s.contains("missing -> 10"), "{s}");
+    // y is text here, not a yes; a wrong id does not confirm.
+    assert!(keys(&mut a, "y").is_empty());
+    assert!(a.update(code(KeyCode::Enter)).is_empty());
+    match &a.dialog {
+        Some(Dialog::Confirm(c)) => assert!(c.mismatch && c.input == "y"),
+        other => panic!("the dialog stays open, got {other:?}"),
+    }
+    a.update(code(KeyCode::Backspace));
+    assert!(keys(&mut a, "spring-sale").is_empty());
+    let cmds = a.update(code(KeyCode::Enter));
+    let apply = match cmds.as_slice() {
+        [
+            Command::ApplyFix {
+                seq,
+                activity,
+                product: None,
+            },
+        ] if *activity == id("spring-sale") => *seq,
+        other => panic!("expected the fix, got {other:?}"),
+    };
+    assert!(a.busy.is_some());
+    // While it runs, another write is refused (the working window swallows keys, so the
+    // Action is sent directly).
+    a.update(Action::FixProduct);
+    assert!(
+        a.flash
+            .as_ref()
+            .is_some_and(|f| f.text.contains("still running"))
+    );
+    let mut done = preview_report();
+    done.preview = false;
+    for p in &mut done.products {
+        p.applied = true;
+    }
+    let cmds = a.update(Action::FixApplied {
+        seq: apply,
+        result: Ok(done),
+    });
+    assert_eq!(cmds, vec![Command::RefreshNow]);
+    assert!(a.busy.is_none());
+    match &a.dialog {
+        Some(Dialog::Message { title, error, .. }) => {
+            assert_eq!(title, "Fix applied to 3 product(s)");
+            assert!(!error);
+        }
+        other => panic!("expected the result, got {other:?}"),
+    }
+    a.update(code(KeyCode::Esc));
+    assert!(a.dialog.is_none());
+}
+
+#[test]
+fn product_fix_asks_yes_or_no() {
+    let mut a = app(false);
+    keys(&mut a, "5"); // Reconcile: worst first, tablet (negative) on top
+    let cmds = keys(&mut a, "f");
+    let seq = match cmds.as_slice() {
+        [Command::PreviewFix { seq, product, .. }] => {
+            assert_eq!(product.as_deref(), Some("tablet"));
+            *seq
+        }
+        other => panic!("{other:?}"),
+    };
+    let mut one = preview_report();
+    one.products.retain(|p| p.product == "tablet");
+    a.update(Action::FixPreviewed {
+        seq,
+        result: Ok(one),
+    });
+    let cmds = keys(&mut a, "y");
+    assert!(
+        matches!(cmds.as_slice(), [Command::ApplyFix { product: Some(p), .. }] if p == "tablet"),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn a_cancelled_preview_is_ignored_when_it_arrives() {
+    let mut a = app(false);
+    keys(&mut a, "5");
+    let seq = match keys(&mut a, "F").as_slice() {
+        [Command::PreviewFix { seq, .. }] => *seq,
+        other => panic!("{other:?}"),
+    };
+    a.update(code(KeyCode::Esc));
+    a.update(Action::FixPreviewed {
+        seq,
+        result: Ok(preview_report()),
+    });
+    assert!(a.dialog.is_none());
+    // An ok product has nothing to fix: no preview, a note.
+    keys(&mut a, "2");
+    while a.selected_product().is_some_and(|p| p.product != "charger") {
+        keys(&mut a, "j");
+    }
+    assert!(keys(&mut a, "f").is_empty());
+    assert!(
+        a.flash
+            .as_ref()
+            .is_some_and(|f| f.text.contains("charger is ok"))
+    );
+}
+
+#[test]
+fn a_failed_preview_says_why() {
+    let mut a = app(false);
+    keys(&mut a, "5");
+    let seq = match keys(&mut a, "F").as_slice() {
+        [Command::PreviewFix { seq, .. }] => *seq,
+        other => panic!("{other:?}"),
+    };
+    a.update(Action::FixPreviewed {
+        seq,
+        result: Err(Error::unavailable(
+            "Redis at redis://ops:***@10.0.0.5:6379 timed out",
+        )),
+    });
+    assert!(
+        matches!(&a.dialog, Some(Dialog::Message { error: true, lines, .. }) if lines[0].contains("timed out"))
+    );
+}
+
+#[test]
+fn read_only_refuses_every_write_before_any_command() {
+    let mut a = app(true);
+    for (view, k) in [
+        ("2", 'f'),
+        ("2", 'F'),
+        ("5", 'f'),
+        ("5", 'F'),
+        ("4", 'r'),
+        ("4", 'R'),
+        ("6", 'p'),
+        ("6", 'P'),
+    ] {
+        keys(&mut a, view);
+        a.flash = None;
+        let cmds = a.update(key(k));
+        assert!(cmds.is_empty(), "{k} on {view} emitted {cmds:?}");
+        assert!(a.dialog.is_none(), "{k} on {view} opened a dialog");
+        let f = a.flash.as_ref().expect("a refusal is shown");
+        assert!(f.error && f.text.contains("read-only mode"), "{}", f.text);
+    }
+}
+
+#[test]
+fn compensation_resolve_one_and_all() {
+    let mut a = app(false);
+    keys(&mut a, "4");
+    assert!(keys(&mut a, "r").is_empty(), "asks first");
+    let cmds = keys(&mut a, "y");
+    let seq = match cmds.as_slice() {
+        [
+            Command::ResolveCompensation {
+                seq,
+                which: ResolveWhich::One(r),
+                ..
+            },
+        ] if r == "req-0001" => *seq,
+        other => panic!("{other:?}"),
+    };
+    let cmds = a.update(Action::Resolved {
+        seq,
+        result: Ok(ResolveReport {
+            activity: "spring-sale".into(),
+            resolutions: vec![Resolution {
+                request_id: "req-0001".into(),
+                product: "phone".into(),
+                quantity: 1,
+                verdict: crate::domain::compensation::Verdict::NotApplied,
+                status: "not_applied".into(),
+                detail: "the ledger has no record of this request".into(),
+            }],
+            resolved: 1,
+            still_pending: 0,
+        }),
+    });
+    assert_eq!(cmds, vec![Command::RefreshNow]);
+    assert!(
+        matches!(&a.dialog, Some(Dialog::Message { title, .. }) if title == "Resolved 1, 0 still pending")
+    );
+    a.update(code(KeyCode::Esc));
+    // A resolved entry cannot be resolved again; n cancels the all-dialog.
+    keys(&mut a, "G");
+    assert!(keys(&mut a, "r").is_empty());
+    assert!(a.dialog.is_none());
+    assert!(keys(&mut a, "R").is_empty());
+    assert!(keys(&mut a, "n").is_empty());
+    assert!(a.dialog.is_none());
+    keys(&mut a, "R");
+    let cmds = keys(&mut a, "y");
+    assert!(
+        matches!(
+            cmds.as_slice(),
+            [Command::ResolveCompensation {
+                which: ResolveWhich::All,
+                ..
+            }]
+        ),
+        "{cmds:?}"
+    );
+}
+
+#[test]
+fn preheat_runs_after_a_yes_and_force_needs_the_id() {
+    let mut a = app(false);
+    keys(&mut a, "6");
+    keys(&mut a, "P");
+    assert!(keys(&mut a, "y").is_empty(), "y is typed into the id");
+    a.update(code(KeyCode::Esc));
+    keys(&mut a, "p");
+    let cmds = keys(&mut a, "y");
+    let seq = match cmds.as_slice() {
+        [
+            Command::RunPreheat {
+                seq, force: false, ..
+            },
+        ] => *seq,
+        other => panic!("{other:?}"),
+    };
+    a.update(Action::PreheatProgress {
+        seq,
+        stage: "writing".into(),
+        done: 1,
+        total: 2,
+    });
+    assert_eq!(a.preheat_run.as_ref().map(|r| r.done), Some(1));
+    let cmds = a.update(Action::PreheatDone {
+        seq,
+        result: Ok(fixtures::preheat_report(true)),
+    });
+    assert_eq!(cmds, vec![Command::RefreshNow]);
+    assert!(a.preheat_run.is_none() && a.busy.is_none());
+    assert_eq!(a.preheat_rows().len(), 3);
+    assert!(
+        a.flash
+            .as_ref()
+            .is_some_and(|f| f.text == "preheat spring-sale: GO")
+    );
+}
+
+#[test]
+fn the_header_turns_stale_when_snapshots_stop() {
+    let mut a = app(false);
+    // The last good snapshot arrived at at(2); refresh 1 s, so stale after 3 s.
+    a.update(Action::Tick(at(5)));
+    assert!(!a.is_stale());
+    assert!(
+        screen(&a, 100, 30)
+            .lines()
+            .next()
+            .is_some_and(|l| l.contains("data 3s old"))
+    );
+    a.update(Action::Tick(at(6)));
+    assert!(a.is_stale());
+    let first = screen(&a, 100, 30);
+    assert!(
+        first.lines().next().is_some_and(|l| l.contains("stale 4s")),
+        "{first}"
+    );
+    // The old numbers stay on screen; a fresh snapshot clears the mark.
+    assert!(first.contains("phone"));
+    a.update(Action::Status(
+        id("spring-sale"),
+        fetched(7, 7, fixtures::report(7, 6)),
+    ));
+    assert!(!a.is_stale());
+}
+
+#[test]
+fn quit_asks_while_a_write_runs() {
+    let mut a = app(false);
+    keys(&mut a, "q");
+    assert!(a.should_quit);
+
+    let mut a = app(false);
+    keys(&mut a, "4r");
+    keys(&mut a, "y");
+    assert!(a.busy.is_some());
+    a.update(code(KeyCode::Esc)); // hides the working window, the write goes on
+    keys(&mut a, "q");
+    assert!(!a.should_quit, "asks first");
+    keys(&mut a, "n");
+    assert!(!a.should_quit && a.dialog.is_none());
+    keys(&mut a, "qy");
+    assert!(a.should_quit);
+
+    let mut a = app(false);
+    keys(&mut a, "/");
+    a.update(Action::Key(KeyEvent::new(
+        KeyCode::Char('c'),
+        KeyModifiers::CONTROL,
+    )));
+    assert!(a.should_quit, "Ctrl-C quits even while typing a filter");
+}
+
+#[test]
+fn a_failed_terminal_input_ends_the_ui_with_a_reason() {
+    let mut a = app(false);
+    a.update(Action::InputClosed("the terminal input failed: EOF".into()));
+    assert!(a.should_quit);
+    assert_eq!(
+        a.exit_error.as_deref(),
+        Some("the terminal input failed: EOF")
+    );
+}
+
+#[test]
+fn poll_errors_keep_the_last_good_rows() {
+    let mut a = app(false);
+    a.update(Action::Compensation(
+        id("spring-sale"),
+        Fetched {
+            at: at(4),
+            taken_at: fixtures::t(4),
+            result: Err(Error::unavailable(
+                "database at postgres://ops:***@db.internal:5432/shop did not answer",
+            )),
+        },
+    ));
+    assert_eq!(a.compensation_rows().len(), 3);
+    keys(&mut a, "4");
+    let s = screen(&a, 100, 30);
+    assert!(
+        s.contains("last poll failed: database at postgres://ops:***@db.internal"),
+        "{s}"
+    );
+}
+
+proptest::proptest! {
+    /// Any key sequence at any size: no panic, and the selection stays inside the table.
+    #[test]
+    fn no_key_sequence_panics(
+        seq in proptest::collection::vec(0usize..40, 0..80),
+        w in 1u16..140,
+        h in 1u16..50,
+        read_only in proptest::bool::ANY,
+    ) {
+        const KEYS: &[KeyCode] = &[
+            KeyCode::Char('1'), KeyCode::Char('2'), KeyCode::Char('3'), KeyCode::Char('4'),
+            KeyCode::Char('5'), KeyCode::Char('6'), KeyCode::Char('7'), KeyCode::Char('8'),
+            KeyCode::Char('?'), KeyCode::Char('/'), KeyCode::Char('j'), KeyCode::Char('k'),
+            KeyCode::Char('g'), KeyCode::Char('G'), KeyCode::Char('s'), KeyCode::Char('S'),
+            KeyCode::Char('f'), KeyCode::Char('F'), KeyCode::Char('r'), KeyCode::Char('R'),
+            KeyCode::Char('p'), KeyCode::Char('P'), KeyCode::Char('y'), KeyCode::Char('n'),
+            KeyCode::Char('a'), KeyCode::Char('é'), KeyCode::Char('-'), KeyCode::Enter,
+            KeyCode::Esc, KeyCode::Backspace, KeyCode::Tab, KeyCode::BackTab, KeyCode::Up,
+            KeyCode::Down, KeyCode::PageUp, KeyCode::PageDown, KeyCode::Home, KeyCode::End,
+            KeyCode::Left, KeyCode::F(5),
+        ];
+        let mut a = app(read_only);
+        a.update(Action::Resize(w, h));
+        for i in seq {
+            let cmds = a.update(code(KEYS[i % KEYS.len()]));
+            if read_only {
+                proptest::prop_assert!(cmds.iter().all(|c| !c.writes()), "{cmds:?}");
+            }
+            if a.should_quit {
+                break;
+            }
+            let _ = screen(&a, w, h);
+            for v in View::TABBED {
+                proptest::prop_assert!(a.cursor(v).selected <= a.row_count(v).saturating_sub(1));
+            }
+        }
+    }
+}

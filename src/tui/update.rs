@@ -1,0 +1,309 @@
+//! `App::update`: one Action in, state changed, Commands out. Never awaits and never touches
+//! the network, so a key is answered in the same loop turn whatever Redis is doing.
+
+use super::action::{Action, Command};
+use super::app::{App, Confirm, Dialog, PendingWrite, View};
+use super::keys;
+
+/// Longest filter or typed confirmation kept (a paste cannot grow the state without bound).
+const MAX_INPUT: usize = 128;
+
+impl App {
+    /// Applies one Action and returns what the runtime must do.
+    pub fn update(&mut self, action: Action) -> Vec<Command> {
+        self.dirty = true;
+        match action {
+            Action::Key(key) => match keys::map(self, key) {
+                Some(a) => self.update(a),
+                None => Vec::new(),
+            },
+            Action::Resize(w, h) => {
+                self.size = (w, h);
+                Vec::new()
+            }
+            Action::Tick(now) => {
+                self.now = self.now.max(now);
+                if self.flash.as_ref().is_some_and(|f| {
+                    self.now.saturating_duration_since(f.at) > super::app::FLASH_FOR
+                }) {
+                    self.flash = None;
+                }
+                Vec::new()
+            }
+            Action::InputClosed(why) => {
+                self.exit_error = Some(why);
+                self.should_quit = true;
+                Vec::new()
+            }
+            Action::Quit => self.quit(),
+            Action::ForceQuit => {
+                self.should_quit = true;
+                Vec::new()
+            }
+            Action::SwitchView(v) => {
+                self.switch(v);
+                Vec::new()
+            }
+            Action::NextView => self.cycle_view(1),
+            Action::PrevView => self.cycle_view(View::TABBED.len() - 1),
+            Action::Move(n) => {
+                self.move_by(n);
+                Vec::new()
+            }
+            Action::Top => {
+                self.move_by(isize::MIN / 2);
+                Vec::new()
+            }
+            Action::Bottom => {
+                self.move_by(isize::MAX / 2);
+                Vec::new()
+            }
+            Action::StartFilter => {
+                if self.view.has_table() {
+                    self.filtering = true;
+                }
+                Vec::new()
+            }
+            Action::Input(c) => {
+                self.input(c);
+                Vec::new()
+            }
+            Action::Backspace => {
+                self.backspace();
+                Vec::new()
+            }
+            Action::Enter => self.enter(),
+            Action::Cancel => {
+                self.cancel();
+                Vec::new()
+            }
+            Action::Confirm => match &self.dialog {
+                Some(Dialog::Confirm(c)) if c.typed.is_none() => {
+                    let write = c.write.clone();
+                    self.run_write(write)
+                }
+                _ => Vec::new(),
+            },
+            Action::CycleSort | Action::ReverseSort => {
+                if self.view != View::Stock {
+                    self.flash("sorting: press s on the Stock view (2)", false);
+                } else {
+                    if matches!(action, Action::CycleSort) {
+                        self.sort = self.sort.next();
+                    } else {
+                        self.sort_descending = !self.sort_descending;
+                    }
+                    self.rebuild_stock_order();
+                }
+                Vec::new()
+            }
+            Action::SelectActivity(id) => {
+                let cmds = self.set_activity(id);
+                self.view = View::Stock;
+                cmds
+            }
+            Action::FixProduct => self.ask_fix(false),
+            Action::FixActivity => self.ask_fix(true),
+            Action::ResolveSelected => self.ask_resolve(false),
+            Action::ResolveAll => self.ask_resolve(true),
+            Action::Preheat { force } => self.ask_preheat(force),
+            Action::Activities(f) => {
+                self.now = self.now.max(f.at);
+                self.on_activities(f)
+            }
+            Action::Overview(f) => {
+                self.on_overview(f);
+                Vec::new()
+            }
+            Action::Status(id, f) => {
+                self.now = self.now.max(f.at);
+                self.on_status(id, f);
+                Vec::new()
+            }
+            Action::Compensation(id, f) => {
+                self.on_compensation(id, f);
+                Vec::new()
+            }
+            Action::Audit(f) => {
+                self.on_audit(f);
+                Vec::new()
+            }
+            Action::Redis(f) => {
+                self.on_redis(f);
+                Vec::new()
+            }
+            Action::FixPreviewed { seq, result } => {
+                self.fix_previewed(seq, result);
+                Vec::new()
+            }
+            Action::FixApplied { seq, result } => self.fix_applied(seq, result),
+            Action::PreheatProgress {
+                seq,
+                stage,
+                done,
+                total,
+            } => {
+                if let Some(run) = self.preheat_run.as_mut().filter(|r| r.seq == seq) {
+                    run.stage = stage;
+                    run.done = done;
+                    run.total = total;
+                }
+                Vec::new()
+            }
+            Action::PreheatDone { seq, result } => self.preheat_done(seq, result),
+            Action::Resolved { seq, result } => self.resolved(seq, result),
+        }
+    }
+
+    fn quit(&mut self) -> Vec<Command> {
+        match &self.busy {
+            Some(b) => {
+                let secs = self.now.saturating_duration_since(b.since).as_secs();
+                self.dialog = Some(Dialog::Confirm(Confirm {
+                    title: "Quit while a write runs?".into(),
+                    lines: vec![
+                        format!("{} has been running for {secs} s.", b.what),
+                        "Quitting now may stop it half way; the audit table records what was applied."
+                            .into(),
+                        String::new(),
+                        "y quit anyway    n stay".into(),
+                    ],
+                    write: PendingWrite::Quit,
+                    typed: None,
+                    input: String::new(),
+                    mismatch: false,
+                }));
+            }
+            None => self.should_quit = true,
+        }
+        Vec::new()
+    }
+
+    fn switch(&mut self, v: View) {
+        if v == View::Help && self.view != View::Help {
+            self.back_to = self.view;
+        }
+        self.view = v;
+        self.filtering = false;
+    }
+
+    fn cycle_view(&mut self, step: usize) -> Vec<Command> {
+        let current = if self.view == View::Help {
+            self.back_to
+        } else {
+            self.view
+        };
+        let n = View::TABBED.len();
+        let i = View::TABBED.iter().position(|v| *v == current).unwrap_or(0);
+        self.switch(View::TABBED[(i + step) % n]);
+        Vec::new()
+    }
+
+    fn move_by(&mut self, n: isize) {
+        let view = self.view;
+        if !view.has_table() {
+            return;
+        }
+        let len = self.row_count(view);
+        let c = self.cursor_mut(view);
+        let max = len.saturating_sub(1) as isize;
+        c.selected = (c.selected as isize).saturating_add(n).clamp(0, max) as usize;
+    }
+
+    fn input(&mut self, c: char) {
+        if c.is_control() {
+            return;
+        }
+        if let Some(Dialog::Confirm(d)) = &mut self.dialog {
+            if d.typed.is_some() && d.input.chars().count() < MAX_INPUT {
+                d.input.push(c);
+                d.mismatch = false;
+            }
+            return;
+        }
+        if self.filtering {
+            let view = self.view;
+            let cur = self.cursor_mut(view);
+            if cur.filter.chars().count() < MAX_INPUT {
+                cur.filter.push(c);
+                cur.selected = 0;
+            }
+            self.filter_changed();
+        }
+    }
+
+    fn backspace(&mut self) {
+        if let Some(Dialog::Confirm(d)) = &mut self.dialog {
+            d.input.pop();
+            d.mismatch = false;
+            return;
+        }
+        if self.filtering {
+            let view = self.view;
+            self.cursor_mut(view).filter.pop();
+            self.filter_changed();
+        }
+    }
+
+    fn filter_changed(&mut self) {
+        if self.view == View::Stock {
+            self.rebuild_stock_order();
+        }
+        self.clamp(self.view);
+    }
+
+    fn enter(&mut self) -> Vec<Command> {
+        if let Some(Dialog::Confirm(d)) = &mut self.dialog {
+            if let Some(expected) = &d.typed {
+                if d.input == *expected {
+                    let write = d.write.clone();
+                    return self.run_write(write);
+                }
+                d.mismatch = true;
+            }
+            return Vec::new();
+        }
+        if self.dialog.is_some() {
+            return Vec::new();
+        }
+        if self.filtering {
+            self.filtering = false;
+            return Vec::new();
+        }
+        if self.view == View::Activities {
+            let picked = self
+                .activity_rows()
+                .get(self.cursor(View::Activities).selected)
+                .map(|a| a.activity.activity_id.clone());
+            if let Some(id) = picked {
+                return self.update(Action::SelectActivity(id));
+            }
+        }
+        Vec::new()
+    }
+
+    fn cancel(&mut self) {
+        if let Some(d) = self.dialog.take() {
+            if matches!(&d, Dialog::Confirm(c) if c.write != PendingWrite::Quit) {
+                self.flash("cancelled: nothing was written", false);
+            }
+            return;
+        }
+        if self.filtering {
+            self.filtering = false;
+            let view = self.view;
+            self.cursor_mut(view).filter.clear();
+            self.filter_changed();
+            return;
+        }
+        if self.view == View::Help {
+            self.view = self.back_to;
+            return;
+        }
+        let view = self.view;
+        if !self.filter(view).is_empty() {
+            self.cursor_mut(view).filter.clear();
+            self.filter_changed();
+        }
+    }
+}

@@ -1,0 +1,95 @@
+//! Activities: id, window, state (draft, scheduled, preheated, live, ended, cancelled), alert
+//! count. Enter shows one in every other view.
+
+use super::error_line;
+use crate::tui::app::{App, View};
+use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
+use crate::tui::widgets::{bold, critical, dim, good, warning};
+use chrono::Utc;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::style::Style;
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Row};
+
+pub fn render(frame: &mut Frame, area: Rect, app: &App) {
+    let rows = app.activity_rows();
+    let now = app.activities.taken_at.unwrap_or_else(Utc::now);
+    let title = Line::from(vec![
+        Span::styled(" Activities ", bold()),
+        Span::styled(format!("{} ", rows.len()), dim()),
+    ]);
+    let empty = if app.activities.data.is_none() {
+        match app.activities.error_text() {
+            Some(e) => format!("No data: {e}. Retrying every refresh."),
+            None => "Waiting for the database ...".into(),
+        }
+    } else {
+        "No activities: import one with `seckill-console activity import FILE`.".into()
+    };
+    let spec = TableSpec {
+        title,
+        header: vec![
+            h(" "),
+            h("activity"),
+            h("name"),
+            h("window (UTC)"),
+            h("state"),
+            hn("products"),
+            hn("stock"),
+            hn("alerts"),
+        ],
+        widths: vec![
+            Constraint::Length(1),
+            Constraint::Min(12),
+            Constraint::Min(10),
+            Constraint::Length(31),
+            Constraint::Length(9),
+            Constraint::Length(8),
+            Constraint::Length(9),
+            Constraint::Length(6),
+        ],
+        empty,
+        bottom: error_line(&app.activities),
+    };
+    table::render(frame, area, app, View::Activities, spec, rows.len(), |i| {
+        let a = rows[i];
+        let id = a.activity.activity_id.as_str();
+        let state = app.activity_state(a, now);
+        let state_style = match state {
+            "live" => good(),
+            "preheated" => Style::default().fg(ratatui::style::Color::Cyan),
+            "ended" | "cancelled" | "draft" => dim(),
+            _ => Style::default(),
+        };
+        let alerts = app.alert_count(id);
+        let alert_style = match alerts {
+            Some(n) if n > 0 => critical(),
+            _ => Style::default(),
+        };
+        let window = format!(
+            "{} -> {}",
+            a.activity.starts_at.format("%Y-%m-%d %H:%M"),
+            if a.activity.ends_at.date_naive() == a.activity.starts_at.date_naive() {
+                a.activity.ends_at.format("%H:%M").to_string()
+            } else {
+                a.activity.ends_at.format("%m-%d %H:%M").to_string()
+            }
+        );
+        let marker = if app.activity.as_ref() == Some(&a.activity.activity_id) {
+            Cell::from(Span::styled("*", warning()))
+        } else {
+            Cell::from(" ")
+        };
+        Row::new(vec![
+            marker,
+            Cell::from(id.to_string()),
+            Cell::from(a.activity.name.clone()),
+            Cell::from(window),
+            Cell::from(Span::styled(state, state_style)),
+            num(a.products.to_string()),
+            num(a.total_stock.to_string()),
+            num(alerts.map_or_else(|| "-".into(), |n| n.to_string())).style(alert_style),
+        ])
+    });
+}

@@ -1,0 +1,67 @@
+//! Audit: the console's own writes (fix, preheat, resolve, import, cleanup), newest first,
+//! with who, what, before and after.
+
+use super::error_line;
+use crate::tui::app::{App, View};
+use crate::tui::widgets::table::{self, TableSpec, h};
+use crate::tui::widgets::{bold, dim};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Row;
+
+pub fn render(frame: &mut Frame, area: Rect, app: &App) {
+    let rows = app.audit_rows();
+    let title = Line::from(vec![
+        Span::styled(" Audit ", bold()),
+        Span::styled(format!("{} newest first ", rows.len()), dim()),
+    ]);
+    let empty = match (&app.audit.data, app.audit.error_text()) {
+        (None, Some(e)) => format!("No data: {e}. Retrying every refresh."),
+        (None, None) => "Waiting for the database ...".into(),
+        (Some(_), _) => "No writes recorded.".into(),
+    };
+    let spec = TableSpec {
+        title,
+        header: vec![
+            h("at (UTC)"),
+            h("actor"),
+            h("action"),
+            h("activity"),
+            h("product"),
+            h("before -> after"),
+            h("reason"),
+        ],
+        widths: vec![
+            Constraint::Length(14),
+            Constraint::Length(8),
+            Constraint::Length(20),
+            Constraint::Length(12),
+            Constraint::Length(10),
+            Constraint::Length(16),
+            Constraint::Min(12),
+        ],
+        empty,
+        bottom: error_line(&app.audit),
+    };
+    table::render(frame, area, app, View::Audit, spec, rows.len(), |i| {
+        let e = rows[i];
+        let change = match (&e.before_value, &e.after_value) {
+            (None, None) => "-".to_string(),
+            (b, a) => format!(
+                "{} -> {}",
+                b.as_deref().unwrap_or("-"),
+                a.as_deref().unwrap_or("-")
+            ),
+        };
+        Row::new(vec![
+            e.at.format("%m-%d %H:%M:%S").to_string(),
+            e.actor.clone(),
+            e.action.clone(),
+            e.activity_id.clone(),
+            e.product_id.clone().unwrap_or_else(|| "-".into()),
+            change,
+            e.reason.clone(),
+        ])
+    });
+}

@@ -1,0 +1,151 @@
+//! One file per view; each draws `&App` and nothing else (no I/O, no state changes beyond the
+//! table's scroll position).
+
+pub mod activities;
+pub mod alerts;
+pub mod audit;
+pub mod compensation;
+pub mod help;
+pub mod preheat;
+pub mod reconcile;
+pub mod redis;
+pub mod stock;
+
+use super::app::{App, View};
+use super::widgets;
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::Line;
+use ratatui::widgets::Paragraph;
+
+/// Below this the screen says so instead of drawing a broken layout.
+pub const MIN_WIDTH: u16 = 60;
+pub const MIN_HEIGHT: u16 = 12;
+
+/// Draws the whole screen.
+pub fn render(frame: &mut Frame, app: &App) {
+    let area = frame.area();
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        let text = vec![
+            Line::raw(format!("terminal {}x{}", area.width, area.height)),
+            Line::raw(format!("needs {MIN_WIDTH}x{MIN_HEIGHT}")),
+            Line::raw("q quits"),
+        ];
+        frame.render_widget(Paragraph::new(text), area);
+        return;
+    }
+    let [header, body, footer] = Layout::vertical([
+        Constraint::Length(2),
+        Constraint::Min(1),
+        Constraint::Length(3),
+    ])
+    .areas(area);
+    widgets::header::render(frame, header, app);
+    render_view(frame, body, app);
+    widgets::footer::render(frame, footer, app);
+    if let Some(d) = &app.dialog {
+        widgets::dialog::render(frame, area, app, d);
+    }
+}
+
+/// The body of the current view.
+pub fn render_view(frame: &mut Frame, area: Rect, app: &App) {
+    match app.view {
+        View::Activities => activities::render(frame, area, app),
+        View::Stock => stock::render(frame, area, app),
+        View::Alerts => alerts::render(frame, area, app),
+        View::Compensation => compensation::render(frame, area, app),
+        View::Reconcile => reconcile::render(frame, area, app),
+        View::Preheat => preheat::render(frame, area, app),
+        View::Redis => redis::render(frame, area, app),
+        View::Audit => audit::render(frame, area, app),
+        View::Help => help::render(frame, area, app),
+    }
+}
+
+/// Why a per-activity view has no rows: no activity yet, no data yet, or the poll's error.
+pub fn empty_reason<T>(app: &App, feed: &super::app::Feed<T>, none: &str) -> String {
+    if app.activity.is_none() {
+        return match app.activities.error_text() {
+            Some(e) => format!("No activity: the list cannot be read ({e}). Retrying."),
+            None => "No activity selected: press 1, highlight one, Enter.".into(),
+        };
+    }
+    match (&feed.data, feed.error_text()) {
+        (None, Some(e)) => format!("No data: {e}. Retrying every refresh."),
+        (None, None) => "Waiting for the first snapshot ...".into(),
+        (Some(_), _) => none.into(),
+    }
+}
+
+/// The error line under a table whose last poll failed (its rows are the last good ones).
+pub fn error_line<T>(feed: &super::app::Feed<T>) -> Option<Line<'static>> {
+    feed.error_text().map(|e| {
+        Line::styled(
+            format!(" last poll failed: {} ", widgets::clip(e, 120)),
+            widgets::critical(),
+        )
+    })
+}
+
+/// An optional number, "-" when absent.
+pub fn opt(v: Option<i64>) -> String {
+    v.map_or_else(|| "-".into(), |n| n.to_string())
+}
+
+/// A drift with its sign ("+7", "-3", "0"), "-" when there is none (missing, corrupt).
+pub fn drift(v: Option<i64>) -> String {
+    v.map_or_else(
+        || "-".into(),
+        |n| if n == 0 { "0".into() } else { format!("{n:+}") },
+    )
+}
+
+/// An age in the largest sensible unit: 42s, 3m12s, 2h05m, 3d04h.
+pub fn age(secs: i64) -> String {
+    let s = secs.max(0);
+    if s < 60 {
+        format!("{s}s")
+    } else if s < 3600 {
+        format!("{}m{:02}s", s / 60, s % 60)
+    } else if s < 86_400 {
+        format!("{}h{:02}m", s / 3600, (s % 3600) / 60)
+    } else {
+        format!("{}d{:02}h", s / 86_400, (s % 86_400) / 3600)
+    }
+}
+
+/// A text gauge for a table cell: `width` blocks filled by `percent`, then the figure.
+pub fn bar(percent: f64, width: usize) -> String {
+    let p = if percent.is_finite() {
+        percent.clamp(0.0, 100.0)
+    } else {
+        0.0
+    };
+    let filled = ((p / 100.0) * width as f64).round() as usize;
+    let filled = filled.min(width);
+    format!(
+        "{}{} {p:>5.1}%",
+        "█".repeat(filled),
+        "░".repeat(width - filled)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats() {
+        assert_eq!(age(5), "5s");
+        assert_eq!(age(192), "3m12s");
+        assert_eq!(age(7500), "2h05m");
+        assert_eq!(age(-3), "0s");
+        assert_eq!(drift(Some(7)), "+7");
+        assert_eq!(drift(Some(0)), "0");
+        assert_eq!(drift(None), "-");
+        assert_eq!(bar(50.0, 4), "██░░  50.0%");
+        assert_eq!(bar(f64::NAN, 2), "░░   0.0%");
+        assert_eq!(bar(250.0, 2), "██ 100.0%");
+    }
+}

@@ -1,0 +1,202 @@
+//! Preheat: runs the gate (after a confirmation) with a progress bar, then shows the go /
+//! no-go report with its reasons and what happened to each product.
+
+use crate::domain::stock::State;
+use crate::ops::preheat::PreheatReport;
+use crate::tui::app::{App, View};
+use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
+use crate::tui::widgets::{bold, critical, dim, good, warning};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Cell, Gauge, Paragraph, Row, Wrap};
+
+/// Reasons listed above the table; the rest are counted.
+const REASONS_SHOWN: usize = 4;
+
+pub fn render(frame: &mut Frame, area: Rect, app: &App) {
+    let selected = app.activity.as_ref();
+    let report = match &app.preheat_report {
+        Some((id, r)) if Some(id) == selected => Some(r),
+        _ => None,
+    };
+    let running = app
+        .preheat_run
+        .as_ref()
+        .filter(|r| Some(&r.activity) == selected);
+    let top_height = match (running, report) {
+        (Some(_), _) => 4,
+        (None, Some(Ok(r))) => 3 + r.reasons.len().min(REASONS_SHOWN + 1) as u16,
+        _ => 4,
+    };
+    let [top, rest] =
+        Layout::vertical([Constraint::Length(top_height), Constraint::Min(3)]).areas(area);
+
+    if let Some(run) = running {
+        let ratio = if run.total == 0 {
+            0.0
+        } else {
+            (run.done as f64 / run.total as f64).clamp(0.0, 1.0)
+        };
+        let title = if run.force {
+            " Preheat --force running "
+        } else {
+            " Preheat running "
+        };
+        let gauge = Gauge::default()
+            .block(Block::default().borders(Borders::ALL).title(title))
+            .gauge_style(Style::default().fg(Color::Cyan).bg(Color::DarkGray))
+            .ratio(ratio)
+            .label(format!("{}: {} / {}", run.stage, run.done, run.total));
+        frame.render_widget(gauge, top);
+    } else {
+        let lines = match report {
+            Some(Ok(r)) => report_lines(r),
+            Some(Err(e)) => vec![
+                Line::styled(" Preheat failed", critical()),
+                Line::raw(format!(" {}", e.message)),
+            ],
+            None => idle_lines(app),
+        };
+        frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), top);
+    }
+
+    let rows = app.preheat_rows();
+    let title = Line::from(vec![
+        Span::styled(" Preheat report ", bold()),
+        Span::styled(format!("{} products ", rows.len()), dim()),
+    ]);
+    let empty = if app.activity.is_none() {
+        "No activity selected: press 1, highlight one, Enter.".to_string()
+    } else {
+        "No report yet: the per-product result of the gate shows here.".to_string()
+    };
+    let spec = TableSpec {
+        title,
+        header: vec![
+            h("product"),
+            h("action"),
+            hn("stock"),
+            hn("limit"),
+            hn("previous"),
+            h("written"),
+            h("verified"),
+            hn("bucket"),
+            hn("rate/s"),
+        ],
+        widths: vec![
+            Constraint::Min(12),
+            Constraint::Length(9),
+            Constraint::Length(8),
+            Constraint::Length(5),
+            Constraint::Length(8),
+            Constraint::Length(7),
+            Constraint::Length(8),
+            Constraint::Length(8),
+            Constraint::Length(8),
+        ],
+        empty,
+        bottom: None,
+    };
+    table::render(frame, rest, app, View::Preheat, spec, rows.len(), |i| {
+        let p = rows[i];
+        let action = serde_json::to_value(p.action)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let style = if p.error.is_some() || action == "conflict" {
+            critical()
+        } else if !p.verified {
+            warning()
+        } else {
+            Style::default()
+        };
+        Row::new(vec![
+            Cell::from(p.product.clone()),
+            Cell::from(action),
+            num(p.stock.to_string()),
+            num(p.per_user_limit.to_string()),
+            num(p.previous.clone().unwrap_or_else(|| "-".into())),
+            Cell::from(yes_no(p.written)),
+            Cell::from(yes_no(p.verified)),
+            num(p.token_bucket.capacity.to_string()),
+            num(format!("{:.3}", p.token_bucket.rate_per_sec)),
+        ])
+        .style(style)
+    });
+}
+
+fn yes_no(b: bool) -> String {
+    if b { "yes" } else { "no" }.to_string()
+}
+
+fn report_lines(r: &PreheatReport) -> Vec<Line<'static>> {
+    let go = r.decision == "go";
+    let banner = Span::styled(
+        if go { "  GO  " } else { " NO-GO " },
+        Style::default()
+            .fg(Color::Black)
+            .bg(if go { Color::Green } else { Color::Red })
+            .add_modifier(Modifier::BOLD),
+    );
+    let mut lines = vec![
+        Line::from(vec![
+            Span::raw(" "),
+            banner,
+            Span::styled(format!("  preheat of {}", r.activity), bold()),
+        ]),
+        Line::raw(format!(
+            " {} written, {} unchanged, {} conflict(s), total stock {}, {} ms",
+            r.written,
+            r.unchanged,
+            r.conflicts.len(),
+            r.total_stock,
+            r.elapsed_ms
+        )),
+    ];
+    for reason in r.reasons.iter().take(REASONS_SHOWN) {
+        lines.push(Line::styled(format!(" - {reason}"), critical()));
+    }
+    if r.reasons.len() > REASONS_SHOWN {
+        lines.push(Line::styled(
+            format!(
+                " ... and {} more reason(s)",
+                r.reasons.len() - REASONS_SHOWN
+            ),
+            dim(),
+        ));
+    }
+    lines
+}
+
+fn idle_lines(app: &App) -> Vec<Line<'static>> {
+    let mut lines = vec![Line::styled(
+        " The preheat gate writes the activity's keys from database truth, verifies them and decides go / no-go.",
+        bold(),
+    )];
+    if let Some(r) = app.stock.report() {
+        let missing = r
+            .products
+            .iter()
+            .filter(|p| p.state == State::Missing)
+            .count();
+        let style = if missing == 0 { good() } else { warning() };
+        lines.push(Line::styled(
+            format!(
+                " Now: {missing} of {} product(s) have no stock key in Redis.",
+                r.products.len()
+            ),
+            style,
+        ));
+    }
+    lines.push(if app.config.read_only {
+        Line::styled(" read-only: preheat is disabled", dim())
+    } else {
+        Line::styled(
+            " p runs it (asks first); P forces it over conflicting keys (asks for the activity id).",
+            dim(),
+        )
+    });
+    lines
+}

@@ -1,0 +1,89 @@
+//! Reconcile: the products whose Redis stock differs from database truth (or that hold
+//! orphaned deductions), worst first. `f` fixes the highlighted one, `F` the whole activity;
+//! both show the preview (before -> after) in a confirmation dialog first.
+
+use super::{drift, empty_reason, error_line, opt};
+use crate::tui::app::{App, View};
+use crate::tui::views::stock::row_style;
+use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
+use crate::tui::widgets::{bold, critical, dim, good};
+use ratatui::Frame;
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Cell, Paragraph, Row};
+
+pub fn render(frame: &mut Frame, area: Rect, app: &App) {
+    let [summary, rest] = Layout::vertical([Constraint::Length(2), Constraint::Min(3)]).areas(area);
+    let rows = app.reconcile_rows();
+    if let Some(r) = app.stock.report() {
+        let net: i64 = r.products.iter().filter_map(|p| p.drift).sum();
+        let orphaned = r.totals.orphaned;
+        let line = if r.totals.not_ok == 0 && orphaned == 0 {
+            Line::styled(
+                " Redis matches the database truth for every product.",
+                good(),
+            )
+        } else {
+            Line::from(vec![Span::styled(
+                format!(
+                    " {} product(s) differ from the truth; net drift {}; {orphaned} orphaned unit(s).",
+                    r.totals.not_ok,
+                    drift(Some(net))
+                ),
+                critical(),
+            )])
+        };
+        let hint = if app.config.read_only {
+            Line::styled(" read-only: fixing is disabled", dim())
+        } else {
+            Line::styled(
+                " f fixes the highlighted product, F the whole activity; each shows a preview first.",
+                dim(),
+            )
+        };
+        frame.render_widget(Paragraph::new(vec![line, hint]), summary);
+    }
+    let title = Line::from(vec![
+        Span::styled(" Reconcile ", bold()),
+        Span::styled(format!("{} to fix ", rows.len()), dim()),
+    ]);
+    let spec = TableSpec {
+        title,
+        header: vec![
+            h("product"),
+            h("state"),
+            hn("redis"),
+            hn("expected"),
+            hn("drift"),
+            hn("db sold"),
+            hn("in-flt"),
+            hn("orphaned"),
+        ],
+        widths: vec![
+            Constraint::Min(12),
+            Constraint::Length(8),
+            Constraint::Length(8),
+            Constraint::Length(8),
+            Constraint::Length(7),
+            Constraint::Length(8),
+            Constraint::Length(6),
+            Constraint::Length(8),
+        ],
+        empty: empty_reason(app, &app.stock.feed, "No drift: nothing to fix."),
+        bottom: error_line(&app.stock.feed),
+    };
+    table::render(frame, rest, app, View::Reconcile, spec, rows.len(), |i| {
+        let p = rows[i];
+        Row::new(vec![
+            Cell::from(p.product.clone()),
+            Cell::from(p.state.as_str()),
+            num(opt(p.redis_remaining)),
+            num(p.expected_remaining.to_string()),
+            num(drift(p.drift)),
+            num(p.db_sold.to_string()),
+            num(p.in_flight.to_string()),
+            num(p.orphaned.to_string()),
+        ])
+        .style(row_style(p))
+    });
+}

@@ -1,0 +1,114 @@
+//! The modal dialog: a preview or question before a write (yes/no, or the activity id typed
+//! for activity-wide writes), a "working" window while a background job runs, a result.
+
+use super::{bold, clip, critical, dim};
+use crate::tui::app::{App, Dialog};
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::{Block, Borders, Clear, Paragraph};
+
+/// The centered rectangle of `w` x `h` inside `area`, clipped to it.
+fn centered(area: Rect, w: u16, h: u16) -> Rect {
+    let w = w.min(area.width);
+    let h = h.min(area.height);
+    Rect::new(
+        area.x + (area.width - w) / 2,
+        area.y + (area.height - h) / 2,
+        w,
+        h,
+    )
+}
+
+pub fn render(frame: &mut Frame, area: Rect, app: &App, dialog: &Dialog) {
+    let (title, mut lines, border) = match dialog {
+        Dialog::Working {
+            title,
+            detail,
+            since,
+            ..
+        } => {
+            let secs = app.now.saturating_duration_since(*since).as_secs();
+            (
+                title.clone(),
+                vec![
+                    Line::raw(detail.clone()),
+                    Line::raw(format!("working for {secs}s ...")),
+                    Line::raw(""),
+                    Line::styled("Esc close", dim()),
+                ],
+                Style::default().fg(Color::Cyan),
+            )
+        }
+        Dialog::Message {
+            title,
+            lines,
+            error,
+        } => {
+            let mut out: Vec<Line> = lines.iter().map(|l| Line::raw(l.clone())).collect();
+            out.push(Line::raw(""));
+            out.push(Line::styled("Esc / Enter close", dim()));
+            let border = if *error {
+                critical()
+            } else {
+                Style::default().fg(Color::Green)
+            };
+            (title.clone(), out, border)
+        }
+        Dialog::Confirm(c) => {
+            let mut out: Vec<Line> = c.lines.iter().map(|l| Line::raw(l.clone())).collect();
+            out.push(Line::raw(""));
+            match &c.typed {
+                Some(expected) => {
+                    out.push(Line::from(vec![
+                        Span::raw("type "),
+                        Span::styled(expected.clone(), bold()),
+                        Span::raw(": "),
+                        Span::styled(format!("{}_", c.input), Style::default().fg(Color::Cyan)),
+                    ]));
+                    if c.mismatch {
+                        out.push(Line::styled(
+                            format!("'{}' is not '{expected}'", clip(&c.input, 40)),
+                            critical(),
+                        ));
+                    }
+                    out.push(Line::styled("Enter confirm   Esc cancel", dim()));
+                }
+                None => out.push(Line::styled("y confirm   n / Esc cancel", dim())),
+            }
+            (c.title.clone(), out, Style::default().fg(Color::Yellow))
+        }
+    };
+    let inner_w = usize::from(area.width.saturating_sub(6));
+    let widest = lines
+        .iter()
+        .map(Line::width)
+        .chain(std::iter::once(title.chars().count() + 2))
+        .max()
+        .unwrap_or(0)
+        .min(inner_w);
+    // Rows that do not fit are summarised, keeping the dialog's last lines (the question).
+    let max_rows = usize::from(area.height.saturating_sub(4));
+    if lines.len() > max_rows && max_rows >= 4 {
+        let tail = 3;
+        let keep = max_rows - tail - 1;
+        let hidden = lines.len() - keep - tail;
+        let end: Vec<Line> = lines.split_off(lines.len() - tail);
+        lines.truncate(keep);
+        lines.push(Line::styled(
+            format!("... and {hidden} more line(s)"),
+            dim(),
+        ));
+        lines.extend(end);
+    }
+    let w = u16::try_from(widest + 4).unwrap_or(u16::MAX);
+    let h = u16::try_from(lines.len() + 2).unwrap_or(u16::MAX);
+    let rect = centered(area, w, h);
+    frame.render_widget(Clear, rect);
+    let block = Block::default()
+        .borders(Borders::ALL)
+        .border_style(border)
+        .title(Span::styled(format!(" {} ", clip(&title, inner_w)), bold()));
+    frame.render_widget(Paragraph::new(lines).block(block), rect);
+}

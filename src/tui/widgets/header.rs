@@ -1,0 +1,88 @@
+//! The header: which activity, how Redis and the database answer (redacted URLs only), the
+//! read-only badge and how old the numbers on screen are.
+
+use super::{bold, clip, critical, dim, good, warning};
+use crate::tui::app::App;
+use crate::tui::data::Link;
+use ratatui::Frame;
+use ratatui::layout::Rect;
+use ratatui::style::{Color, Modifier, Style};
+use ratatui::text::{Line, Span};
+use ratatui::widgets::Paragraph;
+
+/// "data 1s old", "stale 12s" or why there are no numbers.
+pub fn age_text(app: &App) -> (String, Style) {
+    if app.activity.is_none() {
+        return ("no activity selected".into(), dim());
+    }
+    match app.data_age() {
+        None if app.stock.feed.error.is_some() => ("no data: see below".into(), critical()),
+        None => ("waiting for data".into(), dim()),
+        Some(age) if app.is_stale() => (format!("stale {}s", age.as_secs()), critical()),
+        Some(age) => (format!("data {}s old", age.as_secs()), good()),
+    }
+}
+
+/// "Redis ● up redis://host:port": the state word and the redacted label. The reason of a
+/// failure is in the view (under its table), where there is room for it.
+fn link(name: &str, label: &str, state: &Link, width: usize) -> Vec<Span<'static>> {
+    let (dot, text, style) = match state {
+        Link::Connecting => ("○", "connecting", dim()),
+        Link::Up => ("●", "up", good()),
+        Link::Degraded(_) => ("◐", "degraded", warning()),
+        Link::Down(_) => ("✗", "down", critical()),
+    };
+    let room = width.saturating_sub(name.len() + text.len() + 5).max(8);
+    vec![
+        Span::styled(format!("{name} "), bold()),
+        Span::styled(format!("{dot} {text} "), style),
+        Span::raw(clip(label, room)),
+    ]
+}
+
+pub fn render(frame: &mut Frame, area: Rect, app: &App) {
+    let width = usize::from(area.width);
+    let mut first = vec![Span::styled(" seckill-console ", bold()), Span::raw("│ ")];
+    match &app.activity {
+        Some(id) => {
+            first.push(Span::raw("activity "));
+            first.push(Span::styled(id.to_string(), bold().fg(Color::Cyan)));
+            if let Some(r) = app.stock.report() {
+                let phase = match r.phase {
+                    crate::domain::Phase::Upcoming => "upcoming",
+                    crate::domain::Phase::Live => "live",
+                    crate::domain::Phase::Ended => "ended",
+                };
+                first.push(Span::raw(format!(" ({phase})")));
+            }
+        }
+        None => first.push(Span::styled("no activity", dim())),
+    }
+    let (age, style) = age_text(app);
+    first.push(Span::raw(" │ "));
+    first.push(Span::styled(age, style));
+    if app.config.read_only {
+        first.push(Span::raw(" │ "));
+        first.push(Span::styled(
+            " READ-ONLY ",
+            Style::default()
+                .fg(Color::White)
+                .bg(Color::Red)
+                .add_modifier(Modifier::BOLD),
+        ));
+    }
+    let half = width.saturating_sub(4) / 2;
+    let mut second = vec![Span::raw(" ")];
+    second.extend(link(
+        "Redis",
+        &app.config.redis_label,
+        &app.redis_link(),
+        half,
+    ));
+    second.push(Span::raw(" │ "));
+    second.extend(link("DB", &app.config.db_label, &app.db_link(), half));
+    frame.render_widget(
+        Paragraph::new(vec![Line::from(first), Line::from(second)]),
+        area,
+    );
+}

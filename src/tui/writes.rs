@@ -1,0 +1,468 @@
+//! The write flows of `update`: fix (preview, then confirmation), preheat, resolving the
+//! compensation queue. Each asks first, refuses in read-only mode and while another write
+//! runs, then hands the write to the executor as a Command and shows its outcome.
+
+use super::action::{Command, ResolveWhich};
+use super::app::{App, Busy, Confirm, Dialog, PendingWrite, PreheatRun, View};
+use super::data::needs_fix;
+use crate::domain::ActivityId;
+use crate::error::Error;
+use crate::ops::compensation::ResolveReport;
+use crate::ops::fix::FixReport;
+use crate::ops::preheat::PreheatReport;
+
+/// Lines of a per-product result kept for a dialog: it shows what fits, and a fix of 10,000
+/// products need not build 10,000 lines per frame.
+const LINES_SHOWN: usize = 200;
+
+impl App {
+    /// The guards of every write: not read-only, nothing else running.
+    pub(super) fn may_write(&mut self, what: &str) -> bool {
+        if self.config.read_only {
+            self.flash(
+                format!(
+                    "read-only mode: {what} refused (the console was started with --read-only)"
+                ),
+                true,
+            );
+            return false;
+        }
+        if let Some(b) = &self.busy {
+            let text = format!("{} is still running; {what} waits until it ends", b.what);
+            self.flash(text, true);
+            return false;
+        }
+        true
+    }
+
+    fn need_activity(&mut self) -> Option<ActivityId> {
+        if self.activity.is_none() {
+            self.flash("no activity selected: press 1, highlight one, Enter", true);
+        }
+        self.activity.clone()
+    }
+
+    pub(super) fn ask_fix(&mut self, all: bool) -> Vec<Command> {
+        if !matches!(self.view, View::Stock | View::Reconcile) {
+            self.flash(
+                "fix: press f or F on the Stock (2) or Reconcile (5) view",
+                false,
+            );
+            return Vec::new();
+        }
+        if !self.may_write("fix") {
+            return Vec::new();
+        }
+        let Some(activity) = self.need_activity() else {
+            return Vec::new();
+        };
+        let product = if all {
+            None
+        } else {
+            match self.selected_product() {
+                None => {
+                    self.flash("no product highlighted", true);
+                    return Vec::new();
+                }
+                Some(p) if !needs_fix(p) => {
+                    let text = format!("{} is {}: nothing to fix", p.product, p.state.as_str());
+                    self.flash(text, false);
+                    return Vec::new();
+                }
+                Some(p) => Some(p.product.clone()),
+            }
+        };
+        let seq = self.seq();
+        self.dialog = Some(Dialog::Working {
+            title: "Fix preview".into(),
+            detail: "reading Redis and the database truth; nothing is written yet".into(),
+            seq,
+            since: self.now,
+            then: Some(PendingWrite::Fix {
+                activity: activity.clone(),
+                product: product.clone(),
+            }),
+        });
+        vec![Command::PreviewFix {
+            seq,
+            activity,
+            product,
+        }]
+    }
+
+    pub(super) fn fix_previewed(&mut self, seq: u64, result: Result<FixReport, Error>) {
+        let write = match &self.dialog {
+            Some(Dialog::Working {
+                seq: s,
+                then: Some(w),
+                ..
+            }) if *s == seq => w.clone(),
+            _ => return, // the operator closed the dialog meanwhile
+        };
+        let report = match result {
+            Ok(r) => r,
+            Err(e) => {
+                self.dialog = Some(message("Fix preview failed", vec![e.message], true));
+                return;
+            }
+        };
+        if report.products.is_empty() {
+            self.dialog = Some(message(
+                "Nothing to fix",
+                vec!["Every product matches the database truth now.".into()],
+                false,
+            ));
+            return;
+        }
+        let PendingWrite::Fix { activity, product } = &write else {
+            return;
+        };
+        let mut lines = vec![format!(
+            "{:<24} {:<9} {:>10}    {:<10} orphans",
+            "product", "state", "before", "after"
+        )];
+        for p in report.products.iter().take(LINES_SHOWN) {
+            lines.push(format!(
+                "{:<24} {:<9} {:>10} -> {:<10} {}",
+                p.product,
+                p.state.as_str(),
+                p.before.as_deref().unwrap_or("missing"),
+                p.after,
+                p.orphans.len()
+            ));
+        }
+        if report.products.len() > LINES_SHOWN {
+            lines.push(format!(
+                "... and {} more product(s)",
+                report.products.len() - LINES_SHOWN
+            ));
+        }
+        lines.push(String::new());
+        lines.push(
+            "Applied with compare-and-set from the truth at that moment; every change audited."
+                .into(),
+        );
+        let (title, typed) = match product {
+            Some(p) => (format!("Fix {p} in {activity}?   y apply   n cancel"), None),
+            None => (
+                format!(
+                    "Fix {} product(s) of {activity}? Type the activity id and Enter",
+                    report.products.len()
+                ),
+                Some(activity.to_string()),
+            ),
+        };
+        self.dialog = Some(Dialog::Confirm(Confirm {
+            title,
+            lines,
+            write,
+            typed,
+            input: String::new(),
+            mismatch: false,
+        }));
+    }
+
+    /// Starts a confirmed write.
+    pub(super) fn run_write(&mut self, write: PendingWrite) -> Vec<Command> {
+        self.dialog = None;
+        if matches!(write, PendingWrite::Quit) {
+            self.should_quit = true;
+            return Vec::new();
+        }
+        // Checked again: the dialog may have been opened before anything else started.
+        if !self.may_write("this write") {
+            return Vec::new();
+        }
+        let seq = self.seq();
+        let (what, cmd) = match write {
+            PendingWrite::Fix { activity, product } => (
+                "the fix",
+                Command::ApplyFix {
+                    seq,
+                    activity,
+                    product,
+                },
+            ),
+            PendingWrite::Preheat { activity, force } => {
+                self.preheat_run = Some(PreheatRun {
+                    seq,
+                    activity: activity.clone(),
+                    force,
+                    stage: "starting".into(),
+                    done: 0,
+                    total: 1,
+                });
+                self.view = View::Preheat;
+                (
+                    "the preheat",
+                    Command::RunPreheat {
+                        seq,
+                        activity,
+                        force,
+                    },
+                )
+            }
+            PendingWrite::Resolve { activity, which } => (
+                "the resolve",
+                Command::ResolveCompensation {
+                    seq,
+                    activity,
+                    which,
+                },
+            ),
+            PendingWrite::Quit => return Vec::new(),
+        };
+        self.busy = Some(Busy {
+            seq,
+            what: what.to_string(),
+            since: self.now,
+        });
+        if !matches!(cmd, Command::RunPreheat { .. }) {
+            self.dialog = Some(Dialog::Working {
+                title: format!("Running {what}"),
+                detail: "Esc hides this window; the write goes on and reports when done".into(),
+                seq,
+                since: self.now,
+                then: None,
+            });
+        }
+        vec![cmd]
+    }
+
+    /// Ends a write: shows its outcome in its window if still open, else in the footer.
+    fn finish(&mut self, seq: u64, title: String, lines: Vec<String>, error: bool) {
+        if self.busy.as_ref().is_some_and(|b| b.seq == seq) {
+            self.busy = None;
+        }
+        let open = matches!(&self.dialog, Some(Dialog::Working { seq: s, .. }) if *s == seq);
+        if open {
+            self.dialog = Some(message(&title, lines, error));
+        } else {
+            self.flash(title, error);
+        }
+    }
+
+    pub(super) fn fix_applied(
+        &mut self,
+        seq: u64,
+        result: Result<FixReport, Error>,
+    ) -> Vec<Command> {
+        match result {
+            Ok(r) => {
+                let applied = r.products.iter().filter(|p| p.applied).count();
+                let title = if r.conflicts > 0 || r.errors > 0 {
+                    format!(
+                        "Fix: {applied} applied, {} conflict(s), {} error(s)",
+                        r.conflicts, r.errors
+                    )
+                } else {
+                    format!("Fix applied to {applied} product(s)")
+                };
+                let lines = r
+                    .products
+                    .iter()
+                    .take(LINES_SHOWN)
+                    .map(|p| {
+                        let outcome = if let Some(e) = &p.error {
+                            format!("error: {e}")
+                        } else if p.conflict {
+                            format!("conflict after {} attempt(s)", p.attempts)
+                        } else if p.applied {
+                            "applied".to_string()
+                        } else {
+                            "unchanged".to_string()
+                        };
+                        format!(
+                            "{:<24} {:>10} -> {:<10} {outcome}",
+                            p.product,
+                            p.before.as_deref().unwrap_or("missing"),
+                            p.after
+                        )
+                    })
+                    .collect();
+                let bad = r.conflicts > 0 || r.errors > 0;
+                self.finish(seq, title, lines, bad);
+            }
+            Err(e) => self.finish(
+                seq,
+                format!("Fix failed: {}", e.message),
+                vec![e.message],
+                true,
+            ),
+        }
+        vec![Command::RefreshNow]
+    }
+
+    pub(super) fn ask_resolve(&mut self, all: bool) -> Vec<Command> {
+        if self.view != View::Compensation {
+            self.flash("resolve: press r or R on the Compensation view (4)", false);
+            return Vec::new();
+        }
+        if !self.may_write("resolve") {
+            return Vec::new();
+        }
+        let Some(activity) = self.need_activity() else {
+            return Vec::new();
+        };
+        let (which, lines) = if all {
+            let pending = self
+                .compensation
+                .data
+                .iter()
+                .flatten()
+                .filter(|c| c.status == crate::db::compensation::PENDING)
+                .count();
+            if pending == 0 {
+                self.flash("no pending compensation entries", false);
+                return Vec::new();
+            }
+            (
+                ResolveWhich::All,
+                vec![format!(
+                    "Resolve all {pending} pending entries of {activity}?"
+                )],
+            )
+        } else {
+            let rows = self.compensation_rows();
+            let Some(c) = rows.get(self.cursor(View::Compensation).selected) else {
+                self.flash("no entry highlighted", true);
+                return Vec::new();
+            };
+            if c.status != crate::db::compensation::PENDING {
+                let text = format!("{} is already {}", c.request_id, c.status);
+                self.flash(text, false);
+                return Vec::new();
+            }
+            (
+                ResolveWhich::One(c.request_id.clone()),
+                vec![format!(
+                    "Resolve request {} ({} x{}, user {})?",
+                    c.request_id, c.product_id, c.quantity, c.user_id
+                )],
+            )
+        };
+        let mut lines = lines;
+        lines.push(String::new());
+        lines.push("The ledger and the orders decide: applied, returned (the stock goes".into());
+        lines.push("back through restore.lua) or not applied. Every resolution is audited.".into());
+        self.dialog = Some(Dialog::Confirm(Confirm {
+            title: "Resolve compensation?   y resolve   n cancel".into(),
+            lines,
+            write: PendingWrite::Resolve { activity, which },
+            typed: None,
+            input: String::new(),
+            mismatch: false,
+        }));
+        Vec::new()
+    }
+
+    pub(super) fn resolved(
+        &mut self,
+        seq: u64,
+        result: Result<ResolveReport, Error>,
+    ) -> Vec<Command> {
+        match result {
+            Ok(r) => {
+                let title = format!("Resolved {}, {} still pending", r.resolved, r.still_pending);
+                let lines = r
+                    .resolutions
+                    .iter()
+                    .take(LINES_SHOWN)
+                    .map(|x| {
+                        format!(
+                            "{:<24} {:<16} x{:<4} {:<12} {}",
+                            x.request_id, x.product, x.quantity, x.status, x.detail
+                        )
+                    })
+                    .collect();
+                self.finish(seq, title, lines, false);
+            }
+            Err(e) => self.finish(
+                seq,
+                format!("Resolve failed: {}", e.message),
+                vec![e.message],
+                true,
+            ),
+        }
+        vec![Command::RefreshNow]
+    }
+
+    pub(super) fn ask_preheat(&mut self, force: bool) -> Vec<Command> {
+        if self.view != View::Preheat {
+            self.flash("preheat: press p on the Preheat view (6)", false);
+            return Vec::new();
+        }
+        if !self.may_write("preheat") {
+            return Vec::new();
+        }
+        let Some(activity) = self.need_activity() else {
+            return Vec::new();
+        };
+        let products = self
+            .selected_summary()
+            .map_or_else(|| "its".to_string(), |s| s.products.to_string());
+        let mut lines = vec![
+            format!("Writes the keys of {products} product(s) from database truth, reads them"),
+            "back and decides go / no-go. Keys that already hold the truth stay as they are."
+                .into(),
+        ];
+        let (title, typed) = if force {
+            lines.push(
+                "--force: keys that hold other values are REWRITTEN (compare-and-set, audited)."
+                    .into(),
+            );
+            (
+                format!("Preheat {activity} --force? Type the activity id and Enter"),
+                Some(activity.to_string()),
+            )
+        } else {
+            lines.push(
+                "Keys that hold other values make it a no-go; nothing is overwritten.".into(),
+            );
+            (format!("Preheat {activity}?   y run   n cancel"), None)
+        };
+        self.dialog = Some(Dialog::Confirm(Confirm {
+            title,
+            lines,
+            write: PendingWrite::Preheat { activity, force },
+            typed,
+            input: String::new(),
+            mismatch: false,
+        }));
+        Vec::new()
+    }
+
+    pub(super) fn preheat_done(
+        &mut self,
+        seq: u64,
+        result: Result<PreheatReport, Error>,
+    ) -> Vec<Command> {
+        let Some(run) = self.preheat_run.take_if(|r| r.seq == seq) else {
+            return Vec::new();
+        };
+        if self.busy.as_ref().is_some_and(|b| b.seq == seq) {
+            self.busy = None;
+        }
+        match &result {
+            Ok(r) if r.decision == "go" => {
+                self.flash(format!("preheat {}: GO", run.activity), false);
+            }
+            Ok(r) => {
+                let why = r.reasons.first().cloned().unwrap_or_default();
+                self.flash(format!("preheat {}: NO-GO: {why}", run.activity), true);
+            }
+            Err(e) => self.flash(format!("preheat failed: {}", e.message), true),
+        }
+        self.preheat_report = Some((run.activity, result));
+        self.clamp(View::Preheat);
+        vec![Command::RefreshNow]
+    }
+}
+
+fn message(title: &str, lines: Vec<String>, error: bool) -> Dialog {
+    Dialog::Message {
+        title: title.to_string(),
+        lines,
+        error,
+    }
+}
