@@ -101,6 +101,9 @@ impl GlobalFlags {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// The whole console on an embedded default: a private redis-server, a SQLite file, a demo
+    /// activity and buyers in the background; opens the TUI and cleans up on exit
+    Demo(DemoArgs),
     /// Apply the migrations of the configured database
     Migrate,
     /// Check that Redis (every node, scripts loaded) and the database (schema) answer
@@ -291,4 +294,15 @@ pub struct DryRunArgs {
     /// Key prefix of the shadow copy (default: <prefix>-dry-<run id>); never the live prefix
     #[arg(long)]
     pub shadow_prefix: Option<String>,
+}
+
+/// `demo`
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Buyers' requests per second
+    #[arg(long, default_value_t = 25.0)]
+    pub rate: f64,
+    /// Seconds before the demo's first fault (lost writes), then the second (a crashed rollback)
+    #[arg(long, default_value_t = 20)]
+    pub chaos_after_secs: u64,
 }

@@ -2,6 +2,7 @@
 //! as one JSON document, with the contract's exit codes.
 
 pub mod activity;
+pub mod demo;
 pub mod ping;
 pub mod preheat;
 pub mod progress;
@@ -158,6 +159,7 @@ async fn dispatch(ctx: &Ctx, command: Option<Command>) -> Result<Outcome> {
                 code: 0,
             })
         }
+        Some(Command::Demo(args)) => demo::run_demo(ctx, args).await,
         Some(Command::Migrate) => migrate_command(ctx).await,
         Some(Command::Activity(cmd)) => activity::run(ctx, cmd).await,
         Some(Command::Ping) => ping::run(ctx).await,

@@ -22,8 +22,17 @@ pub struct Input {
 impl Drop for Input {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);
+        // The thread sees the flag within one poll. A terminal that hung up can keep crossterm
+        // busy inside its poll instead; then the thread is left behind (the process is ending)
+        // rather than joined, which would hang the exit and keep the demo's cleanup waiting.
         if let Some(h) = self.handle.take() {
-            let _ = h.join();
+            let deadline = std::time::Instant::now() + POLL * 3;
+            while !h.is_finished() && std::time::Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            if h.is_finished() {
+                let _ = h.join();
+            }
         }
     }
 }

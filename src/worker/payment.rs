@@ -46,6 +46,7 @@ pub async fn settle(
     db: Db,
     spec: PaymentSpec,
     live: std::sync::Arc<Live>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) {
     let mut to_pay: Vec<String> = Vec::new();
     let mut to_expire: VecDeque<Sold> = VecDeque::new();
@@ -53,6 +54,11 @@ pub async fn settle(
     let flush_every = Duration::from_millis(100);
     let mut next_flush = Instant::now() + flush_every;
     while open || !to_expire.is_empty() || !to_pay.is_empty() {
+        // A stopped run does not wait out the payment window: unpaid orders stay
+        // `pending_payment`, exactly as if the payment service went away.
+        if !open && to_pay.is_empty() && stop.load(Ordering::Relaxed) {
+            break;
+        }
         let next_due = to_expire.front().map(|s| s.at + spec.window);
         let wake = match next_due {
             Some(d) if d < next_flush => d,

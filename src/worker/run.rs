@@ -155,6 +155,7 @@ pub async fn run_load(
                 db.clone(),
                 p.clone(),
                 live.clone(),
+                stop.clone(),
             ));
             (Some(tx), Some(handle))
         }

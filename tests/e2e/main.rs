@@ -6,6 +6,7 @@ mod harness;
 
 mod activity_cli;
 mod buyers;
+mod demo;
 mod drills;
 mod lua_contract;
 mod preheat;

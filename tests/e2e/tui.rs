@@ -4,9 +4,9 @@
 //! SIGCONT, and restores the terminal on quit. Without a terminal it refuses with exit 2.
 
 use crate::harness::fixtures::{activity_toml, live_window, write_file};
+use crate::harness::tmux::Tmux;
 use crate::harness::{RedisServer, TestDb, console};
-use std::process::{Command, Output};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 #[test]
 fn without_a_terminal_the_tui_refuses_with_exit_2() {
@@ -27,54 +27,6 @@ fn the_refresh_flag_is_validated() {
     assert!(r.stderr.contains("refresh 0"), "{}", r.stderr);
     let r = console(&["--refresh", "soon", "--db", &db.url, "activity", "list"]);
     r.expect_code(2);
-}
-
-/// A private tmux server (its own socket), killed when dropped.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn run(&self, args: &[&str]) -> Output {
-        Command::new("tmux")
-            .arg("-L")
-            .arg(&self.socket)
-            .args(args)
-            .output()
-            .unwrap_or_else(|e| {
-                panic!("tmux cannot run ({e}): install it with `apt-get install -y tmux`")
-            })
-    }
-
-    fn screen(&self) -> String {
-        String::from_utf8_lossy(&self.run(&["capture-pane", "-p", "-t", "tui"]).stdout).into()
-    }
-
-    fn keys(&self, keys: &str) {
-        self.run(&["send-keys", "-t", "tui", keys]);
-    }
-
-    /// Waits until the screen satisfies `ok`; returns how long it took.
-    fn wait(&self, what: &str, timeout: Duration, ok: impl Fn(&str) -> bool) -> Duration {
-        let started = Instant::now();
-        loop {
-            let s = self.screen();
-            if ok(&s) {
-                return started.elapsed();
-            }
-            assert!(
-                started.elapsed() < timeout,
-                "waited {timeout:?} for {what}; the screen:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = self.run(&["kill-server"]);
-    }
 }
 
 #[test]

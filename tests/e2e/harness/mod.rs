@@ -8,6 +8,7 @@ pub mod db;
 pub mod fixtures;
 pub mod proxy;
 pub mod redis_server;
+pub mod tmux;
 
 pub use cli::{Run, console};
 pub use db::TestDb;
