@@ -117,8 +117,9 @@ pub fn read_file(path: &Path) -> Result<Layer> {
 pub fn parse_file(name: &str, text: &str) -> Result<Layer> {
     toml::from_str::<Layer>(text).map_err(|e| {
         Error::bad_input(format!(
-            "config file '{name}' is invalid: {}",
-            crate::redact::redact_url(e.message())
+            "config file '{name}' is invalid{}: {}",
+            crate::domain::import::toml_location(text, &e),
+            crate::redact::redact_text(e.message())
         ))
     })
 }

@@ -177,6 +177,28 @@ pub fn redact_text(text: &str) -> String {
 mod text_tests {
     use super::*;
 
+    proptest::proptest! {
+        #[test]
+        fn a_password_never_survives_redaction(
+            user in "[a-z]{0,8}",
+            pw in "[A-Za-z0-9]{6,16}",
+            host in "[a-z0-9.]{1,12}",
+            scheme in "(redis|rediss|postgres|mysql)",
+            tail in "(/[a-z0-9]{0,6})?"
+        ) {
+            let url = format!("{scheme}://{user}:{pw}@{host}:6379{tail}");
+            proptest::prop_assert!(!redact_url(&url).contains(&pw));
+            let text = format!("error: cannot reach '{url}', retrying");
+            proptest::prop_assert!(!redact_text(&text).contains(&pw));
+        }
+
+        #[test]
+        fn redaction_never_panics(s in "\\PC{0,80}") {
+            let _ = redact_url(&s);
+            let _ = redact_text(&s);
+        }
+    }
+
     #[test]
     fn redacts_urls_inside_text() {
         let t = redact_text("error: unexpected argument 'redis://u:pw123@h:1' found");

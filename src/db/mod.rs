@@ -107,6 +107,19 @@ impl Db {
         };
         let timeout = opts.connect_timeout;
         let (pool, backend) = if raw.starts_with("sqlite:") {
+            // An in-memory database lives per connection: the schema and the data would vanish
+            // between two statements of one command.
+            let path = raw
+                .trim_start_matches("sqlite:")
+                .trim_start_matches("//")
+                .split('?')
+                .next()
+                .unwrap_or("");
+            if path.is_empty() || path == ":memory:" || raw.contains("mode=memory") {
+                return Err(Error::bad_input(format!(
+                    "database URL '{label}' names no file: use sqlite:PATH (an in-memory database cannot be shared by the console's connections)"
+                )));
+            }
             let options = SqliteConnectOptions::from_str(raw)
                 .map_err(bad)?
                 .create_if_missing(true)

@@ -58,15 +58,11 @@ struct RawProduct {
 pub fn parse_activity_file(file: &str, text: &str) -> Result<ActivityDef> {
     let bad = |msg: String| Error::bad_input(format!("file '{file}': {msg}"));
     let raw: RawFile = toml::from_str(text).map_err(|e| {
-        let msg = e.message().to_string();
-        let at = e
-            .span()
-            .map(|s| {
-                let line = text[..s.start.min(text.len())].matches('\n').count() + 1;
-                format!(" (line {line})")
-            })
-            .unwrap_or_default();
-        bad(format!("not a valid activity file{at}: {msg}"))
+        bad(format!(
+            "not a valid activity file{}: {}",
+            toml_location(text, &e),
+            e.message()
+        ))
     })?;
 
     let a = raw.activity;
@@ -161,6 +157,28 @@ pub fn parse_activity_file(file: &str, text: &str) -> Result<ActivityDef> {
         },
         products,
     })
+}
+
+/// Where a TOML error is: ` (line N, key 'k')`, the key only when the line starts with one.
+/// Never the value, which may be a secret.
+pub fn toml_location(text: &str, e: &toml::de::Error) -> String {
+    let Some(span) = e.span() else {
+        return String::new();
+    };
+    let start = span.start.min(text.len());
+    let line_no = text[..start].matches('\n').count() + 1;
+    let line = text.lines().nth(line_no - 1).unwrap_or("");
+    let key = line.split('=').next().unwrap_or("").trim();
+    let is_key = !key.is_empty()
+        && line.contains('=')
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if is_key {
+        format!(" (line {line_no}, key '{key}')")
+    } else {
+        format!(" (line {line_no})")
+    }
 }
 
 fn timestamp(field: &str, v: &toml::Value) -> std::result::Result<DateTime<Utc>, String> {

@@ -462,6 +462,25 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #[test]
+        fn parsers_never_panic_on_any_bytes(raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
+                                            fields in proptest::collection::vec(proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..20)), 0..8)) {
+            let _ = LedgerEntry::parse("r", &raw);
+            let _ = StockValue::from_raw(Some(&raw)).guard();
+            let _ = parse_int(&raw);
+            let m = Meta::from_fields(&fields);
+            let _ = m.active_units();
+            let t = Truth::new(10, 3, 1, 0);
+            let _ = ProductStatus::build("p", 1, &StockValue::from_raw(Some(&raw)), &m, t);
+        }
+
+        #[test]
+        fn integers_round_trip(v in -999_999_999_999_999i64..999_999_999_999_999) {
+            proptest::prop_assert_eq!(parse_int(v.to_string().as_bytes()), Some(v));
+        }
+    }
+
     #[test]
     fn meta_fields() {
         let f = |s: &str| Some(s.as_bytes().to_vec());

@@ -147,6 +147,13 @@ mod tests {
         assert_eq!(ks.parse("seckill:{a:b}:stock"), None);
     }
 
+    proptest::proptest! {
+        #[test]
+        fn parsing_any_key_never_panics(key in "\\PC{0,60}") {
+            let _ = KeySpace::default().parse(&key);
+        }
+    }
+
     #[test]
     fn bad_prefixes_are_refused() {
         for bad in ["", "a{b", "a*", "a b", "a}"] {

@@ -105,6 +105,13 @@ pub const SCRIPT_FLUSH_EVERY: Duration = Duration::from_millis(100);
 mod tests {
     use super::*;
 
+    proptest::proptest! {
+        #[test]
+        fn fault_parsing_never_panics(s in "\\PC{0,40}") {
+            let _ = Faults::parse(&s);
+        }
+    }
+
     #[test]
     fn parses_faults() {
         let f = Faults::parse("crash-between=0.1, timeout=0.05,script-flush").expect("valid");

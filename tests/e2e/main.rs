@@ -9,6 +9,7 @@ mod buyers;
 mod demo;
 mod drills;
 mod lua_contract;
+mod malformed;
 mod preheat;
 mod reconcile;
 mod security;

@@ -10,7 +10,7 @@ pub mod proxy;
 pub mod redis_server;
 pub mod tmux;
 
-pub use cli::{Run, console};
+pub use cli::{Run, console, console_env};
 pub use db::TestDb;
 pub use redis_server::{RedisCluster, RedisServer};
 

@@ -1,0 +1,346 @@
+//! Malformed values in every key the console reads, and malformed input to every command:
+//! a clear error or a reported state, nothing written that should not be, never a panic (the
+//! harness fails any run whose stderr says "panicked").
+
+use crate::harness::fixtures::{activity_toml, import, live_window, product_keys, write_file};
+use crate::harness::{RedisServer, Run, TestDb, console, console_env};
+use redis::Value;
+use seckill_console::redis::RedisStore;
+
+async fn raw(store: &RedisStore, route: &str, args: Vec<Vec<u8>>) -> Value {
+    let mut c = redis::cmd(std::str::from_utf8(&args[0]).expect("command name"));
+    for a in &args[1..] {
+        c.arg(a.as_slice());
+    }
+    store.query(route, &c).await.expect("redis command")
+}
+
+fn b(s: &str) -> Vec<u8> {
+    s.as_bytes().to_vec()
+}
+
+#[tokio::test]
+async fn malformed_values_in_every_key_are_reported_and_repaired_never_a_panic() {
+    let server = RedisServer::start();
+    let store = crate::harness::fixtures::standalone(&server.url()).await;
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    let url = server.url();
+    let run = |rest: &[&str]| -> Run {
+        let mut v = vec!["--redis", url.as_str(), "--db", db.url.as_str()];
+        v.extend_from_slice(rest);
+        console(&v)
+    };
+    // Each case breaks one key of one product; (name, commands that break it).
+    type Case = (
+        &'static str,
+        fn(&seckill_console::redis::ProductKeys) -> Vec<Vec<Vec<u8>>>,
+    );
+    let cases: Vec<Case> = vec![
+        ("stock-text", |k| {
+            vec![vec![b("SET"), b(&k.stock), b("abc")]]
+        }),
+        ("stock-decimal", |k| {
+            vec![vec![b("SET"), b(&k.stock), b("1.5")]]
+        }),
+        ("stock-empty", |k| vec![vec![b("SET"), b(&k.stock), b("")]]),
+        ("stock-huge", |k| {
+            vec![vec![
+                b("SET"),
+                b(&k.stock),
+                b("123456789012345678901234567890"),
+            ]]
+        }),
+        ("stock-binary", |k| {
+            vec![vec![b("SET"), b(&k.stock), vec![0xff, 0x00, 0xfe, b'\n']]]
+        }),
+        ("stock-list", |k| {
+            vec![
+                vec![b("DEL"), b(&k.stock)],
+                vec![b("RPUSH"), b(&k.stock), b("5")],
+            ]
+        }),
+        ("meta-string", |k| {
+            vec![
+                vec![b("DEL"), b(&k.meta)],
+                vec![b("SET"), b(&k.meta), b("x")],
+            ]
+        }),
+        ("meta-limit", |k| {
+            vec![vec![b("HSET"), b(&k.meta), b("limit"), b("two")]]
+        }),
+        ("meta-counters", |k| {
+            vec![vec![b("HSET"), b(&k.meta), b("deducted"), vec![0xc3, 0x28]]]
+        }),
+        ("meta-gone", |k| vec![vec![b("DEL"), b(&k.meta)]]),
+        ("buyers-string", |k| {
+            vec![vec![b("SET"), b(&k.buyers), b("x")]]
+        }),
+        ("buyers-field", |k| {
+            vec![vec![b("HSET"), b(&k.buyers), b("u1"), b("lots")]]
+        }),
+        ("ledger-list", |k| {
+            vec![
+                vec![b("DEL"), b(&k.ledger)],
+                vec![b("RPUSH"), b(&k.ledger), b("x")],
+            ]
+        }),
+        ("ledger-garbage", |k| {
+            vec![
+                vec![b("HSET"), b(&k.ledger), b("junk"), b("d|x|y|z|u")],
+                vec![b("HSET"), b(&k.ledger), vec![0xff], vec![0xfe, b'|']],
+            ]
+        }),
+    ];
+    for (i, (name, breaker)) in cases.iter().enumerate() {
+        let a = format!("m{i}");
+        import(&lib, &a, &[("p1", 20, 2), ("p2", 20, 2)], live_window()).await;
+        run(&["preheat", &a]).expect_code(0);
+        crate::harness::fixtures::buy(&store, &lib, &a, "p1", &format!("{a}-r1"), "u9", 1).await;
+        let k = product_keys(&a, "p1");
+        for cmd in breaker(&k) {
+            raw(&store, &k.stock, cmd).await;
+        }
+        let s = run(&["--json", "status", &a]);
+        s.expect_code(0);
+        let p1 = s.json()["products"][0].clone();
+        let p2 = s.json()["products"][1].clone();
+        assert_eq!(p2["state"], "ok", "{name}: the neighbour is not affected");
+        let repairable = name.starts_with("stock") || name.starts_with("meta");
+        if repairable {
+            assert_eq!(p1["state"], "corrupt", "{name}: {p1}");
+            assert!(s.json()["alerts"].to_string().contains("corrupt"), "{name}");
+        }
+        for args in [
+            vec!["--json", "reconcile", a.as_str()],
+            vec!["--json", "fix", a.as_str(), "--preview"],
+            vec!["--json", "compensation", "resolve", a.as_str(), "--all"],
+            vec![
+                "--json",
+                "dry-run",
+                a.as_str(),
+                "--buyers",
+                "50",
+                "--concurrency",
+                "4",
+            ],
+            vec!["--json", "ping"],
+            vec!["reconcile", a.as_str()],
+        ] {
+            let r = run(&args);
+            assert!(
+                matches!(r.code, 0 | 4 | 5),
+                "{name} {args:?}: exit {}: {}",
+                r.code,
+                r.stderr
+            );
+        }
+        let f = run(&["--json", "fix", &a, "--yes"]);
+        assert!(
+            matches!(f.code, 0 | 1),
+            "{name}: fix exit {}: {}",
+            f.code,
+            f.stderr
+        );
+        if repairable {
+            let r = run(&["--json", "reconcile", &a, "--fail-on-drift"]);
+            r.expect_code(0);
+            assert_eq!(r.json()["products"][0]["redis_remaining"], 19, "{name}");
+            // Deductions work again on the repaired product.
+            let d =
+                crate::harness::fixtures::buy(&store, &lib, &a, "p1", &format!("{a}-r2"), "u8", 1)
+                    .await;
+            assert_eq!(
+                d,
+                seckill_console::redis::stock::Deducted::Remaining(18),
+                "{name}"
+            );
+        }
+        let c = run(&["--json", "cleanup", &a, "--force"]);
+        c.expect_code(0);
+    }
+    lib.close().await;
+}
+
+#[test]
+fn malformed_input_to_every_command_is_a_clear_error() {
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("tmp");
+    let (s, e) = live_window();
+    let good = write_file(
+        dir.path(),
+        "ok.toml",
+        &activity_toml("ok", &[("p1", 1, 1)], s, e),
+    );
+    let good = good.to_str().expect("utf8");
+    let not_toml = write_file(dir.path(), "junk.toml", "\u{feff}[[[ ===");
+    let binary = dir.path().join("binary.toml");
+    std::fs::write(&binary, [0xffu8, 0xfe, 0x00, 0x01]).expect("write");
+    let cfg_types = write_file(dir.path(), "types.toml", "grace_secs = \"soon\"\n");
+    let cfg_unknown = write_file(dir.path(), "unknown.toml", "redis_urll = \"redis://x\"\n");
+    let long_id = "x".repeat(65);
+    let dir_s = dir.path().to_str().expect("utf8").to_string();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["activity", "import", not_toml.to_str().expect("utf8")],
+            "junk.toml",
+        ),
+        (
+            vec!["activity", "import", binary.to_str().expect("utf8")],
+            "binary.toml",
+        ),
+        (vec!["activity", "import", &dir_s], &dir_s),
+        (vec!["activity", "show", "a b"], "'a b'"),
+        (vec!["activity", "show", &long_id], "is invalid"),
+        (vec!["activity", "show", "ä"], "'ä'"),
+        (vec!["preheat", "a:b"], "'a:b'"),
+        (vec!["status", "{a}"], "'{a}'"),
+        (vec!["reconcile", "a*"], "'a*'"),
+        (vec!["fix", "a", "--product", "p{1}", "--yes"], "'p{1}'"),
+        (vec!["compensation", "list", "a?"], "'a?'"),
+        (vec!["compensation", "resolve", "a"], "--request R or --all"),
+        (vec!["cleanup", ""], "''"),
+        (
+            vec!["load", "a", "--buyers", "-1", "--concurrency", "1"],
+            "-1",
+        ),
+        (
+            vec![
+                "load",
+                "a",
+                "--buyers",
+                "5",
+                "--concurrency",
+                "1",
+                "--rate",
+                "abc",
+            ],
+            "abc",
+        ),
+        (
+            vec![
+                "load",
+                "a",
+                "--buyers",
+                "5",
+                "--concurrency",
+                "1",
+                "--pay-share",
+                "7",
+                "--yes",
+            ],
+            "--pay-share 7",
+        ),
+        (
+            vec!["dry-run", "a", "--buyers", "5", "--concurrency", "99999"],
+            "--concurrency 99999",
+        ),
+        (
+            vec![
+                "dry-run",
+                "a",
+                "--buyers",
+                "5",
+                "--concurrency",
+                "1",
+                "--strategy",
+                "magic",
+            ],
+            "magic",
+        ),
+        (
+            vec![
+                "--config",
+                cfg_types.to_str().expect("utf8"),
+                "activity",
+                "list",
+            ],
+            "grace_secs",
+        ),
+        (
+            vec![
+                "--config",
+                cfg_unknown.to_str().expect("utf8"),
+                "activity",
+                "list",
+            ],
+            "redis_urll",
+        ),
+        (
+            vec!["--config", "/no/such/config.toml", "activity", "list"],
+            "/no/such/config.toml",
+        ),
+        (vec!["--redis", "ftp://x", "ping"], "ftp://x"),
+        (vec!["--redis", "redis://", "ping"], "no host"),
+        (vec!["--redis-cluster", ",,", "ping"], "seeds"),
+        (
+            vec![
+                "--redis",
+                "redis://a:1",
+                "--redis-cluster",
+                "redis://b:1",
+                "ping",
+            ],
+            "--redis-cluster",
+        ),
+        (
+            vec!["--prefix", "bad prefix", "status", "a"],
+            "'bad prefix'",
+        ),
+        (
+            vec!["--response-timeout-ms", "0", "ping"],
+            "response timeout 0",
+        ),
+        (vec!["--actor", "", "activity", "list"], "actor"),
+    ];
+    for (args, needle) in &cases {
+        let mut v = vec!["--db", db.url.as_str()];
+        v.extend_from_slice(args);
+        let r = console(&v);
+        r.expect_code(2);
+        assert!(
+            r.stderr.contains(needle),
+            "{args:?}: stderr lacks {needle:?}: {}",
+            r.stderr
+        );
+        assert_eq!(r.stderr.trim().lines().count().min(1), 1);
+        let mut j = vec!["--json", "--db", db.url.as_str()];
+        j.extend_from_slice(args);
+        let jr = console(&j);
+        jr.expect_code(2);
+        assert_eq!(jr.json_error()["kind"], "bad_input", "{args:?}");
+    }
+    for url in ["sqlite:", "postgres://", "mysql://h:99999/x"] {
+        let r = console(&["--db", url, "activity", "list"]);
+        assert!(
+            matches!(r.code, 2 | 3),
+            "{url}: exit {}: {}",
+            r.code,
+            r.stderr
+        );
+        assert!(
+            r.stderr.contains(url.trim_end_matches('/')),
+            "{url}: {}",
+            r.stderr
+        );
+    }
+    // Environment variables.
+    for (var, value) in [
+        ("SECKILL_GRACE_SECS", "soon"),
+        ("SECKILL_READ_ONLY", "maybe"),
+        ("SECKILL_REDIS_URL", "not a url"),
+        ("SECKILL_DATABASE_URL", "oracle://x"),
+        ("SECKILL_REFRESH_SECS", "fast"),
+        ("SECKILL_CONFIG", "/no/such/file.toml"),
+    ] {
+        let r = console_env(&["ping"], &[(var, value)]);
+        r.expect_code(2);
+        assert!(
+            r.stderr.contains(value) || r.stderr.contains(var),
+            "{var}: {}",
+            r.stderr
+        );
+    }
+    // And a good file still imports after all that.
+    console(&["--db", &db.url, "activity", "import", good]).expect_code(0);
+}
