@@ -21,13 +21,25 @@ use seckill_console::redis::{KeySpace, Keyed};
 use std::time::{Duration, Instant};
 
 fn main() {
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
     rt.block_on(async {
-        let n: usize = std::env::var("BENCH_PRODUCTS").ok().and_then(|v| v.parse().ok()).unwrap_or(100_000);
+        let n: usize = std::env::var("BENCH_PRODUCTS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(100_000);
         let server = RedisServer::start();
         let store = standalone(&server.url()).await;
-        println!("scale benchmark: {n} products in one activity, redis-server {} (private)", server.addr());
-        println!("{:<10} {:>10} {:>10} {:>10} {:>12} {:>14}", "database", "import", "preheat", "status", "reconcile", "fix 1% drift");
+        println!(
+            "scale benchmark: {n} products in one activity, redis-server {} (private)",
+            server.addr()
+        );
+        println!(
+            "{:<10} {:>10} {:>10} {:>10} {:>12} {:>14}",
+            "database", "import", "preheat", "status", "reconcile", "fix 1% drift"
+        );
         let mut backends = vec![TestDb::sqlite()];
         backends.extend(TestDb::postgres().await);
         for db in backends {
@@ -35,7 +47,13 @@ fn main() {
             let id = ActivityId::parse(&format!("scale{}", db.name())).expect("id");
             let (s, e) = future_window();
             let def = ActivityDef {
-                activity: Activity { activity_id: id.clone(), name: "Scale".into(), starts_at: s, ends_at: e, status: "scheduled".into() },
+                activity: Activity {
+                    activity_id: id.clone(),
+                    name: "Scale".into(),
+                    starts_at: s,
+                    ends_at: e,
+                    status: "scheduled".into(),
+                },
                 products: (0..n)
                     .map(|i| Product {
                         product_id: ProductId::parse(&format!("p{i:06}")).expect("id"),
@@ -52,19 +70,40 @@ fn main() {
             let t_import = t.elapsed();
 
             let t = Instant::now();
-            let r = preheat(&store, &lib, &keys, &id, &PreheatOptions { force: false, actor: "bench".into(), grace }, &Silent).await.expect("preheat");
+            let r = preheat(
+                &store,
+                &lib,
+                &keys,
+                &id,
+                &PreheatOptions {
+                    force: false,
+                    actor: "bench".into(),
+                    grace,
+                },
+                &Silent,
+            )
+            .await
+            .expect("preheat");
             let t_preheat = t.elapsed();
             assert_eq!(r.decision, "go", "{:?}", r.reasons);
 
-            let opts = StatusOptions { grace, compensation_alert: Duration::from_secs(30), outbox_alert: Duration::from_secs(60) };
+            let opts = StatusOptions {
+                grace,
+                compensation_alert: Duration::from_secs(30),
+                outbox_alert: Duration::from_secs(60),
+            };
             let t = Instant::now();
-            let st = status(&store, &lib, &keys, &id, &opts).await.expect("status");
+            let st = status(&store, &lib, &keys, &id, &opts)
+                .await
+                .expect("status");
             let t_status = t.elapsed();
             assert!(st.all_ok());
 
             // Reconcile is the same report; it is what cron runs with --fail-on-drift.
             let t = Instant::now();
-            let snap = take(&store, &lib, &keys, &id, grace, &Scope::default()).await.expect("reconcile");
+            let snap = take(&store, &lib, &keys, &id, grace, &Scope::default())
+                .await
+                .expect("reconcile");
             let t_reconcile = t.elapsed();
             assert_eq!(snap.products.len(), n);
 
@@ -81,20 +120,47 @@ fn main() {
                 r.expect("INCRBY");
             }
             let t = Instant::now();
-            let f = fix(&store, &lib, &keys, &id, &FixOptions { product: None, preview: false, actor: "bench".into(), grace }).await.expect("fix");
+            let f = fix(
+                &store,
+                &lib,
+                &keys,
+                &id,
+                &FixOptions {
+                    product: None,
+                    preview: false,
+                    actor: "bench".into(),
+                    grace,
+                },
+            )
+            .await
+            .expect("fix");
             let t_fix = t.elapsed();
             assert_eq!(f.products.iter().filter(|p| p.applied).count(), count);
-            let after = status(&store, &lib, &keys, &id, &opts).await.expect("status");
+            let after = status(&store, &lib, &keys, &id, &opts)
+                .await
+                .expect("status");
             assert!(after.all_ok());
 
             let ms = |d: Duration| format!("{:.0} ms", d.as_secs_f64() * 1000.0);
             println!(
                 "{:<10} {:>10} {:>10} {:>10} {:>12} {:>14}",
-                db.name(), ms(t_import), ms(t_preheat), ms(t_status), ms(t_reconcile), ms(t_fix)
+                db.name(),
+                ms(t_import),
+                ms(t_preheat),
+                ms(t_status),
+                ms(t_reconcile),
+                ms(t_fix)
             );
             lib.close().await;
-            let mut c = redis::Client::open(server.url()).expect("client").get_multiplexed_async_connection().await.expect("conn");
-            let _: () = redis::cmd("FLUSHALL").query_async(&mut c).await.expect("flush");
+            let mut c = redis::Client::open(server.url())
+                .expect("client")
+                .get_multiplexed_async_connection()
+                .await
+                .expect("conn");
+            let _: () = redis::cmd("FLUSHALL")
+                .query_async(&mut c)
+                .await
+                .expect("flush");
         }
     });
 }

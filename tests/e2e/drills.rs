@@ -570,3 +570,129 @@ async fn the_database_down_during_reconcile_or_fix_exits_3_before_any_redis_writ
     let r = run_with(&flags, &gone, &["--json", "reconcile", "x"]);
     r.expect_code(3);
 }
+
+#[tokio::test]
+async fn cluster_restart_without_persistence_then_preheat_rewrites_truth() {
+    let mut cluster = RedisCluster::start();
+    let seeds = cluster.seeds();
+    let flags = ["--redis-cluster", seeds.as_str()];
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    let products: Vec<(String, i64, i64)> = (0..12).map(|i| (format!("p{i}"), 30, 10)).collect();
+    let refs: Vec<(&str, i64, i64)> = products
+        .iter()
+        .map(|(p, s, l)| (p.as_str(), *s, *l))
+        .collect();
+    import(&lib, "cnp", &refs, live_window()).await;
+    run_with(&flags, &db.url, &["preheat", "cnp"]).expect_code(0);
+    run_with(
+        &flags,
+        &db.url,
+        &[
+            "load",
+            "cnp",
+            "--buyers",
+            "100",
+            "--concurrency",
+            "8",
+            "--yes",
+            "--pay-share",
+            "1",
+        ],
+    )
+    .expect_code(0);
+    // Every node restarts empty (the cluster layout survives in nodes.conf, the data does not).
+    for n in &mut cluster.nodes {
+        n.restart();
+    }
+    cluster.wait_ok();
+    let s = run_with(&flags, &db.url, &["--json", "status", "cnp"]);
+    s.expect_code(0);
+    assert!(
+        s.json()["products"]
+            .as_array()
+            .expect("products")
+            .iter()
+            .all(|p| p["state"] == "missing"),
+        "{}",
+        s.stdout
+    );
+    run_with(&flags, &db.url, &["preheat", "cnp"]).expect_code(0);
+    run_with(
+        &flags,
+        &db.url,
+        &[
+            "load",
+            "cnp",
+            "--buyers",
+            "600",
+            "--concurrency",
+            "8",
+            "--yes",
+            "--pay-share",
+            "1",
+        ],
+    )
+    .expect_code(0);
+    let r = run_with(
+        &flags,
+        &db.url,
+        &["--json", "reconcile", "cnp", "--fail-on-drift"],
+    );
+    r.expect_code(0);
+    assert_books(&r.json(), "cluster restart without persistence");
+    lib.close().await;
+}
+
+#[tokio::test]
+async fn a_hung_cluster_node_makes_commands_exit_3_in_time() {
+    let cluster = RedisCluster::start();
+    let seeds = cluster.seeds();
+    let flags = ["--redis-cluster", seeds.as_str()];
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    let products: Vec<(String, i64, i64)> = (0..12).map(|i| (format!("p{i}"), 30, 10)).collect();
+    let refs: Vec<(&str, i64, i64)> = products
+        .iter()
+        .map(|(p, s, l)| (p.as_str(), *s, *l))
+        .collect();
+    import(&lib, "chg", &refs, live_window()).await;
+    run_with(&flags, &db.url, &["preheat", "chg"]).expect_code(0);
+    let hung = cluster.node_for(&product_keys("chg", "p0").stock);
+    hung.signal("STOP");
+    let r = run_with(
+        &flags,
+        &db.url,
+        &[
+            "--response-timeout-ms",
+            "300",
+            "--connect-timeout-ms",
+            "300",
+            "--json",
+            "status",
+            "chg",
+        ],
+    );
+    hung.signal("CONT");
+    r.expect_code(3);
+    assert!(
+        r.elapsed < Duration::from_secs(15),
+        "status took {:?}",
+        r.elapsed
+    );
+    assert!(
+        r.json_error()["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("timed out"),
+        "{}",
+        r.stderr
+    );
+    run_with(
+        &flags,
+        &db.url,
+        &["--json", "reconcile", "chg", "--fail-on-drift"],
+    )
+    .expect_code(0);
+    lib.close().await;
+}
