@@ -142,18 +142,7 @@ pub async fn pending(
 
 /// Count and age of the pending entries.
 pub async fn summary(db: &Db, activity: &ActivityId) -> Result<QueueSummary> {
-    let row: Option<(i64, Option<DateTime<Utc>>)> = db
-        .fetch_optional_as(
-            "SELECT COUNT(*), MIN(created_at) FROM seckill_compensation WHERE activity_id = ? AND status = 'pending'",
-            &[activity.as_str().into()],
-        )
-        .await
-        .map_err(|e| db.error(&e))?;
-    let (pending, oldest) = row.unwrap_or((0, None));
-    Ok(QueueSummary {
-        pending,
-        oldest_secs: oldest.map(|t| (Utc::now() - t).num_seconds().max(0)),
-    })
+    super::pending_summary(db, "seckill_compensation", activity).await
 }
 
 /// Marks a pending entry resolved, with its audit row, in one transaction. Returns false when

@@ -248,6 +248,28 @@ impl Db {
     }
 }
 
+/// Count and age of the `pending` rows of an activity in a queue table (compensation, outbox).
+pub(crate) async fn pending_summary(
+    db: &Db,
+    table: &'static str,
+    activity: &crate::domain::ActivityId,
+) -> Result<crate::domain::alerts::QueueSummary> {
+    let row: Option<(i64, Option<chrono::DateTime<chrono::Utc>>)> = db
+        .fetch_optional_as(
+            &format!(
+                "SELECT COUNT(*), MIN(created_at) FROM {table} WHERE activity_id = ? AND status = 'pending'"
+            ),
+            &[activity.as_str().into()],
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+    let (pending, oldest) = row.unwrap_or((0, None));
+    Ok(crate::domain::alerts::QueueSummary {
+        pending,
+        oldest_secs: oldest.map(|t| (chrono::Utc::now() - t).num_seconds().max(0)),
+    })
+}
+
 /// Opens and closes one connection so an unreachable server is reported with its real cause
 /// (a pool only says that it timed out).
 async fn probe_connect<C: sqlx::Connection>(

@@ -44,36 +44,32 @@ impl Executor {
                 seq,
                 activity,
                 product,
-            } => self.job(
-                async move {
-                    let (redis, db) = (s.redis().await?, s.db().await?);
-                    let opts = FixOptions {
-                        product,
-                        preview: true,
-                        actor,
-                        grace,
-                    };
-                    fix(&redis, &db, &keys, &activity, &opts).await
-                },
-                move |result| Action::FixPreviewed { seq, result },
-            ),
+            } => {
+                let opts = FixOptions {
+                    product,
+                    preview: true,
+                    actor,
+                    grace,
+                };
+                self.job(fix_job(s, keys, activity, opts), move |result| {
+                    Action::FixPreviewed { seq, result }
+                })
+            }
             Command::ApplyFix {
                 seq,
                 activity,
                 product,
-            } => self.job(
-                async move {
-                    let (redis, db) = (s.redis().await?, s.db().await?);
-                    let opts = FixOptions {
-                        product,
-                        preview: false,
-                        actor,
-                        grace,
-                    };
-                    fix(&redis, &db, &keys, &activity, &opts).await
-                },
-                move |result| Action::FixApplied { seq, result },
-            ),
+            } => {
+                let opts = FixOptions {
+                    product,
+                    preview: false,
+                    actor,
+                    grace,
+                };
+                self.job(fix_job(s, keys, activity, opts), move |result| {
+                    Action::FixApplied { seq, result }
+                })
+            }
             Command::RunPreheat {
                 seq,
                 activity,
@@ -137,4 +133,15 @@ impl Executor {
             let _ = tx.send(done(result));
         });
     }
+}
+
+/// A fix (or its preview) on the shared connections.
+async fn fix_job(
+    s: Arc<Services>,
+    keys: crate::redis::KeySpace,
+    activity: ActivityId,
+    opts: FixOptions,
+) -> Result<crate::ops::fix::FixReport> {
+    let (redis, db) = (s.redis().await?, s.db().await?);
+    fix(&redis, &db, &keys, &activity, &opts).await
 }

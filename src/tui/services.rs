@@ -45,50 +45,12 @@ impl Services {
 
     /// The Redis handle, connecting if needed.
     pub async fn redis(&self) -> Result<RedisStore> {
-        let mut slot = self.redis.lock().await;
-        if let Some(c) = &slot.conn {
-            return Ok(c.clone());
-        }
-        if let Some((at, e)) = &slot.failed
-            && at.elapsed() < RETRY_AFTER
-        {
-            return Err(e.clone());
-        }
-        match self.ctx.redis().await {
-            Ok(c) => {
-                slot.conn = Some(c.clone());
-                slot.failed = None;
-                Ok(c)
-            }
-            Err(e) => {
-                slot.failed = Some((Instant::now(), e.clone()));
-                Err(e)
-            }
-        }
+        cached(&self.redis, || self.ctx.redis()).await
     }
 
     /// The database pool, connecting if needed.
     pub async fn db(&self) -> Result<Db> {
-        let mut slot = self.db.lock().await;
-        if let Some(c) = &slot.conn {
-            return Ok(c.clone());
-        }
-        if let Some((at, e)) = &slot.failed
-            && at.elapsed() < RETRY_AFTER
-        {
-            return Err(e.clone());
-        }
-        match self.ctx.db().await {
-            Ok(c) => {
-                slot.conn = Some(c.clone());
-                slot.failed = None;
-                Ok(c)
-            }
-            Err(e) => {
-                slot.failed = Some((Instant::now(), e.clone()));
-                Err(e)
-            }
-        }
+        cached(&self.db, || self.ctx.db()).await
     }
 
     /// Closes the pool (SQLite checkpoints its WAL); bounded, so a hung server cannot hold
@@ -100,6 +62,34 @@ impl Services {
         };
         if let Some(db) = db {
             let _ = tokio::time::timeout(Duration::from_secs(1), db.close()).await;
+        }
+    }
+}
+
+/// The connection in `slot`, or a new one; after a failure, the same error for
+/// [`RETRY_AFTER`] instead of a connection attempt per poll.
+async fn cached<T: Clone, F: std::future::Future<Output = Result<T>>>(
+    slot: &Mutex<Slot<T>>,
+    connect: impl FnOnce() -> F,
+) -> Result<T> {
+    let mut slot = slot.lock().await;
+    if let Some(c) = &slot.conn {
+        return Ok(c.clone());
+    }
+    if let Some((at, e)) = &slot.failed
+        && at.elapsed() < RETRY_AFTER
+    {
+        return Err(e.clone());
+    }
+    match connect().await {
+        Ok(c) => {
+            slot.conn = Some(c.clone());
+            slot.failed = None;
+            Ok(c)
+        }
+        Err(e) => {
+            slot.failed = Some((Instant::now(), e.clone()));
+            Err(e)
         }
     }
 }

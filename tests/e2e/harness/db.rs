@@ -4,7 +4,6 @@
 
 use seckill_console::db::{Db, DbOptions, migrate};
 use seckill_console::redact::SecretUrl;
-use sqlx::Connection;
 use std::sync::atomic::{AtomicU32, Ordering};
 use tempfile::TempDir;
 
@@ -62,47 +61,24 @@ impl TestDb {
 
     /// A fresh PostgreSQL database, or None when SECKILL_TEST_PG_URL is unset.
     pub async fn postgres() -> Option<Self> {
-        let admin = std::env::var("SECKILL_TEST_PG_URL")
-            .ok()
-            .filter(|s| !s.is_empty())?;
-        let name = unique_name();
-        let mut conn = sqlx::PgConnection::connect(&admin)
-            .await
-            .unwrap_or_else(|e| {
-                panic!("SECKILL_TEST_PG_URL is set but PostgreSQL does not answer: {e}")
-            });
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .expect("create test database");
-        let _ = conn.close().await;
-        Some(TestDb {
-            url: with_database(&admin, &name),
-            kind: Kind::Postgres,
-            _dir: None,
-            admin: Some((admin, name)),
-        })
+        Self::on_server(Kind::Postgres, "SECKILL_TEST_PG_URL").await
     }
 
     /// A fresh MySQL/MariaDB database, or None when SECKILL_TEST_MYSQL_URL is unset.
     pub async fn mysql() -> Option<Self> {
-        let admin = std::env::var("SECKILL_TEST_MYSQL_URL")
-            .ok()
-            .filter(|s| !s.is_empty())?;
+        Self::on_server(Kind::MySql, "SECKILL_TEST_MYSQL_URL").await
+    }
+
+    /// Creates a database of its own on the server the admin URL in `var` names.
+    async fn on_server(kind: Kind, var: &str) -> Option<Self> {
+        let admin = std::env::var(var).ok().filter(|s| !s.is_empty())?;
         let name = unique_name();
-        let mut conn = sqlx::MySqlConnection::connect(&admin)
+        admin_execute(&admin, &format!("CREATE DATABASE {name}"))
             .await
-            .unwrap_or_else(|e| {
-                panic!("SECKILL_TEST_MYSQL_URL is set but MySQL/MariaDB does not answer: {e}")
-            });
-        sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-            .execute(&mut conn)
-            .await
-            .expect("create test database");
-        let _ = conn.close().await;
+            .unwrap_or_else(|e| panic!("{var} is set but its server does not answer: {e}"));
         Some(TestDb {
             url: with_database(&admin, &name),
-            kind: Kind::MySql,
+            kind,
             _dir: None,
             admin: Some((admin, name)),
         })
@@ -156,12 +132,29 @@ impl TestDb {
     }
 }
 
+/// Runs one statement with the library's own database layer on an admin URL.
+async fn admin_execute(admin: &str, sql: &str) -> Result<(), String> {
+    let db = Db::connect(&SecretUrl::new(admin), &DbOptions::default())
+        .await
+        .map_err(|e| e.message)?;
+    let r = db
+        .execute(sql, &[])
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string());
+    db.close().await;
+    r
+}
+
 impl Drop for TestDb {
     fn drop(&mut self) {
         let Some((admin, name)) = self.admin.take() else {
             return;
         };
-        let kind = self.kind;
+        let sql = match self.kind {
+            Kind::Postgres => format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"),
+            _ => format!("DROP DATABASE IF EXISTS {name}"),
+        };
         // Drop runs outside any runtime guarantee: use a thread with its own small runtime.
         let _ = std::thread::spawn(move || {
             let Ok(rt) = tokio::runtime::Builder::new_current_thread()
@@ -170,29 +163,7 @@ impl Drop for TestDb {
             else {
                 return;
             };
-            rt.block_on(async move {
-                match kind {
-                    Kind::Postgres => {
-                        if let Ok(mut c) = sqlx::PgConnection::connect(&admin).await {
-                            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                                "DROP DATABASE IF EXISTS {name} WITH (FORCE)"
-                            )))
-                            .execute(&mut c)
-                            .await;
-                        }
-                    }
-                    Kind::MySql => {
-                        if let Ok(mut c) = sqlx::MySqlConnection::connect(&admin).await {
-                            let _ = sqlx::query(sqlx::AssertSqlSafe(format!(
-                                "DROP DATABASE IF EXISTS {name}"
-                            )))
-                            .execute(&mut c)
-                            .await;
-                        }
-                    }
-                    Kind::Sqlite => {}
-                }
-            });
+            let _ = rt.block_on(admin_execute(&admin, &sql));
         })
         .join();
     }
