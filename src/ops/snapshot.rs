@@ -59,17 +59,22 @@ pub async fn take(
 ) -> Result<Snapshot> {
     let t0 = std::time::Instant::now();
     let activity = activities::require(db, activity_id).await?;
-    let mut products = activities::products(db, activity_id).await?;
-    if let Some(only) = &scope.only {
-        let wanted: HashSet<&str> = only.iter().map(String::as_str).collect();
-        let known: HashSet<&str> = products.iter().map(|p| p.product_id.as_str()).collect();
-        if let Some(unknown) = only.iter().find(|p| !known.contains(p.as_str())) {
-            return Err(Error::bad_input(format!(
-                "product '{unknown}' is not in activity '{activity_id}': see `seckill-console activity show {activity_id}`"
-            )));
+    let products = match &scope.only {
+        None => activities::products(db, activity_id).await?,
+        Some(only) => {
+            let mut ids: Vec<String> = only.clone();
+            ids.sort();
+            ids.dedup();
+            let found = activities::products_by_ids(db, activity_id, &ids).await?;
+            let known: HashSet<&str> = found.iter().map(|p| p.product_id.as_str()).collect();
+            if let Some(unknown) = ids.iter().find(|p| !known.contains(p.as_str())) {
+                return Err(Error::bad_input(format!(
+                    "product '{unknown}' is not in activity '{activity_id}': see `seckill-console activity show {activity_id}`"
+                )));
+            }
+            found
         }
-        products.retain(|p| wanted.contains(p.product_id.as_str()));
-    }
+    };
     let product_keys: Vec<ProductKeys> = products
         .iter()
         .map(|p| keys.product(activity_id, &p.product_id))
