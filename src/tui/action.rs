@@ -12,6 +12,7 @@ use crate::ops::fix::FixReport;
 use crate::ops::health::NodeHealth;
 use crate::ops::preheat::PreheatReport;
 use crate::ops::status::StatusReport;
+use crate::worker::{LiveSnapshot, RunStats, Strategy};
 use chrono::{DateTime, Utc};
 use crossterm::event::KeyEvent;
 use std::time::Instant;
@@ -140,6 +141,14 @@ pub enum Action {
     /// Run the preheat gate after a dialog; `force` overwrites conflicting keys and asks for
     /// the activity id.
     Preheat { force: bool },
+    /// Open the dry-run form (buyers, concurrency, strategy) on the Dry run view.
+    OpenDryRunForm,
+    /// Move the focus of the dry-run form by this many fields (negative: up).
+    FormField(isize),
+    /// Pick the strategy this many steps away in the dry-run form (negative: to the left).
+    FormChoice(isize),
+    /// Stop the running dry run; it still checks what it did and removes its shadow keys.
+    StopDryRun,
     /// The activities list from its poller.
     Activities(Fetched<Vec<ActivitySummary>>),
     /// Alert counts and preheat state of the other activities.
@@ -179,6 +188,19 @@ pub enum Action {
         seq: u64,
         result: Result<ResolveReport, Error>,
     },
+    /// The live figures of the strategy a dry run is running, about once a second.
+    DryRunProgress {
+        seq: u64,
+        strategy: Strategy,
+        /// Seconds since the dry run started (the executor's clock, so the chart's time axis
+        /// does not depend on when the loop got round to the Action).
+        elapsed_secs: f64,
+        snapshot: LiveSnapshot,
+    },
+    /// One strategy of a dry run has finished: its figures and invariants.
+    DryRunStrategyDone { seq: u64, stats: Box<RunStats> },
+    /// A dry run has ended: every strategy ran (or it was stopped), or the error that ended it.
+    DryRunDone { seq: u64, result: Result<(), Error> },
 }
 
 /// What `update` asks the runtime to do; everything that touches the network runs in a
@@ -213,16 +235,28 @@ pub enum Command {
         activity: ActivityId,
         which: ResolveWhich,
     },
+    /// Start the dry run the operator confirmed: each strategy in turn on its shadow copy.
+    StartDryRun {
+        seq: u64,
+        activity: ActivityId,
+        buyers: usize,
+        concurrency: usize,
+        strategies: Vec<Strategy>,
+    },
+    /// Set the stop flag of the dry run `seq`.
+    StopDryRun { seq: u64 },
 }
 
 impl Command {
     /// True for commands that write (refused in read-only mode before they are ever emitted).
+    /// A dry run counts: it writes shadow keys, even if never live ones.
     pub fn writes(&self) -> bool {
         matches!(
             self,
             Command::ApplyFix { .. }
                 | Command::RunPreheat { .. }
                 | Command::ResolveCompensation { .. }
+                | Command::StartDryRun { .. }
         )
     }
 }

@@ -11,12 +11,13 @@ use crate::domain::alerts::AlertKind;
 use crate::error::Error;
 use crate::ops::preheat::PreheatReport;
 use crate::ops::status::StatusReport;
+use crate::worker::{LiveSnapshot, RunStats, Strategy};
 use chrono::{DateTime, Utc};
 use std::cell::Cell;
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-/// The screens. To add one (the Dry run view of issue 6 is next): add a variant, list it in
+/// The screens. To add one: add a variant, list it in
 /// [`View::TABBED`] with a key in [`View::key`], write `views/<name>.rs` and add its arm in
 /// `views::render`; the exhaustive matches below then point at everything else to decide
 /// (title, whether it has a table, its footer keys in `widgets::footer`).
@@ -30,12 +31,13 @@ pub enum View {
     Preheat,
     Redis,
     Audit,
+    DryRun,
     Help,
 }
 
 impl View {
     /// The views reachable by a key, in the footer's order.
-    pub const TABBED: [View; 8] = [
+    pub const TABBED: [View; 9] = [
         View::Activities,
         View::Stock,
         View::Alerts,
@@ -44,10 +46,11 @@ impl View {
         View::Preheat,
         View::Redis,
         View::Audit,
+        View::DryRun,
     ];
 
     /// How many views there are (for per-view arrays).
-    pub const COUNT: usize = 9;
+    pub const COUNT: usize = 10;
 
     /// The position of this view in per-view arrays.
     pub fn index(self) -> usize {
@@ -60,7 +63,8 @@ impl View {
             View::Preheat => 5,
             View::Redis => 6,
             View::Audit => 7,
-            View::Help => 8,
+            View::DryRun => 8,
+            View::Help => 9,
         }
     }
 
@@ -75,6 +79,7 @@ impl View {
             View::Preheat => '6',
             View::Redis => '7',
             View::Audit => '8',
+            View::DryRun => '9',
             View::Help => '?',
         }
     }
@@ -89,13 +94,15 @@ impl View {
             View::Preheat => "Preheat",
             View::Redis => "Redis",
             View::Audit => "Audit",
+            View::DryRun => "Dry run",
             View::Help => "Help",
         }
     }
 
-    /// Views whose main table can be moved through and filtered.
+    /// Views whose main table can be moved through and filtered (the Dry run view's results
+    /// are at most four rows, and its keys edit a form instead).
     pub fn has_table(self) -> bool {
-        !matches!(self, View::Help)
+        !matches!(self, View::Help | View::DryRun)
     }
 
     /// The view for a key, if any.
@@ -112,6 +119,9 @@ pub struct AppConfig {
     pub refresh: Duration,
     pub redis_label: String,
     pub db_label: String,
+    /// The live key prefix, named when a dry run asks for confirmation (its shadow keys are
+    /// `<prefix>-dry-...`).
+    pub key_prefix: String,
 }
 
 impl AppConfig {
@@ -121,6 +131,7 @@ impl AppConfig {
             refresh: c.refresh,
             redis_label: c.redis.label(),
             db_label: c.db.redacted().to_string(),
+            key_prefix: c.keys.prefix().to_string(),
         }
     }
 
@@ -213,7 +224,14 @@ pub enum PendingWrite {
         activity: ActivityId,
         which: ResolveWhich,
     },
-    /// Leaving while a write runs.
+    /// A dry run: shadow keys and a temporary database, never the live ones.
+    DryRun {
+        activity: ActivityId,
+        buyers: usize,
+        concurrency: usize,
+        strategy: StrategyChoice,
+    },
+    /// Leaving while a write or a dry run runs.
     Quit,
 }
 
@@ -242,6 +260,9 @@ pub enum Dialog {
         then: Option<PendingWrite>,
     },
     Confirm(Confirm),
+    /// The dry-run form (its values live in [`App::dry_run_form`], so they are kept between
+    /// runs): Enter goes on to the confirmation, Esc closes it.
+    DryRunForm,
     /// A result or an error to read; any of Esc, Enter, q closes it.
     Message {
         title: String,
@@ -278,6 +299,130 @@ pub struct PreheatRun {
     pub stage: String,
     pub done: usize,
     pub total: usize,
+}
+
+/// What a dry run compares: one strategy, or all four side by side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StrategyChoice {
+    One(Strategy),
+    All,
+}
+
+impl StrategyChoice {
+    /// The choices in the form's order.
+    pub const CHOICES: [StrategyChoice; 5] = [
+        StrategyChoice::One(Strategy::Lua),
+        StrategyChoice::One(Strategy::Hincrby),
+        StrategyChoice::One(Strategy::Lock),
+        StrategyChoice::One(Strategy::Sql),
+        StrategyChoice::All,
+    ];
+
+    /// The name, as `dry-run --strategy` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            StrategyChoice::One(s) => s.as_str(),
+            StrategyChoice::All => "all",
+        }
+    }
+
+    /// The strategies run, in order.
+    pub fn strategies(self) -> Vec<Strategy> {
+        match self {
+            StrategyChoice::One(s) => vec![s],
+            StrategyChoice::All => Strategy::ALL.to_vec(),
+        }
+    }
+
+    /// The choice `n` steps away in [`Self::CHOICES`], wrapping around.
+    pub fn step(self, n: isize) -> StrategyChoice {
+        let len = Self::CHOICES.len() as isize;
+        let i = Self::CHOICES.iter().position(|c| *c == self).unwrap_or(0) as isize;
+        Self::CHOICES[(i + n).rem_euclid(len) as usize]
+    }
+}
+
+/// A field of the dry-run form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FormField {
+    Buyers,
+    Concurrency,
+    Strategy,
+}
+
+impl FormField {
+    pub const ALL: [FormField; 3] = [
+        FormField::Buyers,
+        FormField::Concurrency,
+        FormField::Strategy,
+    ];
+
+    /// The field `n` steps away, wrapping around.
+    pub fn step(self, n: isize) -> FormField {
+        let len = Self::ALL.len() as isize;
+        let i = Self::ALL.iter().position(|f| *f == self).unwrap_or(0) as isize;
+        Self::ALL[(i + n).rem_euclid(len) as usize]
+    }
+}
+
+/// The dry-run form as typed (numbers stay text until Enter, so a half-typed value is shown
+/// as it is).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DryRunForm {
+    pub buyers: String,
+    pub concurrency: String,
+    pub strategy: StrategyChoice,
+    pub field: FormField,
+    /// Why the last Enter was refused.
+    pub error: Option<String>,
+}
+
+impl Default for DryRunForm {
+    fn default() -> Self {
+        DryRunForm {
+            buyers: "1000".into(),
+            concurrency: "50".into(),
+            strategy: StrategyChoice::One(Strategy::Lua),
+            field: FormField::Buyers,
+            error: None,
+        }
+    }
+}
+
+/// Throughput points kept per strategy (an hour at one a second).
+pub const THROUGHPUT_POINTS: usize = 3600;
+
+/// A dry run started from the Dry run view: running, or done with its results (kept until the
+/// next one starts).
+#[derive(Debug)]
+pub struct DryRun {
+    pub seq: u64,
+    pub activity: ActivityId,
+    pub buyers: usize,
+    pub concurrency: usize,
+    pub strategies: Vec<Strategy>,
+    /// When it started (UI clock).
+    pub started: Instant,
+    /// The strategy running now and its latest live figures.
+    pub current: Option<(Strategy, LiveSnapshot)>,
+    /// Ops/s over time per strategy: (seconds since the run started, ops/s).
+    pub throughput: Vec<(Strategy, Vec<(f64, f64)>)>,
+    /// Seconds since the start at the latest progress report.
+    pub elapsed_secs: f64,
+    /// The figures of each strategy that has finished, in run order.
+    pub results: Vec<RunStats>,
+    /// The operator asked it to stop while the strategy at this index of `strategies` ran.
+    pub stopped_at: Option<usize>,
+    /// When the executor reported its end (UI clock); `None` while it runs.
+    pub finished: Option<Instant>,
+    /// Why it ended early, if it failed.
+    pub error: Option<Error>,
+}
+
+impl DryRun {
+    pub fn running(&self) -> bool {
+        self.finished.is_none()
+    }
 }
 
 /// The latest data of one poller: the last good data (kept while a service is down, so the
@@ -389,6 +534,10 @@ pub struct App {
     pub busy: Option<Busy>,
     pub preheat_run: Option<PreheatRun>,
     pub preheat_report: Option<(ActivityId, Result<PreheatReport, Error>)>,
+    /// The dry-run form's values, kept between runs.
+    pub dry_run_form: DryRunForm,
+    /// The running or the last dry run.
+    pub dry_run: Option<DryRun>,
     pub next_seq: u64,
 }
 
@@ -421,6 +570,8 @@ impl App {
             busy: None,
             preheat_run: None,
             preheat_report: None,
+            dry_run_form: DryRunForm::default(),
+            dry_run: None,
             next_seq: 1,
         }
     }

@@ -428,7 +428,7 @@ impl App {
             View::Preheat => self.preheat_rows().len(),
             View::Redis => self.redis_rows().len(),
             View::Audit => self.audit_rows().len(),
-            View::Help => 0,
+            View::DryRun | View::Help => 0,
         }
     }
 

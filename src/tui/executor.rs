@@ -1,16 +1,21 @@
 //! The executor: runs `update`'s Commands. Pointing the pollers is immediate; everything that
 //! touches the network is a background task that answers with an Action, so the loop goes on
-//! drawing and answering keys while a fix or a preheat runs.
+//! drawing and answering keys while a fix or a preheat runs. A dry run gets a thread and a
+//! runtime of its own (`dry_run_job.rs`): thousands of buyer tasks never share a thread with
+//! the render loop.
 
 use super::action::{Action, Command, ResolveWhich};
+use super::dry_run_job::{self, DryRunJob};
 use super::services::Services;
+use crate::commands::Ctx;
 use crate::domain::ActivityId;
 use crate::error::{Error, Result};
 use crate::ops::compensation::{Which, resolve};
 use crate::ops::fix::{FixOptions, fix};
 use crate::ops::preheat::{PreheatOptions, preheat};
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 use tokio::sync::watch;
 
@@ -20,9 +25,45 @@ pub struct Executor {
     pub tx: UnboundedSender<Action>,
     pub activity: watch::Sender<Option<ActivityId>>,
     pub refresh: watch::Sender<u64>,
+    /// The running dry run, if any (its stop flag and thread).
+    dry_run: Mutex<Option<DryRunJob>>,
 }
 
 impl Executor {
+    pub fn new(
+        services: Arc<Services>,
+        tx: UnboundedSender<Action>,
+        activity: watch::Sender<Option<ActivityId>>,
+        refresh: watch::Sender<u64>,
+    ) -> Self {
+        Executor {
+            services,
+            tx,
+            activity,
+            refresh,
+            dry_run: Mutex::new(None),
+        }
+    }
+
+    /// On the way out: stops a running dry run and waits up to `grace` for it to remove its
+    /// shadow keys. Returns what the operator should know, if anything.
+    pub async fn shutdown(&self, grace: Duration) -> Option<String> {
+        let job = self.dry_run.lock().ok().and_then(|mut j| j.take())?;
+        if job.finished() {
+            return None;
+        }
+        job.stop();
+        let started = std::time::Instant::now();
+        while !job.finished() && started.elapsed() < grace {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Some(if job.finished() {
+            "the running dry run was stopped; its shadow keys were removed".to_string()
+        } else {
+            job.leftover_note(grace)
+        })
+    }
+
     /// Runs one Command; returns at once.
     pub fn execute(&self, cmd: Command) {
         let config = &self.services.ctx.config;
@@ -112,6 +153,38 @@ impl Executor {
                 },
                 move |result| Action::Resolved { seq, result },
             ),
+            Command::StartDryRun {
+                seq,
+                activity,
+                buyers,
+                concurrency,
+                strategies,
+            } => {
+                let spec = dry_run_job::Spec {
+                    seq,
+                    activity,
+                    buyers,
+                    concurrency,
+                    strategies,
+                };
+                let ctx = Ctx {
+                    config: s.ctx.config.clone(),
+                };
+                let job = dry_run_job::spawn(ctx, spec, self.tx.clone());
+                if let Ok(mut slot) = self.dry_run.lock() {
+                    // `update` starts one only when none runs; a finished one is just replaced.
+                    if let Some(old) = slot.replace(job) {
+                        old.stop();
+                    }
+                }
+            }
+            Command::StopDryRun { seq } => {
+                if let Ok(slot) = self.dry_run.lock()
+                    && let Some(job) = slot.as_ref().filter(|j| j.seq == seq)
+                {
+                    job.stop();
+                }
+            }
         }
     }
 

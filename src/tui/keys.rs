@@ -7,11 +7,14 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 /// Every binding, for the Help view: (keys, what they do, where).
 pub const BINDINGS: &[(&str, &str, &str)] = &[
-    ("1-8", "show a view (listed in the footer)", "everywhere"),
+    ("1-9", "show a view (listed in the footer)", "everywhere"),
     ("Tab / Shift-Tab", "next / previous view", "everywhere"),
     ("?", "this help; Esc or ? goes back", "everywhere"),
-    ("q", "quit (asks while a write runs)", "everywhere"),
-    ("Ctrl-C", "quit now", "everywhere"),
+    (
+        "q / Ctrl-C",
+        "quit (q asks while a write or a dry run runs) / quit now",
+        "everywhere",
+    ),
     ("Up/Down, k/j", "move the selection", "tables"),
     ("PgUp/PgDn", "move by a page", "tables"),
     ("g / G, Home/End", "first / last row", "tables"),
@@ -33,16 +36,25 @@ pub const BINDINGS: &[(&str, &str, &str)] = &[
         "Stock, Reconcile",
     ),
     (
-        "r",
-        "resolve the highlighted pending entry (then y)",
+        "r / R",
+        "resolve the highlighted / every pending entry (then y)",
         "Compensation",
     ),
-    ("R", "resolve every pending entry (then y)", "Compensation"),
-    ("p", "run the preheat gate (then y)", "Preheat"),
     (
-        "P",
-        "preheat --force: overwrite conflicts (type the id)",
+        "p / P",
+        "preheat gate (then y) / --force over conflicts (type the id)",
         "Preheat",
+    ),
+    (
+        "d",
+        "start a dry run on shadow keys (a form, then y)",
+        "Dry run",
+    ),
+    ("x / Esc", "stop the running dry run", "Dry run"),
+    (
+        "Tab / arrows",
+        "next field (Tab, Up/Down) / pick the strategy (Left/Right)",
+        "dry-run form",
     ),
     ("y / n, Esc", "confirm / cancel a dialog", "dialogs"),
 ];
@@ -94,6 +106,17 @@ fn dialog_key(dialog: &Dialog, key: KeyEvent) -> Option<Action> {
             KeyCode::Char('n') | KeyCode::Char('N') | KeyCode::Esc => Some(Action::Cancel),
             _ => None,
         },
+        Dialog::DryRunForm => match key.code {
+            KeyCode::Esc => Some(Action::Cancel),
+            KeyCode::Enter => Some(Action::Enter),
+            KeyCode::Backspace => Some(Action::Backspace),
+            KeyCode::Tab | KeyCode::Down => Some(Action::FormField(1)),
+            KeyCode::BackTab | KeyCode::Up => Some(Action::FormField(-1)),
+            KeyCode::Left => Some(Action::FormChoice(-1)),
+            KeyCode::Right | KeyCode::Char(' ') => Some(Action::FormChoice(1)),
+            KeyCode::Char(c) => Some(Action::Input(c)),
+            _ => None,
+        },
         Dialog::Working { .. } => match key.code {
             KeyCode::Esc => Some(Action::Cancel),
             _ => None,
@@ -134,6 +157,8 @@ fn normal_key(app: &App, key: KeyEvent, ctrl: bool) -> Option<Action> {
         KeyCode::Char('R') => Action::ResolveAll,
         KeyCode::Char('p') => Action::Preheat { force: false },
         KeyCode::Char('P') => Action::Preheat { force: true },
+        KeyCode::Char('d') => Action::OpenDryRunForm,
+        KeyCode::Char('x') => Action::StopDryRun,
         KeyCode::Char(c) => return View::for_key(c).map(Action::SwitchView),
         _ => return None,
     };

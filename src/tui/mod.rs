@@ -4,13 +4,16 @@
 //! [`action::Action`] into state changes and [`action::Command`]s, without awaiting anything.
 //! [`runtime`] owns the loop: terminal input arrives from a blocking thread, snapshots from
 //! pollers in background tasks (`pollers.rs`), results of writes from the executor
-//! (`executor.rs`); all of them are Actions on one channel. Views (`views/`) and widgets
-//! (`widgets/`) are functions of `&App`. The render loop never awaits the network: a slow or
-//! stopped Redis or database only makes the data older ("stale Ns" in the header).
+//! (`executor.rs`), the live figures of a dry run from its own thread (`dry_run_job.rs`); all
+//! of them are Actions on one channel. Views (`views/`) and widgets (`widgets/`) are functions
+//! of `&App`. The render loop never awaits the network: a slow or stopped Redis or database
+//! only makes the data older ("stale Ns" in the header).
 
 pub mod action;
 pub mod app;
 mod data;
+mod dry_run;
+mod dry_run_job;
 mod event;
 mod executor;
 mod keys;
@@ -29,4 +32,4 @@ mod tests;
 
 pub use action::{Action, Command};
 pub use app::{App, AppConfig, View};
-pub use runtime::{TuiOptions, run};
+pub use runtime::{Headless, TuiOptions, run};

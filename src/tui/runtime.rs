@@ -12,10 +12,12 @@ use super::{event, logs, terminal, views};
 use crate::commands::Ctx;
 use crate::domain::ActivityId;
 use crate::error::{Error, Result};
+use ratatui::Terminal;
+use ratatui::backend::Backend;
 use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::mpsc::{self, UnboundedReceiver};
+use tokio::sync::mpsc::{self, UnboundedReceiver, UnboundedSender};
 use tokio::sync::watch;
 
 /// The header's clock and "stale" advance at this pace without any other event.
@@ -24,12 +26,80 @@ const TICK: Duration = Duration::from_secs(1);
 const MIN_FRAME: Duration = Duration::from_millis(20);
 /// Actions applied per loop turn before a frame is drawn anyway.
 const MAX_BATCH: usize = 2000;
+/// On exit, how long a running dry run is given to stop and remove its shadow keys.
+const DRY_RUN_GRACE: Duration = Duration::from_secs(10);
 
 /// How the TUI starts.
 #[derive(Clone, Debug, Default)]
 pub struct TuiOptions {
     /// The activity shown first (else the live one, else the newest).
     pub activity: Option<ActivityId>,
+}
+
+/// Everything one run of the UI holds: the App, its channel, the executor, what wakes the
+/// pollers. Shared by [`run`] (a terminal) and [`Headless`] (any backend).
+struct Session {
+    services: Arc<Services>,
+    tx: UnboundedSender<Action>,
+    rx: UnboundedReceiver<Action>,
+    app: App,
+    exec: Executor,
+    wake: Option<Wake>,
+}
+
+impl Session {
+    fn new(ctx: &Ctx, opts: TuiOptions) -> Self {
+        let config = ctx.config.clone();
+        let services = Arc::new(Services::new(Ctx {
+            config: config.clone(),
+        }));
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (activity_tx, activity_rx) = watch::channel(opts.activity.clone());
+        let (refresh_tx, refresh_rx) = watch::channel(0u64);
+        let app = App::new(
+            AppConfig::from_config(&config),
+            opts.activity,
+            Instant::now(),
+        );
+        let exec = Executor::new(services.clone(), tx.clone(), activity_tx, refresh_tx);
+        Session {
+            services,
+            tx,
+            rx,
+            app,
+            exec,
+            wake: Some(Wake {
+                activity: activity_rx,
+                refresh: refresh_rx,
+            }),
+        }
+    }
+
+    /// Starts the pollers and runs the loop until the App quits; the pollers stop with it.
+    async fn drive<B: Backend>(
+        &mut self,
+        term: &mut Terminal<B>,
+        signals: &mut Signals,
+        on_frame: &mut dyn FnMut(&App, &Terminal<B>),
+    ) -> Result<()> {
+        let Some(wake) = self.wake.take() else {
+            return Err(Error::internal("the UI session was already run"));
+        };
+        let tasks = pollers::spawn(self.services.clone(), self.tx.clone(), wake);
+        let r = event_loop(
+            term,
+            &mut self.app,
+            &mut self.rx,
+            &self.exec,
+            signals,
+            on_frame,
+        )
+        .await;
+        for t in &tasks {
+            t.abort();
+        }
+        r
+    }
 }
 
 /// Opens the TUI on the configured Redis and database and runs it until the operator quits.
@@ -45,42 +115,16 @@ pub async fn run(ctx: &Ctx, opts: TuiOptions) -> Result<()> {
             "the TUI needs a terminal on stdin and stdout: run a subcommand instead (see `seckill-console --help`)",
         ));
     }
-    let config = ctx.config.clone();
-    let services = Arc::new(Services::new(Ctx {
-        config: config.clone(),
-    }));
-    let (tx, mut rx) = mpsc::unbounded_channel();
-    let (activity_tx, activity_rx) = watch::channel(opts.activity.clone());
-    let (refresh_tx, refresh_rx) = watch::channel(0u64);
-    let mut app = App::new(
-        AppConfig::from_config(&config),
-        opts.activity,
-        Instant::now(),
-    );
-    let exec = Executor {
-        services: services.clone(),
-        tx: tx.clone(),
-        activity: activity_tx,
-        refresh: refresh_tx,
-    };
+    let mut session = Session::new(ctx, opts);
 
     logs::capture(true);
     let result = match terminal::enter() {
         Ok((mut term, guard)) => {
-            let outcome = match event::spawn(tx.clone()) {
+            let outcome = match event::spawn(session.tx.clone()) {
                 Ok(input) => {
-                    let tasks = pollers::spawn(
-                        services.clone(),
-                        tx.clone(),
-                        Wake {
-                            activity: activity_rx,
-                            refresh: refresh_rx,
-                        },
-                    );
-                    let r = event_loop(&mut term, &mut app, &mut rx, &exec).await;
-                    for t in &tasks {
-                        t.abort();
-                    }
+                    let r = session
+                        .drive(&mut term, &mut Signals::new(), &mut |_, _| {})
+                        .await;
                     drop(input);
                     r
                 }
@@ -97,6 +141,14 @@ pub async fn run(ctx: &Ctx, opts: TuiOptions) -> Result<()> {
         }
     };
     logs::capture(false);
+    // After the terminal is restored, so that the wait is explained on a normal screen.
+    if session.app.dry_run.as_ref().is_some_and(|r| r.running()) {
+        eprintln!(
+            "stopping the dry run and removing its shadow keys (up to {} s) ...",
+            DRY_RUN_GRACE.as_secs()
+        );
+    }
+    let note = session.exec.shutdown(DRY_RUN_GRACE).await;
     let (lines, dropped) = logs::take();
     if dropped > 0 {
         eprintln!("({dropped} earlier log line(s) dropped)");
@@ -104,22 +156,63 @@ pub async fn run(ctx: &Ctx, opts: TuiOptions) -> Result<()> {
     for line in lines {
         eprintln!("{line}");
     }
-    services.close().await;
+    if let Some(note) = note {
+        eprintln!("{note}");
+    }
+    session.services.close().await;
     result?;
-    match app.exit_error {
+    match session.app.exit_error {
         Some(why) => Err(Error::internal(why)),
         None => Ok(()),
     }
 }
 
-async fn event_loop(
-    term: &mut terminal::Tui,
+/// The loop of [`run`] on any ratatui backend, without a terminal, its input thread or
+/// signal handlers: the same pollers, executor, `App::update` and views. Actions sent with
+/// [`Headless::sender`] stand in for keys ([`Action::ForceQuit`] ends it). For benchmarks and
+/// tests that need the whole refresh cycle without a tty.
+pub struct Headless {
+    session: Session,
+}
+
+impl Headless {
+    pub fn new(ctx: &Ctx, opts: TuiOptions) -> Self {
+        Headless {
+            session: Session::new(ctx, opts),
+        }
+    }
+
+    /// Where to send Actions (keys, a resize, the quit).
+    pub fn sender(&self) -> UnboundedSender<Action> {
+        self.session.tx.clone()
+    }
+
+    /// Runs until the App quits; `on_frame` sees the App and the terminal after every frame
+    /// drawn. Returns the App as it ended.
+    pub async fn run<B: Backend>(
+        mut self,
+        term: &mut Terminal<B>,
+        mut on_frame: impl FnMut(&App, &Terminal<B>),
+    ) -> Result<App> {
+        let r = self
+            .session
+            .drive(term, &mut Signals::none(), &mut on_frame)
+            .await;
+        let _ = self.session.exec.shutdown(DRY_RUN_GRACE).await;
+        self.session.services.close().await;
+        r.map(|()| self.session.app)
+    }
+}
+
+async fn event_loop<B: Backend>(
+    term: &mut Terminal<B>,
     app: &mut App,
     rx: &mut UnboundedReceiver<Action>,
     exec: &Executor,
+    signals: &mut Signals,
+    on_frame: &mut dyn FnMut(&App, &Terminal<B>),
 ) -> Result<()> {
-    let draw_err = |e: std::io::Error| Error::internal(format!("cannot draw: {e}"));
-    let mut signals = Signals::new();
+    let draw_err = |e: B::Error| Error::internal(format!("cannot draw: {e}"));
     let mut tick = tokio::time::interval(TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     if let Ok(size) = term.size() {
@@ -127,6 +220,7 @@ async fn event_loop(
     }
     term.draw(|f| views::render(f, app)).map_err(draw_err)?;
     app.dirty = false;
+    on_frame(app, term);
     let mut last_frame = Instant::now();
     loop {
         let next_frame = tokio::time::Instant::from_std(last_frame + MIN_FRAME);
@@ -154,6 +248,7 @@ async fn event_loop(
             term.draw(|f| views::render(f, app)).map_err(draw_err)?;
             app.dirty = false;
             last_frame = Instant::now();
+            on_frame(app, term);
         }
     }
 }
@@ -188,6 +283,14 @@ impl Signals {
         }
         #[cfg(not(unix))]
         Signals {}
+    }
+
+    /// No signal is watched (a headless run leaves signals to its host).
+    fn none() -> Self {
+        Signals {
+            #[cfg(unix)]
+            all: Vec::new(),
+        }
     }
 
     async fn recv(&mut self) {

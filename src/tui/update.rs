@@ -2,7 +2,7 @@
 //! the network, so a key is answered in the same loop turn whatever Redis is doing.
 
 use super::action::{Action, Command};
-use super::app::{App, Confirm, Dialog, PendingWrite, View};
+use super::app::{App, Confirm, Dialog, FormField, PendingWrite, View};
 use super::keys;
 
 /// Longest filter or typed confirmation kept (a paste cannot grow the state without bound).
@@ -73,10 +73,7 @@ impl App {
                 Vec::new()
             }
             Action::Enter => self.enter(),
-            Action::Cancel => {
-                self.cancel();
-                Vec::new()
-            }
+            Action::Cancel => self.cancel(),
             Action::Confirm => match &self.dialog {
                 Some(Dialog::Confirm(c)) if c.typed.is_none() => {
                     let write = c.write.clone();
@@ -107,6 +104,26 @@ impl App {
             Action::ResolveSelected => self.ask_resolve(false),
             Action::ResolveAll => self.ask_resolve(true),
             Action::Preheat { force } => self.ask_preheat(force),
+            Action::OpenDryRunForm => {
+                self.open_dry_run_form();
+                Vec::new()
+            }
+            Action::FormField(n) => {
+                if self.dialog == Some(Dialog::DryRunForm) {
+                    let f = &mut self.dry_run_form;
+                    f.field = f.field.step(n);
+                }
+                Vec::new()
+            }
+            Action::FormChoice(n) => {
+                if self.dialog == Some(Dialog::DryRunForm) {
+                    let f = &mut self.dry_run_form;
+                    f.field = FormField::Strategy;
+                    f.strategy = f.strategy.step(n);
+                }
+                Vec::new()
+            }
+            Action::StopDryRun => self.stop_dry_run(),
             Action::Activities(f) => {
                 self.now = self.now.max(f.at);
                 self.on_activities(f)
@@ -152,6 +169,23 @@ impl App {
             }
             Action::PreheatDone { seq, result } => self.preheat_done(seq, result),
             Action::Resolved { seq, result } => self.resolved(seq, result),
+            Action::DryRunProgress {
+                seq,
+                strategy,
+                elapsed_secs,
+                snapshot,
+            } => {
+                self.dry_run_progress(seq, strategy, elapsed_secs, snapshot);
+                Vec::new()
+            }
+            Action::DryRunStrategyDone { seq, stats } => {
+                self.dry_run_strategy_done(seq, *stats);
+                Vec::new()
+            }
+            Action::DryRunDone { seq, result } => {
+                self.dry_run_done(seq, result);
+                Vec::new()
+            }
         }
     }
 
@@ -167,6 +201,21 @@ impl App {
                             .into(),
                         String::new(),
                         "y quit anyway    n stay".into(),
+                    ],
+                    write: PendingWrite::Quit,
+                    typed: None,
+                    input: String::new(),
+                    mismatch: false,
+                }));
+            }
+            None if self.dry_run.as_ref().is_some_and(|r| r.running()) => {
+                self.dialog = Some(Dialog::Confirm(Confirm {
+                    title: "Quit while a dry run runs?".into(),
+                    lines: vec![
+                        "Quitting stops the dry run; its shadow keys are removed before the".into(),
+                        "console exits (it waits up to 10 s for that).".into(),
+                        String::new(),
+                        "y stop it and quit    n stay".into(),
                     ],
                     write: PendingWrite::Quit,
                     typed: None,
@@ -214,6 +263,10 @@ impl App {
         if c.is_control() {
             return;
         }
+        if self.dialog == Some(Dialog::DryRunForm) {
+            self.form_input(c);
+            return;
+        }
         if let Some(Dialog::Confirm(d)) = &mut self.dialog {
             if d.typed.is_some() && d.input.chars().count() < MAX_INPUT {
                 d.input.push(c);
@@ -233,6 +286,10 @@ impl App {
     }
 
     fn backspace(&mut self) {
+        if self.dialog == Some(Dialog::DryRunForm) {
+            self.form_backspace();
+            return;
+        }
         if let Some(Dialog::Confirm(d)) = &mut self.dialog {
             d.input.pop();
             d.mismatch = false;
@@ -263,6 +320,10 @@ impl App {
             }
             return Vec::new();
         }
+        if self.dialog == Some(Dialog::DryRunForm) {
+            self.submit_dry_run_form();
+            return Vec::new();
+        }
         if self.dialog.is_some() {
             return Vec::new();
         }
@@ -282,28 +343,41 @@ impl App {
         Vec::new()
     }
 
-    fn cancel(&mut self) {
+    fn cancel(&mut self) -> Vec<Command> {
         if let Some(d) = self.dialog.take() {
-            if matches!(&d, Dialog::Confirm(c) if c.write != PendingWrite::Quit) {
+            let asked = match &d {
+                Dialog::Confirm(c) => c.write != PendingWrite::Quit,
+                Dialog::DryRunForm => true,
+                _ => false,
+            };
+            if asked {
                 self.flash("cancelled: nothing was written", false);
             }
-            return;
+            return Vec::new();
         }
         if self.filtering {
             self.filtering = false;
             let view = self.view;
             self.cursor_mut(view).filter.clear();
             self.filter_changed();
-            return;
+            return Vec::new();
         }
         if self.view == View::Help {
             self.view = self.back_to;
-            return;
+            return Vec::new();
+        }
+        // Esc on the Dry run view stops a running dry run (as x does).
+        if self.view == View::DryRun {
+            if self.dry_run.as_ref().is_some_and(|r| r.running()) {
+                return self.stop_dry_run();
+            }
+            return Vec::new();
         }
         let view = self.view;
         if !self.filter(view).is_empty() {
             self.cursor_mut(view).filter.clear();
             self.filter_changed();
         }
+        Vec::new()
     }
 }

@@ -165,10 +165,19 @@ impl App {
     /// Starts a confirmed write.
     pub(super) fn run_write(&mut self, write: PendingWrite) -> Vec<Command> {
         self.dialog = None;
-        if matches!(write, PendingWrite::Quit) {
-            self.should_quit = true;
-            return Vec::new();
-        }
+        let write = match write {
+            PendingWrite::Quit => {
+                self.should_quit = true;
+                return Vec::new();
+            }
+            PendingWrite::DryRun {
+                activity,
+                buyers,
+                concurrency,
+                strategy,
+            } => return self.start_dry_run(activity, buyers, concurrency, strategy),
+            w => w,
+        };
         // Checked again: the dialog may have been opened before anything else started.
         if !self.may_write("this write") {
             return Vec::new();
@@ -210,7 +219,7 @@ impl App {
                     which,
                 },
             ),
-            PendingWrite::Quit => return Vec::new(),
+            PendingWrite::Quit | PendingWrite::DryRun { .. } => return Vec::new(),
         };
         self.busy = Some(Busy {
             seq,

@@ -6,7 +6,7 @@
 use crate::harness::fixtures::{activity_toml, live_window, write_file};
 use crate::harness::tmux::Tmux;
 use crate::harness::{RedisServer, TestDb, console};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 #[test]
 fn without_a_terminal_the_tui_refuses_with_exit_2() {
@@ -144,4 +144,262 @@ fn the_tui_fixes_drift_and_answers_keys_while_redis_is_stopped() {
         "0",
         "still on the alternate screen"
     );
+}
+
+/// Keys for the headless loop.
+fn key_action(code: crossterm::event::KeyCode) -> seckill_console::tui::Action {
+    seckill_console::tui::Action::Key(crossterm::event::KeyEvent::new(
+        code,
+        crossterm::event::KeyModifiers::NONE,
+    ))
+}
+
+/// Every key of the live activity and their values (stock, meta, buyers, ledger).
+fn live_keys(redis: &RedisServer) -> Vec<(String, String)> {
+    let mut keys: Vec<String> = redis
+        .cli(&["--scan", "--pattern", "seckill:*"])
+        .lines()
+        .map(str::to_string)
+        .collect();
+    keys.sort();
+    keys.into_iter()
+        .map(|k| {
+            let v = redis.cli(&["DUMP", &k]);
+            (k, v)
+        })
+        .collect()
+}
+
+/// What the headless frames showed: the screen's text and the dry run's state.
+#[derive(Default)]
+struct Seen {
+    text: String,
+    progress: bool,
+    finished: bool,
+    verdicts: Vec<String>,
+    results: Vec<seckill_console::worker::RunStats>,
+}
+
+/// Waits until the last frame satisfies `ok`.
+async fn wait_for(
+    seen: std::sync::Arc<std::sync::Mutex<Seen>>,
+    what: &str,
+    timeout: Duration,
+    ok: fn(&Seen) -> bool,
+) {
+    let started = Instant::now();
+    loop {
+        {
+            let s = seen.lock().expect("lock");
+            if ok(&s) {
+                return;
+            }
+            assert!(
+                started.elapsed() < timeout,
+                "waited {timeout:?} for {what}; the screen:\n{}",
+                s.text
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The dry run from the TUI, through the real executor (its own thread and runtime): the
+/// form, the confirmation, every strategy on shadow keys with their invariants, the stop key,
+/// and a quit during a run. No shadow key is left behind and no live key changes.
+#[tokio::test]
+async fn the_dry_run_view_runs_strategies_on_shadow_keys_only() {
+    use crossterm::event::KeyCode;
+    use ratatui::Terminal;
+    use ratatui::backend::TestBackend;
+    use seckill_console::commands::Ctx;
+    use seckill_console::config::{Layer, resolve};
+    use seckill_console::tui::{Action, Headless, TuiOptions};
+    use std::sync::{Arc, Mutex};
+
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (starts, ends) = live_window();
+    let file = write_file(
+        dir.path(),
+        "dry.toml",
+        &activity_toml(
+            "dry-sale",
+            &[("phone", 40, 2), ("case", 25, 1), ("cable", 60, 3)],
+            starts,
+            ends,
+        ),
+    );
+    let base = ["--redis", &redis.url(), "--db", &db.url];
+    let with = |rest: &[&str]| {
+        let mut v = base.to_vec();
+        v.extend_from_slice(rest);
+        console(&v)
+    };
+    with(&["activity", "import", &file.display().to_string()]).expect_code(0);
+    with(&["preheat", "dry-sale"]).expect_code(0);
+    let before = live_keys(&redis);
+    assert!(!before.is_empty());
+    let shadow = || redis.cli(&["--scan", "--pattern", "*-dry-*"]);
+
+    let ctx = Ctx {
+        config: resolve(&[Layer {
+            redis: Some(redis.url()),
+            db: Some(db.url.clone()),
+            actor: Some("e2e".into()),
+            ..Layer::default()
+        }])
+        .expect("config"),
+    };
+    let opts = TuiOptions {
+        activity: Some(seckill_console::domain::ActivityId::parse("dry-sale").expect("id")),
+    };
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let record = {
+        let seen = seen.clone();
+        move |app: &seckill_console::tui::App, term: &Terminal<TestBackend>| {
+            let buf = term.backend().buffer();
+            let mut text = String::new();
+            for y in 0..buf.area.height {
+                for x in 0..buf.area.width {
+                    text.push_str(buf.cell((x, y)).map_or(" ", |c| c.symbol()));
+                }
+                text.push('\n');
+            }
+            let mut s = seen.lock().expect("lock");
+            s.text = text;
+            if let Some(r) = &app.dry_run {
+                s.progress |= r.current.is_some();
+                s.finished = !r.running();
+                s.results = r.results.clone();
+                s.verdicts = (0..r.results.len())
+                    .map(|i| r.verdict(i).to_string())
+                    .collect();
+            }
+        }
+    };
+    let wait = |what: &'static str, timeout: Duration, ok: fn(&Seen) -> bool| {
+        wait_for(seen.clone(), what, timeout, ok)
+    };
+    // The form: buyers, concurrency, strategy (typed over the defaults), Enter, y.
+    let start = |tx: &tokio::sync::mpsc::UnboundedSender<Action>, buyers: &str, strategy: char| {
+        let mut keys = vec![
+            KeyCode::Char('9'),
+            KeyCode::Char('d'),
+            KeyCode::Backspace,
+            KeyCode::Backspace,
+            KeyCode::Backspace,
+            KeyCode::Backspace,
+            KeyCode::Backspace,
+            KeyCode::Backspace,
+        ];
+        keys.extend(buyers.chars().map(KeyCode::Char));
+        keys.extend([
+            KeyCode::Tab,
+            KeyCode::Backspace,
+            KeyCode::Backspace,
+            KeyCode::Char('8'),
+            KeyCode::Tab,
+            KeyCode::Char(strategy),
+            KeyCode::Enter,
+            KeyCode::Char('y'),
+        ]);
+        for k in keys {
+            let _ = tx.send(key_action(k));
+        }
+    };
+
+    // 1. All four strategies, 150 buyers: every invariant holds, side by side.
+    {
+        let headless = Headless::new(&ctx, opts.clone());
+        let tx = headless.sender();
+        let mut term = Terminal::new(TestBackend::new(100, 30)).expect("terminal");
+        let ui = headless.run(&mut term, record.clone());
+        let drive = async {
+            wait("the stock", Duration::from_secs(10), |s| {
+                s.text.contains("phone")
+            })
+            .await;
+            start(&tx, "150", 'a');
+            wait("the results", Duration::from_secs(120), |s| s.finished).await;
+            let _ = tx.send(Action::ForceQuit);
+        };
+        let (ran, ()) = tokio::join!(ui, drive);
+        ran.expect("the loop");
+        let s = seen.lock().expect("lock");
+        let names: Vec<&str> = s.results.iter().map(|r| r.strategy.as_str()).collect();
+        assert_eq!(names, ["lua", "hincrby", "lock", "sql"], "{}", s.text);
+        assert_eq!(s.verdicts, ["ok", "ok", "ok", "ok"], "{}", s.text);
+        assert!(s.results.iter().all(|r| r.oversold == 0 && r.sold > 0));
+        assert!(
+            s.text.contains("every invariant held") && s.text.contains("Results, side by side"),
+            "{}",
+            s.text
+        );
+    }
+    assert_eq!(shadow().trim(), "", "shadow keys left behind");
+    assert_eq!(live_keys(&redis), before, "a live key changed");
+
+    // 2. x stops a long run: the cut strategy is not a failure; its keys are removed.
+    *seen.lock().expect("lock") = Seen::default();
+    {
+        let headless = Headless::new(&ctx, opts.clone());
+        let tx = headless.sender();
+        let mut term = Terminal::new(TestBackend::new(100, 30)).expect("terminal");
+        let ui = headless.run(&mut term, record.clone());
+        let drive = async {
+            wait("the stock", Duration::from_secs(10), |s| {
+                s.text.contains("phone")
+            })
+            .await;
+            start(&tx, "300000", 'l');
+            wait("live figures", Duration::from_secs(30), |s| {
+                s.progress && s.text.contains("Throughput")
+            })
+            .await;
+            let _ = tx.send(key_action(KeyCode::Char('x')));
+            wait("the stop", Duration::from_secs(30), |s| s.finished).await;
+            let _ = tx.send(Action::ForceQuit);
+        };
+        let (ran, ()) = tokio::join!(ui, drive);
+        ran.expect("the loop");
+        let s = seen.lock().expect("lock");
+        // Cut short: fewer requests than the demand. Sold out before the stop, every invariant
+        // holds ("ok"); stopped before, the only failure is the demand not met ("stopped").
+        assert!(
+            matches!(s.verdicts.as_slice(), [v] if v == "ok" || v == "stopped"),
+            "{:?}\n{}",
+            s.verdicts,
+            s.text
+        );
+        assert!(s.results[0].requests < 330_000, "{}", s.text);
+        assert!(s.text.contains("stopped after"), "{}", s.text);
+    }
+    assert_eq!(shadow().trim(), "", "shadow keys left behind after a stop");
+    assert_eq!(live_keys(&redis), before);
+
+    // 3. Quitting during a run: the loop's exit stops it and waits for its cleanup.
+    *seen.lock().expect("lock") = Seen::default();
+    {
+        let headless = Headless::new(&ctx, opts.clone());
+        let tx = headless.sender();
+        let mut term = Terminal::new(TestBackend::new(100, 30)).expect("terminal");
+        let ui = headless.run(&mut term, record.clone());
+        let drive = async {
+            wait("the stock", Duration::from_secs(10), |s| {
+                s.text.contains("phone")
+            })
+            .await;
+            start(&tx, "300000", 'l');
+            wait("live figures", Duration::from_secs(30), |s| s.progress).await;
+            let _ = tx.send(key_action(KeyCode::Char('q')));
+            let _ = tx.send(key_action(KeyCode::Char('y')));
+        };
+        let (ran, ()) = tokio::join!(ui, drive);
+        let app = ran.expect("the loop");
+        assert!(app.should_quit);
+    }
+    assert_eq!(shadow().trim(), "", "shadow keys left behind after a quit");
+    assert_eq!(live_keys(&redis), before);
 }

@@ -14,6 +14,8 @@ use crate::redis::Role;
 use crate::tui::action::{Action, Fetched, NodeInfo, Overview, RedisInfo, SlowEntry};
 use crate::tui::app::{App, AppConfig};
 use crate::tui::views;
+use crate::worker::stats::Invariant;
+use crate::worker::{LiveSnapshot, RunStats};
 use chrono::{DateTime, Duration as Days, TimeZone, Utc};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -45,6 +47,7 @@ pub fn config(read_only: bool) -> AppConfig {
         refresh: Duration::from_secs(1),
         redis_label: "redis://ops:***@10.0.0.5:6379".into(),
         db_label: "postgres://ops:***@db.internal:5432/shop".into(),
+        key_prefix: "seckill".into(),
     }
 }
 
@@ -340,6 +343,123 @@ pub fn preheat_report(go: bool) -> PreheatReport {
         unchanged: 1,
         elapsed_ms: 12,
         exit_code: if go { 0 } else { 5 },
+    }
+}
+
+/// The invariants of a dry run that held, and one that did not when `failed` names it.
+fn invariants(lua: bool, failed: Option<(&str, &str)>) -> Vec<Invariant> {
+    let books = if lua {
+        "ledger = orders = sold"
+    } else {
+        "orders = initial - remaining"
+    };
+    let names = [
+        (
+            "sold = min(stock, what demand and limits allow)",
+            "every product sold exactly what was allowed",
+        ),
+        ("no user above its limit", "every user within the limit"),
+        ("nothing oversold", "0 units sold beyond the stock"),
+        (
+            "stock never negative",
+            "final stock >= 0; negative seen in 0 samples while running",
+        ),
+        (books, "the books balance"),
+    ];
+    names
+        .into_iter()
+        .map(|(name, detail)| match failed {
+            Some((f, why)) if f == name => Invariant {
+                name: name.into(),
+                ok: false,
+                detail: why.into(),
+            },
+            _ => Invariant {
+                name: name.into(),
+                ok: true,
+                detail: detail.into(),
+            },
+        })
+        .collect()
+}
+
+/// The figures of one strategy of a dry run of spring-sale (1,160 units, 1,000 buyers).
+#[allow(clippy::too_many_arguments)]
+pub fn run_stats(
+    strategy: &str,
+    ops: f64,
+    p50: f64,
+    p99: f64,
+    trips: f64,
+    negative_seen: u64,
+    lock_failures: u64,
+    failed: Option<(&str, &str)>,
+) -> RunStats {
+    let invariants = invariants(strategy == "lua", failed);
+    RunStats {
+        strategy: strategy.into(),
+        requests: 1100,
+        succeeded: 1000 - lock_failures,
+        sold_out: 0,
+        user_limited: 100,
+        errors: lock_failures,
+        unknown: 0,
+        ops_per_sec: ops,
+        p50_ms: p50,
+        p99_ms: p99,
+        p999_ms: p99 * 2.0,
+        oversold: 0,
+        negative_seen,
+        round_trips_per_request: trips,
+        lock_failures,
+        sold: 1000 - lock_failures as i64,
+        stock: 1160,
+        elapsed_ms: (1100.0 / ops * 1000.0) as u64,
+        paid: 0,
+        expired: 0,
+        compensation_entries: 0,
+        retries: 0,
+        ok: invariants.iter().all(|i| i.ok),
+        invariants,
+    }
+}
+
+/// The four strategies side by side: the rollback strategy left a negative stock behind.
+pub fn all_four() -> Vec<RunStats> {
+    vec![
+        run_stats("lua", 9120.0, 0.41, 1.9, 1.0, 0, 0, None),
+        run_stats(
+            "hincrby",
+            11_400.0,
+            0.35,
+            1.6,
+            1.3,
+            37,
+            0,
+            Some((
+                "stock never negative",
+                "negative stock left behind: phone at -1",
+            )),
+        ),
+        run_stats("lock", 2150.0, 3.8, 24.5, 4.6, 0, 12, None),
+        run_stats("sql", 1320.0, 6.2, 31.0, 1.0, 0, 0, None),
+    ]
+}
+
+/// Live figures of a running strategy.
+pub fn live(done: u64, ops: f64) -> LiveSnapshot {
+    LiveSnapshot {
+        done,
+        total: 1100,
+        succeeded: done * 9 / 10,
+        sold_out: 0,
+        user_limited: done / 10,
+        errors: 0,
+        unknown: 0,
+        ops_per_sec: ops,
+        p50_ms: 0.42,
+        p99_ms: 2.35,
+        finished: false,
     }
 }
 

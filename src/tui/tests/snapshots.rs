@@ -20,7 +20,7 @@ fn snapshot_path(name: &str) -> PathBuf {
 }
 
 /// Compares `actual` with the stored screen (or stores it when UPDATE_SNAPSHOTS is set).
-fn assert_screen(name: &str, actual: &str) {
+pub fn assert_screen(name: &str, actual: &str) {
     let path = snapshot_path(name);
     if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
         std::fs::write(&path, actual).expect("write snapshot");

@@ -68,12 +68,15 @@ fn keys_switch_views_and_help_returns() {
         ('1', View::Activities),
         ('4', View::Compensation),
         ('8', View::Audit),
+        ('9', View::DryRun),
     ] {
         a.update(key(c));
         assert_eq!(a.view, v);
     }
     a.update(code(KeyCode::Tab));
     assert_eq!(a.view, View::Activities, "Tab wraps around");
+    a.update(code(KeyCode::BackTab));
+    assert_eq!(a.view, View::DryRun);
     a.update(code(KeyCode::BackTab));
     assert_eq!(a.view, View::Audit);
     a.update(key('?'));
@@ -362,6 +365,7 @@ fn read_only_refuses_every_write_before_any_command() {
         ("4", 'R'),
         ("6", 'p'),
         ("6", 'P'),
+        ("9", 'd'),
     ] {
         keys(&mut a, view);
         a.flash = None;
@@ -561,7 +565,7 @@ proptest::proptest! {
     /// Any key sequence at any size: no panic, and the selection stays inside the table.
     #[test]
     fn no_key_sequence_panics(
-        seq in proptest::collection::vec(0usize..40, 0..80),
+        seq in proptest::collection::vec(0usize..46, 0..80),
         w in 1u16..140,
         h in 1u16..50,
         read_only in proptest::bool::ANY,
@@ -576,7 +580,8 @@ proptest::proptest! {
             KeyCode::Char('a'), KeyCode::Char('é'), KeyCode::Char('-'), KeyCode::Enter,
             KeyCode::Esc, KeyCode::Backspace, KeyCode::Tab, KeyCode::BackTab, KeyCode::Up,
             KeyCode::Down, KeyCode::PageUp, KeyCode::PageDown, KeyCode::Home, KeyCode::End,
-            KeyCode::Left, KeyCode::F(5),
+            KeyCode::Left, KeyCode::F(5), KeyCode::Char('9'), KeyCode::Char('d'),
+            KeyCode::Char('x'), KeyCode::Right, KeyCode::Char('0'), KeyCode::Char(' '),
         ];
         let mut a = app(read_only);
         a.update(Action::Resize(w, h));

@@ -5,6 +5,7 @@ pub mod activities;
 pub mod alerts;
 pub mod audit;
 pub mod compensation;
+pub mod dry_run;
 pub mod help;
 pub mod preheat;
 pub mod reconcile;
@@ -59,6 +60,7 @@ pub fn render_view(frame: &mut Frame, area: Rect, app: &App) {
         View::Preheat => preheat::render(frame, area, app),
         View::Redis => redis::render(frame, area, app),
         View::Audit => audit::render(frame, area, app),
+        View::DryRun => dry_run::render(frame, area, app),
         View::Help => help::render(frame, area, app),
     }
 }

@@ -2,10 +2,10 @@
 //! for activity-wide writes), a "working" window while a background job runs, a result.
 
 use super::{bold, clip, critical, dim};
-use crate::tui::app::{App, Dialog};
+use crate::tui::app::{App, Dialog, FormField, StrategyChoice};
 use ratatui::Frame;
 use ratatui::layout::Rect;
-use ratatui::style::{Color, Style};
+use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Clear, Paragraph};
 
@@ -56,6 +56,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, dialog: &Dialog) {
             };
             (title.clone(), out, border)
         }
+        Dialog::DryRunForm => dry_run_form(app),
         Dialog::Confirm(c) => {
             let mut out: Vec<Line> = c.lines.iter().map(|l| Line::raw(l.clone())).collect();
             out.push(Line::raw(""));
@@ -111,4 +112,67 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, dialog: &Dialog) {
         .border_style(border)
         .title(Span::styled(format!(" {} ", clip(&title, inner_w)), bold()));
     frame.render_widget(Paragraph::new(lines).block(block), rect);
+}
+
+/// The dry-run form: two numbers and the strategy, the focused field marked and in colour.
+fn dry_run_form(app: &App) -> (String, Vec<Line<'static>>, Style) {
+    let f = &app.dry_run_form;
+    let activity = app
+        .activity
+        .as_ref()
+        .map_or_else(|| "-".to_string(), ToString::to_string);
+    let focus = Style::default()
+        .fg(Color::Cyan)
+        .add_modifier(Modifier::BOLD);
+    let marker = |field: FormField| {
+        if f.field == field {
+            Span::styled("> ", focus)
+        } else {
+            Span::raw("  ")
+        }
+    };
+    let number = |field: FormField, name: &str, value: &str| {
+        let shown = if f.field == field {
+            Span::styled(format!("{value}_"), focus)
+        } else {
+            Span::raw(value.to_string())
+        };
+        Line::from(vec![marker(field), Span::raw(format!("{name:<13}")), shown])
+    };
+    let mut strategy = vec![
+        marker(FormField::Strategy),
+        Span::raw(format!("{:<13}", "strategy")),
+    ];
+    // The choice is bracketed as well as reversed, so it reads on any terminal.
+    for c in StrategyChoice::CHOICES {
+        if c == f.strategy {
+            strategy.push(Span::styled(
+                format!("[{}]", c.name()),
+                Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD),
+            ));
+        } else {
+            strategy.push(Span::styled(format!(" {} ", c.name()), dim()));
+        }
+        strategy.push(Span::raw(" "));
+    }
+    let mut lines = vec![
+        Line::raw("Simulated buyers on a shadow copy: the live keys are never written."),
+        Line::raw(""),
+        number(FormField::Buyers, "buyers", &f.buyers),
+        number(FormField::Concurrency, "concurrency", &f.concurrency),
+        Line::from(strategy),
+        Line::raw(""),
+    ];
+    if let Some(e) = &f.error {
+        lines.push(Line::styled(e.clone(), critical()));
+    }
+    lines.push(Line::styled(
+        "Tab / Up / Down field   Left / Right strategy   Enter next   Esc cancel",
+        dim(),
+    ));
+    (
+        format!("Dry run of {activity}"),
+        lines,
+        Style::default().fg(Color::Cyan),
+    )
 }

@@ -24,6 +24,7 @@ pub fn view_keys(view: View) -> &'static [(&'static str, &'static str, bool)] {
         View::Preheat => &[("p", "preheat", true), ("P", "preheat --force", true)],
         View::Redis => &[],
         View::Audit => &[],
+        View::DryRun => &[("d", "dry run", true), ("x/Esc", "stop", true)],
         View::Help => &[("Esc", "back", false)],
     }
 }
@@ -33,6 +34,45 @@ fn key(k: &str, what: &str) -> Vec<Span<'static>> {
         Span::styled(format!(" {k}"), bold().fg(Color::Cyan)),
         Span::raw(format!(" {what} ")),
     ]
+}
+
+fn tab_spans(app: &App, current: View, short: bool) -> Vec<Span<'static>> {
+    let mut tabs = Vec::new();
+    for v in View::TABBED {
+        let mut label = match (short, v) {
+            (true, View::Activities) => "Activ.".to_string(),
+            (true, View::Compensation) => "Comp.".to_string(),
+            (true, View::Reconcile) => "Recon.".to_string(),
+            _ => v.title().to_string(),
+        };
+        match v {
+            View::Alerts => {
+                if let Some(r) = app.stock.report() {
+                    label = format!("{label}({})", r.alerts.len());
+                }
+            }
+            View::Compensation => {
+                if let Some(r) = app.stock.report() {
+                    label = format!("{label}({})", r.compensation.pending);
+                }
+            }
+            View::DryRun if app.dry_run.as_ref().is_some_and(|r| r.running()) => {
+                label = format!("{label}*");
+            }
+            _ => {}
+        }
+        let style = if v == current {
+            Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD)
+        } else {
+            Style::default()
+        };
+        tabs.push(Span::styled(
+            format!(" {}", v.key()),
+            bold().fg(Color::Cyan),
+        ));
+        tabs.push(Span::styled(format!(" {label} "), style));
+    }
+    tabs
 }
 
 pub fn render(frame: &mut Frame, area: Rect, app: &App) {
@@ -61,39 +101,32 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             Line::styled(format!(" {} is running ({secs}s) ...", b.what), bold()),
             message,
         );
+    } else if let Some(r) = app.dry_run.as_ref().filter(|r| r.running())
+        && app.view != View::DryRun
+    {
+        let secs = app.now.saturating_duration_since(r.started).as_secs();
+        frame.render_widget(
+            Line::styled(
+                format!(
+                    " a dry run of {} is running ({secs}s): 9 shows it",
+                    r.activity
+                ),
+                bold(),
+            ),
+            message,
+        );
     }
 
-    let mut tabs = Vec::new();
     let current = if app.view == View::Help {
         app.back_to
     } else {
         app.view
     };
-    for v in View::TABBED {
-        let mut label = v.title().to_string();
-        match v {
-            View::Alerts => {
-                if let Some(r) = app.stock.report() {
-                    label = format!("{label}({})", r.alerts.len());
-                }
-            }
-            View::Compensation => {
-                if let Some(r) = app.stock.report() {
-                    label = format!("{label}({})", r.compensation.pending);
-                }
-            }
-            _ => {}
-        }
-        let style = if v == current {
-            Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD)
-        } else {
-            Style::default()
-        };
-        tabs.push(Span::styled(
-            format!(" {}", v.key()),
-            bold().fg(Color::Cyan),
-        ));
-        tabs.push(Span::styled(format!(" {label} "), style));
+    // Full titles when they fit, else the long ones shortened, so that every view's key
+    // stays on screen at 100 columns.
+    let mut tabs = tab_spans(app, current, false);
+    if Line::from(tabs.clone()).width() > width {
+        tabs = tab_spans(app, current, true);
     }
     frame.render_widget(Line::from(tabs), views);
 

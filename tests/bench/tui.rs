@@ -1,0 +1,525 @@
+//! TUI benchmark (issue 6, acceptance 4 and 5). Run with `scripts/bench tui` (or
+//! `cargo bench --bench tui`); `BENCH_SECS` shortens the refresh measurement (default 30).
+//!
+//! (a) Frame time: the Stock view of 10,000 products drawn on a 200x60 ratatui `TestBackend`
+//!     from fixed data, the selection moving one row per frame (so the visible rows change).
+//!     Timed: `Terminal::draw` with `views::render`, i.e. building the visible rows, the
+//!     widgets into the buffer, the diff against the last frame and the backend's copy.
+//!     Not timed: a real terminal's escape sequences (a few changed rows per frame). Wall
+//!     time: on a busy shared machine the tail counts time the thread waited for a CPU.
+//! (b) CPU of a 1 Hz refresh: the real loop of the TUI, headless (`tui::Headless`: the same
+//!     pollers, executor, `App::update` and views as the binary, on a single-threaded tokio
+//!     runtime like the binary's, drawing to a 200x60 `TestBackend` instead of a tty), for
+//!     30 s against a private redis-server and a SQLite file holding one live activity of
+//!     10,000 products, preheated, with 2,000 orders. Measured: this process's user + system
+//!     CPU time (`/proc/self/stat`, every thread: the loop, the pollers, SQLite's worker
+//!     threads) over the wall time of the window. The redis-server's own CPU is reported
+//!     beside it but not counted: it is another process (on another machine in production).
+//! (c) Redis stopped with SIGSTOP for 5 s while that loop runs: a view-switch key every
+//!     500 ms; measured from sending the key (as the input thread does) to the end of the
+//!     frame that shows the new view. Then: the header shows "stale", and after SIGCONT a
+//!     sale made meanwhile shows up on screen.
+
+#[path = "../e2e/harness/mod.rs"]
+#[allow(unused_imports)]
+mod harness;
+
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+use harness::fixtures::{buy, import, live_window, standalone};
+use harness::{RedisServer, TestDb};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use seckill_console::commands::Ctx;
+use seckill_console::config::{Layer, resolve};
+use seckill_console::domain::alerts::{self, QueueSummary};
+use seckill_console::domain::stock::{Meta, ProductStatus, State, StockValue, Truth};
+use seckill_console::domain::{ActivityId, Phase};
+use seckill_console::ops::preheat::{PreheatOptions, preheat};
+use seckill_console::ops::progress::Silent;
+use seckill_console::ops::status::{StatusReport, Totals};
+use seckill_console::redis::KeySpace;
+use seckill_console::tui::action::Fetched;
+use seckill_console::tui::{Action, App, AppConfig, Headless, TuiOptions, View, views};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+const PRODUCTS: usize = 10_000;
+const COLS: u16 = 200;
+const ROWS: u16 = 60;
+const FRAMES: usize = 3_000;
+const ORDERS: usize = 2_000;
+
+const FRAME_TARGET_MS: f64 = 5.0;
+const CPU_TARGET: f64 = 0.10;
+const SWITCH_TARGET_MS: f64 = 200.0;
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "met" } else { "MISSED" }
+}
+
+fn percentile(sorted: &[f64], q: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * q).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+// ---------------------------------------------------------------------------------------------
+// (a) frame time
+
+/// 10,000 products in every state the table colours, `extra` more units sold per product.
+fn report(extra: i64, taken_at: chrono::DateTime<chrono::Utc>) -> StatusReport {
+    let products: Vec<ProductStatus> = (0..PRODUCTS)
+        .map(|i| {
+            let initial = 50 + (i as i64 % 200);
+            let sold = (i as i64 * 7) % initial / 2 + extra;
+            let in_flight = i as i64 % 3;
+            let remaining = initial - sold - in_flight;
+            let stock = match i % 97 {
+                0 => StockValue::Missing,
+                1 => StockValue::Value(-2),
+                2 => StockValue::Value(remaining + 5),
+                3 => StockValue::Value(remaining - 3),
+                _ => StockValue::Value(remaining),
+            };
+            let meta = Meta {
+                present: true,
+                initial: Some(initial),
+                limit: Some(2),
+                ..Meta::default()
+            };
+            ProductStatus::build(
+                &format!("sku-{i:05}"),
+                2,
+                &stock,
+                &meta,
+                Truth::new(initial, sold, in_flight, 0),
+            )
+        })
+        .collect();
+    let mut totals = Totals::default();
+    for p in &products {
+        totals.initial += p.initial;
+        totals.redis_remaining += p.redis_remaining.unwrap_or(0);
+        totals.db_sold += p.db_sold;
+        totals.in_flight += p.in_flight;
+        totals.expected_remaining += p.expected_remaining;
+        if p.state != State::Ok {
+            totals.not_ok += 1;
+        }
+    }
+    StatusReport {
+        activity: "bench".into(),
+        phase: Phase::Live,
+        alerts: alerts::product_alerts(&products),
+        products,
+        totals,
+        compensation: QueueSummary::default(),
+        outbox: QueueSummary::default(),
+        taken_at,
+    }
+}
+
+fn render_bench() -> (f64, f64) {
+    let id = ActivityId::parse("bench").expect("id");
+    let config = AppConfig {
+        read_only: false,
+        refresh: Duration::from_secs(1),
+        redis_label: "redis://127.0.0.1:6379".into(),
+        db_label: "sqlite:///tmp/bench.db".into(),
+        key_prefix: "seckill".into(),
+    };
+    let t0 = chrono::Utc::now();
+    let start = Instant::now();
+    let mut app = App::new(config, Some(id.clone()), start);
+    app.update(Action::Resize(COLS, ROWS));
+    // Two snapshots a second apart, so that rates, the sparkline and alert ages exist.
+    let fetched = |secs: u64, r: StatusReport| Fetched {
+        at: start + Duration::from_secs(secs),
+        taken_at: r.taken_at,
+        result: Ok(r),
+    };
+    let first = report(0, t0);
+    let second = report(1, t0 + chrono::Duration::seconds(1));
+    let mut apply = Vec::new();
+    for round in 0..20 {
+        let (a, b) = (first.clone(), second.clone());
+        let started = Instant::now();
+        app.update(Action::Status(id.clone(), fetched(2 * round, a)));
+        app.update(Action::Status(id.clone(), fetched(2 * round + 1, b)));
+        apply.push(started.elapsed().as_secs_f64() * 1000.0 / 2.0);
+    }
+    app.update(Action::SwitchView(View::Stock));
+    let mut terminal = Terminal::new(TestBackend::new(COLS, ROWS)).expect("test terminal");
+    // Warm-up: caches, the first full-screen diff.
+    for _ in 0..50 {
+        terminal
+            .draw(|f| views::render(f, &app))
+            .expect("draw to the test backend");
+    }
+    let mut times = Vec::with_capacity(FRAMES);
+    for i in 0..FRAMES {
+        // Down through the table and back, a row per frame; the second half sorted by rate.
+        if i == FRAMES / 2 {
+            for _ in 0..5 {
+                app.update(Action::CycleSort);
+            }
+        }
+        app.update(Action::Move(if (i / 500) % 2 == 0 { 1 } else { -1 }));
+        let started = Instant::now();
+        terminal
+            .draw(|f| views::render(f, &app))
+            .expect("draw to the test backend");
+        times.push(started.elapsed().as_secs_f64() * 1000.0);
+    }
+    let screen = format!("{:?}", terminal.backend().buffer());
+    assert!(screen.contains("10000/10000 products"), "{screen}");
+    times.sort_by(f64::total_cmp);
+    let mean = times.iter().sum::<f64>() / times.len() as f64;
+    let p99 = percentile(&times, 0.99);
+    apply.sort_by(f64::total_cmp);
+    println!(
+        "(a) render: Stock view of {PRODUCTS} products on a {COLS}x{ROWS} TestBackend, {FRAMES} frames"
+    );
+    println!(
+        "    frame time mean {mean:.3} ms, p50 {:.3} ms, p99 {p99:.3} ms, max {:.3} ms",
+        percentile(&times, 0.5),
+        percentile(&times, 1.0)
+    );
+    println!(
+        "    target: a frame under {FRAME_TARGET_MS} ms (p99 wall time): {}",
+        verdict(p99 < FRAME_TARGET_MS)
+    );
+    println!(
+        "    (not a frame: applying one {PRODUCTS}-product snapshot in update, i.e. rates, alert ages, filter and sort: median {:.2} ms)",
+        percentile(&apply, 0.5)
+    );
+    (mean, p99)
+}
+
+// ---------------------------------------------------------------------------------------------
+// (b) and (c): the real loop, headless
+
+/// Clock ticks per second of /proc's utime and stime (USER_HZ; 100 on Linux).
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse::<f64>().ok())
+        .filter(|t| *t > 0.0)
+        .unwrap_or(100.0)
+}
+
+/// utime + stime of a process, in seconds, every thread included.
+fn cpu_seconds(pid: &str, ticks: f64) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name may hold spaces: the fields after it start past the last ')'.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // utime and stime are fields 14 and 15 of stat(5); `rest` starts at field 3.
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some((utime + stime) / ticks)
+}
+
+/// What the loop's frames show, recorded right after each frame.
+#[derive(Default)]
+struct Probe {
+    frames: u64,
+    view: Option<View>,
+    /// When the first frame that showed `view` ended.
+    switched_at: Option<Instant>,
+    /// Stock data on screen, its age mark and the units sold it shows.
+    rows: usize,
+    stale: bool,
+    header: String,
+    db_sold: i64,
+    received: Option<Instant>,
+    snapshots: u64,
+}
+
+fn key(c: char) -> Action {
+    Action::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+}
+
+/// Polls the probe every millisecond until `ok` holds or `timeout` passes.
+async fn until(
+    probe: &Rc<RefCell<Probe>>,
+    timeout: Duration,
+    ok: impl Fn(&Probe) -> bool,
+) -> Option<Instant> {
+    let started = Instant::now();
+    while started.elapsed() < timeout {
+        if ok(&probe.borrow()) {
+            return Some(Instant::now());
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    None
+}
+
+async fn live_bench(secs: u64) -> bool {
+    let server = RedisServer::start();
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    let store = standalone(&server.url()).await;
+    let products: Vec<(String, i64, i64)> = (0..PRODUCTS)
+        .map(|i| (format!("sku-{i:05}"), 100, 2))
+        .collect();
+    let refs: Vec<(&str, i64, i64)> = products
+        .iter()
+        .map(|(p, s, l)| (p.as_str(), *s, *l))
+        .collect();
+    import(&lib, "bench", &refs, live_window()).await;
+    let id = ActivityId::parse("bench").expect("id");
+    let opts = PreheatOptions {
+        force: false,
+        actor: "bench".into(),
+        grace: Duration::from_secs(60),
+    };
+    let r = preheat(&store, &lib, &KeySpace::default(), &id, &opts, &Silent)
+        .await
+        .expect("preheat");
+    assert_eq!(r.decision, "go", "{:?}", r.reasons);
+    for i in 0..ORDERS {
+        let p = format!("sku-{:05}", (i * 7) % PRODUCTS);
+        buy(
+            &store,
+            &lib,
+            "bench",
+            &p,
+            &format!("req-{i}"),
+            &format!("u{i}"),
+            1,
+        )
+        .await;
+    }
+    lib.close().await;
+
+    let config = resolve(&[Layer {
+        redis: Some(server.url()),
+        db: Some(db.url.clone()),
+        actor: Some("bench".into()),
+        refresh_secs: Some(1.0),
+        ..Layer::default()
+    }])
+    .expect("config");
+    let ctx = Ctx { config };
+    let headless = Headless::new(
+        &ctx,
+        TuiOptions {
+            activity: Some(id.clone()),
+        },
+    );
+    let tx = headless.sender();
+    let mut terminal = Terminal::new(TestBackend::new(COLS, ROWS)).expect("test terminal");
+    let probe = Rc::new(RefCell::new(Probe::default()));
+    let watch_header = Rc::new(RefCell::new(false));
+
+    let ui = {
+        let (probe, watch_header) = (probe.clone(), watch_header.clone());
+        headless.run(&mut terminal, move |app, term| {
+            let mut p = probe.borrow_mut();
+            p.frames += 1;
+            if p.view != Some(app.view) {
+                p.view = Some(app.view);
+                p.switched_at = Some(Instant::now());
+            }
+            p.stale = app.is_stale();
+            if let Some(r) = app.stock.report() {
+                p.rows = r.products.len();
+                p.db_sold = r.totals.db_sold;
+            }
+            if p.received != app.stock.feed.received {
+                p.received = app.stock.feed.received;
+                p.snapshots += 1;
+            }
+            if *watch_header.borrow() {
+                let buf = term.backend().buffer();
+                p.header = (0..buf.area.width)
+                    .filter_map(|x| buf.cell((x, 0)).map(|c| c.symbol().to_string()))
+                    .collect();
+            }
+        })
+    };
+
+    let control = async {
+        let ticks = clock_ticks();
+        let me = std::process::id().to_string();
+        let redis_pid = server.pid().map(|p| p.to_string());
+        // The first full snapshot on screen, then a few seconds to settle.
+        let first = until(&probe, Duration::from_secs(60), |p| p.rows == PRODUCTS).await;
+        assert!(
+            first.is_some(),
+            "the stock of {PRODUCTS} products never showed"
+        );
+        tokio::time::sleep(Duration::from_secs(3)).await;
+
+        // (b)
+        let (frames0, snaps0) = {
+            let p = probe.borrow();
+            (p.frames, p.snapshots)
+        };
+        let cpu0 = cpu_seconds(&me, ticks).expect("/proc/self/stat");
+        let redis0 = redis_pid.as_deref().and_then(|p| cpu_seconds(p, ticks));
+        let wall0 = Instant::now();
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+        let wall = wall0.elapsed().as_secs_f64();
+        let cpu = cpu_seconds(&me, ticks).expect("/proc/self/stat") - cpu0;
+        let redis_cpu = redis_pid
+            .as_deref()
+            .and_then(|p| cpu_seconds(p, ticks))
+            .zip(redis0)
+            .map(|(b, a)| b - a);
+        let (frames, snaps) = {
+            let p = probe.borrow();
+            (p.frames - frames0, p.snapshots - snaps0)
+        };
+        let share = cpu / wall;
+        println!(
+            "(b) 1 Hz refresh: the real loop headless for {wall:.1} s, one live activity of {PRODUCTS} products (preheated, {ORDERS} orders), SQLite, private redis-server"
+        );
+        println!(
+            "    process CPU (user + system, all threads) {cpu:.2} s over {wall:.1} s = {:.1}% of one core; {snaps} stock snapshots, {frames} frames",
+            share * 100.0
+        );
+        if let Some(r) = redis_cpu {
+            println!(
+                "    (redis-server, another process, not counted: {:.1}% of one core)",
+                r / wall * 100.0
+            );
+        }
+        println!(
+            "    target: under {:.0}% of one core: {}",
+            CPU_TARGET * 100.0,
+            verdict(share < CPU_TARGET)
+        );
+
+        // (c)
+        *watch_header.borrow_mut() = true;
+        let sold_before = probe.borrow().db_sold;
+        server.signal("STOP");
+        let stopped = Instant::now();
+        let mut latencies = Vec::new();
+        let mut missing = 0;
+        for (i, c) in "3724".chars().cycle().take(10).enumerate() {
+            let target = View::for_key(c).expect("a view key");
+            let next = stopped + Duration::from_millis(500 * (i as u64 + 1));
+            tokio::time::sleep_until(tokio::time::Instant::from_std(next)).await;
+            let sent = Instant::now();
+            let _ = tx.send(key(c));
+            let shown = until(&probe, Duration::from_secs(2), |p| {
+                p.view == Some(target) && p.switched_at.is_some_and(|t| t >= sent)
+            })
+            .await;
+            match shown.and(probe.borrow().switched_at) {
+                Some(at) => latencies.push(at.duration_since(sent).as_secs_f64() * 1000.0),
+                None => missing += 1,
+            }
+        }
+        tokio::time::sleep_until(tokio::time::Instant::from_std(
+            stopped + Duration::from_millis(5_200),
+        ))
+        .await;
+        let (stale, header) = {
+            let p = probe.borrow();
+            (p.stale, p.header.trim().to_string())
+        };
+        // A sale while Redis is stopped would hang with it: it is made once Redis is back.
+        server.signal("CONT");
+        let resumed = Instant::now();
+        let store = standalone(&server.url()).await;
+        let lib = db.open().await;
+        buy(
+            &store,
+            &lib,
+            "bench",
+            "sku-00001",
+            "req-after",
+            "u-after",
+            1,
+        )
+        .await;
+        let moved = until(&probe, Duration::from_secs(15), |p| {
+            p.db_sold > sold_before && !p.stale
+        })
+        .await;
+        lib.close().await;
+        latencies.sort_by(f64::total_cmp);
+        let max = percentile(&latencies, 1.0);
+        let mean = latencies.iter().sum::<f64>() / latencies.len().max(1) as f64;
+        println!("(c) Redis stopped with SIGSTOP for 5 s while the loop runs");
+        println!(
+            "    view switch -> frame: {} switches, mean {mean:.1} ms, max {max:.1} ms{}",
+            latencies.len(),
+            if missing > 0 {
+                format!(", {missing} NOT SHOWN within 2 s")
+            } else {
+                String::new()
+            }
+        );
+        println!(
+            "    target: every switch rendered within {SWITCH_TARGET_MS:.0} ms: {}",
+            verdict(missing == 0 && max < SWITCH_TARGET_MS)
+        );
+        println!(
+            "    header after 5 s: \"{header}\"; shows stale data: {}",
+            verdict(stale && header.contains("stale"))
+        );
+        let moved_secs = moved.map(|t| t.duration_since(resumed).as_secs_f64());
+        match moved_secs {
+            Some(s) => println!(
+                "    after SIGCONT a new sale showed on screen in {s:.1} s, data fresh again: met"
+            ),
+            None => println!("    after SIGCONT the numbers did not move within 15 s: MISSED"),
+        }
+        let _ = tx.send(Action::ForceQuit);
+        share < CPU_TARGET
+            && missing == 0
+            && max < SWITCH_TARGET_MS
+            && stale
+            && moved_secs.is_some()
+    };
+    let (ran, ok) = tokio::join!(ui, control);
+    if let Err(e) = ran {
+        println!("the loop ended with an error: {e}");
+        return false;
+    }
+    ok
+}
+
+fn main() {
+    // The binary's runtime: one thread (see src/main.rs).
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let secs: u64 = std::env::var("BENCH_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|s| *s > 0)
+        .unwrap_or(30);
+    println!(
+        "TUI benchmark ({} build)",
+        if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        }
+    );
+    let (_, p99) = render_bench();
+    let live_ok = rt.block_on(live_bench(secs));
+    let all = p99 < FRAME_TARGET_MS && live_ok;
+    println!(
+        "summary: {}",
+        if all {
+            "every target met"
+        } else {
+            "a target was MISSED"
+        }
+    );
+}
