@@ -19,7 +19,7 @@ pub struct Cli {
 /// Flags every command takes (also settable in the config file and as SECKILL_* variables).
 #[derive(Debug, Args, Default, Clone)]
 pub struct GlobalFlags {
-    /// Redis URL: redis://[user:password@]host:port or rediss://... [env: SECKILL_REDIS_URL]
+    /// Redis URL: redis://host:port (user:password@ before the host for ACL) or rediss://... (env: SECKILL_REDIS_URL)
     #[arg(
         long,
         global = true,
@@ -28,31 +28,31 @@ pub struct GlobalFlags {
     )]
     pub redis: Option<String>,
 
-    /// Seed nodes of a Redis Cluster, comma-separated [env: SECKILL_REDIS_CLUSTER]
+    /// Seed nodes of a Redis Cluster, comma-separated (env: SECKILL_REDIS_CLUSTER)
     #[arg(long, global = true, value_name = "URL,URL,...")]
     pub redis_cluster: Option<String>,
 
-    /// Database URL: sqlite:PATH, postgres://..., mysql://... [env: SECKILL_DATABASE_URL]
+    /// Database URL: sqlite:PATH, postgres://..., mysql://... (env: SECKILL_DATABASE_URL)
     #[arg(long, global = true, value_name = "URL")]
     pub db: Option<String>,
 
-    /// Config file (TOML) [env: SECKILL_CONFIG]
+    /// Config file (TOML) (env: SECKILL_CONFIG)
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
-    /// Refuse every write, before anything is sent [env: SECKILL_READ_ONLY]
+    /// Refuse every write, before anything is sent (env: SECKILL_READ_ONLY)
     #[arg(long, global = true)]
     pub read_only: bool,
 
-    /// Print one JSON document on stdout; errors as JSON on stderr [env: SECKILL_JSON]
+    /// Print one JSON document on stdout; errors as JSON on stderr (env: SECKILL_JSON)
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// Name recorded in the audit table (default: the OS user) [env: SECKILL_ACTOR]
+    /// Name recorded in the audit table (default: the OS user) (env: SECKILL_ACTOR)
     #[arg(long, global = true, value_name = "NAME")]
     pub actor: Option<String>,
 
-    /// Key prefix of the live activity keys (default: seckill) [env: SECKILL_PREFIX]
+    /// Key prefix of the live activity keys (default: seckill) (env: SECKILL_PREFIX)
     #[arg(long, global = true, value_name = "PREFIX")]
     pub prefix: Option<String>,
 
@@ -72,7 +72,7 @@ pub struct GlobalFlags {
     #[arg(long, global = true, value_name = "FILE")]
     pub redis_ca: Option<PathBuf>,
 
-    /// TUI refresh interval in seconds, 0.1 to 3600 (default 1) [env: SECKILL_REFRESH_SECS]
+    /// TUI refresh interval in seconds, 0.1 to 3600 (default 1) (env: SECKILL_REFRESH_SECS)
     #[arg(long, global = true, value_name = "SECS")]
     pub refresh: Option<f64>,
 }
@@ -291,7 +291,7 @@ pub struct DryRunArgs {
     /// Seed of the demand (same seed, same demand)
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Key prefix of the shadow copy (default: <prefix>-dry-<run id>); never the live prefix
+    /// Key prefix of the shadow copy (default: PREFIX-dry-RUN); never the live prefix
     #[arg(long)]
     pub shadow_prefix: Option<String>,
 }

@@ -30,6 +30,8 @@ const COMPENSATION_LIMIT: i64 = 1000;
 const AUDIT_LIMIT: i64 = 500;
 /// Activities whose alerts and preheat state the overview reads, besides the selected one.
 const OVERVIEW_MAX: usize = 20;
+/// Activities larger than this are left out of the overview.
+const OVERVIEW_MAX_PRODUCTS: i64 = 20_000;
 /// Slowlog entries read per node.
 const SLOWLOG_LEN: i64 = 10;
 
@@ -206,6 +208,9 @@ async fn overview(
     let wanted: Vec<ActivityId> = list
         .iter()
         .filter(|a| a.activity.status != "cancelled" && a.activity.phase(now) != Phase::Ended)
+        // A full status of a huge activity every few seconds would cost more than its alert
+        // count is worth here; it shows its alerts once selected.
+        .filter(|a| a.products <= OVERVIEW_MAX_PRODUCTS)
         .map(|a| a.activity.activity_id.clone())
         .filter(|id| Some(id) != selected)
         .take(OVERVIEW_MAX)
