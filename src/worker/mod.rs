@@ -6,6 +6,7 @@
 pub mod batch;
 pub mod demand;
 pub mod dry_run;
+pub mod orders;
 pub mod payment;
 pub mod run;
 pub mod stats;

@@ -11,7 +11,6 @@ use crate::db::compensation::{self, NewCompensation};
 use crate::db::{Db, activity as activities, orders};
 use crate::domain::ActivityId;
 use crate::error::{Error, Result};
-use crate::redis::stock::restore;
 use crate::redis::{KeySpace, Keyed, RedisStore};
 use redis::Value;
 use std::sync::Arc;
@@ -162,6 +161,13 @@ pub async fn run_load(
         None => (None, None),
     };
 
+    let (order_tx, writer) = if spec.strategy == Strategy::Sql {
+        (None, None)
+    } else {
+        let (tx, handle) =
+            super::orders::spawn(db.clone(), redis.clone(), pay_tx.clone(), live.clone());
+        (Some(tx), Some(handle))
+    };
     let started = Instant::now();
     let next = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::with_capacity(spec.concurrency);
@@ -174,6 +180,7 @@ pub async fn run_load(
             next: next.clone(),
             stop: stop.clone(),
             pay: pay_tx.clone(),
+            orders: order_tx.clone(),
             rate: spec.rate,
             retries: spec.retries,
             started,
@@ -181,11 +188,16 @@ pub async fn run_load(
         tasks.push(tokio::spawn(buyer(ctx)));
     }
     drop(pay_tx);
+    drop(order_tx);
     for t in tasks {
         let _ = t.await;
     }
     let hist = live.run_histogram();
     let elapsed = started.elapsed();
+    // Every order lands before the figures are taken (and before the payment step ends).
+    if let Some(w) = writer {
+        let _ = w.await;
+    }
     done.store(true, Ordering::Relaxed);
     for h in [flusher, watcher].into_iter().flatten() {
         let _ = h.await;
@@ -214,6 +226,7 @@ struct TaskCtx {
     next: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
     pay: Option<mpsc::Sender<Sold>>,
+    orders: Option<mpsc::UnboundedSender<super::orders::Pending>>,
     rate: Option<f64>,
     retries: u32,
     started: Instant,
@@ -285,17 +298,17 @@ async fn after(
     let a = &ctx.attempter;
     match outcome {
         Outcome::Sold(left) => {
+            // The `sql` strategy committed its order with the stock; the others hand it to the
+            // order writer (asynchronously, as the orders of a real sale land).
             if a.strategy != Strategy::Sql
-                && let Err(e) = orders::insert_with_outbox(&a.db, &[a.order(t, req)]).await
+                && let Some(w) = &ctx.orders
             {
-                // The order could not be written: give the stock back at once (an app server
-                // would); if even that fails the deduction is an orphan for `fix`.
-                if a.strategy == Strategy::Lua {
-                    let _ = restore(&a.redis, &t.keys, &req.request_id).await;
-                }
-                return Outcome::Error(format!("order write failed: {}", crate::db::describe(&e)));
-            }
-            if let Some(pay) = &ctx.pay {
+                let _ = w.send(super::orders::Pending {
+                    order: a.order(t, req),
+                    keys: t.keys.clone(),
+                    restorable: a.strategy == Strategy::Lua,
+                });
+            } else if let Some(pay) = &ctx.pay {
                 let _ = pay
                     .send(Sold {
                         request_id: req.request_id.clone(),

@@ -88,6 +88,8 @@ pub struct Counters {
     pub expired: AtomicU64,
     /// Requests sent again after an unknown outcome.
     pub retries: AtomicU64,
+    /// Sales whose order could not be written (their stock went back).
+    pub order_failures: AtomicU64,
 }
 
 impl Counters {
