@@ -696,3 +696,101 @@ async fn a_hung_cluster_node_makes_commands_exit_3_in_time() {
     .expect_code(0);
     lib.close().await;
 }
+
+#[tokio::test]
+async fn kill_9_of_a_cluster_primary_during_load_with_aof_everysec() {
+    let mut cluster =
+        RedisCluster::start_with_args(3, 0, &["--appendonly", "yes", "--appendfsync", "everysec"]);
+    let seeds = cluster.seeds();
+    let flags = ["--redis-cluster", seeds.as_str()];
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    let products: Vec<(String, i64, i64)> = (0..9).map(|i| (format!("p{i}"), 200, 5)).collect();
+    let refs: Vec<(&str, i64, i64)> = products
+        .iter()
+        .map(|(p, s, l)| (p.as_str(), *s, *l))
+        .collect();
+    import(&lib, "ck9", &refs, live_window()).await;
+    run_with(&flags, &db.url, &["preheat", "ck9"]).expect_code(0);
+    let load = spawn(
+        &flags,
+        &db.url,
+        &[
+            "--json",
+            "--response-timeout-ms",
+            "300",
+            "--connect-timeout-ms",
+            "300",
+            "load",
+            "ck9",
+            "--buyers",
+            "5000",
+            "--concurrency",
+            "32",
+            "--rate",
+            "1500",
+            "--retries",
+            "0",
+            "--yes",
+            "--pay-share",
+            "1",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(1200));
+    let victim = cluster
+        .nodes
+        .iter()
+        .position(|n| n.port == cluster.node_for(&product_keys("ck9", "p0").stock).port)
+        .expect("primary of p0");
+    cluster.nodes[victim].kill9();
+    std::thread::sleep(Duration::from_millis(300));
+    cluster.nodes[victim].restart();
+    cluster.wait_ok();
+    let r = finish(load, Duration::from_secs(90));
+    r.expect_code(0);
+    assert!(
+        r.json()["unknown"].as_i64().unwrap_or(0) + r.json()["errors"].as_i64().unwrap_or(0) > 0,
+        "{}",
+        r.stdout
+    );
+    settle_and_check(
+        &flags,
+        &db.url,
+        "ck9",
+        "kill -9 of a cluster primary with AOF",
+    );
+    lib.close().await;
+}
+
+#[tokio::test]
+async fn the_database_down_with_a_cluster_exits_3_before_any_redis_write() {
+    let Some(db) = TestDb::postgres().await else {
+        return;
+    };
+    let cluster = RedisCluster::start();
+    let seeds = cluster.seeds();
+    let flags = ["--redis-cluster", seeds.as_str()];
+    let store = crate::harness::fixtures::cluster(&seeds).await;
+    let lib = db.open().await;
+    import(
+        &lib,
+        "cdown",
+        &[("p1", 50, 5), ("p2", 50, 5)],
+        live_window(),
+    )
+    .await;
+    lib.close().await;
+    let proxy = Proxy::start(&db.server_addr().expect("server address"));
+    let via = db.url_via(&proxy.addr());
+    run_with(&flags, &via, &["preheat", "cdown"]).expect_code(0);
+    redis_cmd(&store, &["INCRBY", &product_keys("cdown", "p1").stock, "5"]).await;
+    let before = dump_activity(&store, "cdown").await;
+    proxy.set(Mode::Down);
+    for cmd in [
+        vec!["--json", "reconcile", "cdown"],
+        vec!["--json", "fix", "cdown", "--yes"],
+    ] {
+        run_with(&flags, &via, &cmd).expect_code(3);
+    }
+    assert_eq!(dump_activity(&store, "cdown").await, before);
+}

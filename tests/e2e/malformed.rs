@@ -3,7 +3,7 @@
 //! harness fails any run whose stderr says "panicked").
 
 use crate::harness::fixtures::{activity_toml, import, live_window, product_keys, write_file};
-use crate::harness::{RedisServer, Run, TestDb, console, console_env};
+use crate::harness::{Run, TestDb, Topo, console, console_env};
 use redis::Value;
 use seckill_console::redis::RedisStore;
 
@@ -21,13 +21,19 @@ fn b(s: &str) -> Vec<u8> {
 
 #[tokio::test]
 async fn malformed_values_in_every_key_are_reported_and_repaired_never_a_panic() {
-    let server = RedisServer::start();
-    let store = crate::harness::fixtures::standalone(&server.url()).await;
+    for topo in Topo::both() {
+        malformed_values_on(&topo).await;
+    }
+}
+
+async fn malformed_values_on(topo: &Topo) {
+    let store = topo.store().await;
     let db = TestDb::sqlite();
     let lib = db.open().await;
-    let url = server.url();
+    let flags = topo.flags();
     let run = |rest: &[&str]| -> Run {
-        let mut v = vec!["--redis", url.as_str(), "--db", db.url.as_str()];
+        let mut v: Vec<&str> = flags.iter().map(String::as_str).collect();
+        v.extend(["--db", db.url.as_str()]);
         v.extend_from_slice(rest);
         console(&v)
     };

@@ -193,84 +193,89 @@ async fn a_changed_key_is_a_no_go_until_forced_and_a_rerun_changes_nothing() {
     for topo in Topo::both() {
         let store = topo.store().await;
         let flags = topo.flags();
-        let db = TestDb::sqlite();
-        let lib = db.open().await;
-        import(
-            &lib,
-            "hand",
-            &[("p1", 10, 1), ("p2", 20, 1)],
-            future_window(),
-        )
-        .await;
-        console(&args(&flags, &db, &["preheat", "hand"])).expect_code(0);
+        for db in TestDb::sqlite_and_postgres().await {
+            // Each backend starts from an empty Redis: the activity names are the same.
+            topo.cli_all(&["FLUSHALL"]);
+            let lib = db.open().await;
+            import(
+                &lib,
+                "hand",
+                &[("p1", 10, 1), ("p2", 20, 1)],
+                future_window(),
+            )
+            .await;
+            console(&args(&flags, &db, &["preheat", "hand"])).expect_code(0);
 
-        let key = "seckill:{hand:p2}:stock";
-        store
-            .query(key, redis::cmd("INCRBY").arg(key).arg(7))
-            .await
-            .expect("incrby");
-        let before = dump_activity(&store, "hand").await;
-        let r = console(&args(&flags, &db, &["--json", "preheat", "hand"]));
-        r.expect_code(5);
-        let doc = r.json();
-        assert_eq!(doc["decision"], "no-go");
-        let conflicts = doc["conflicts"].as_array().expect("conflicts");
-        assert_eq!(conflicts.len(), 1, "{doc}");
-        assert_eq!(conflicts[0]["product"], "p2");
-        assert_eq!(conflicts[0]["redis_stock"], "27");
-        assert_eq!(conflicts[0]["wanted_stock"], 20);
-        assert_eq!(
-            dump_activity(&store, "hand").await,
-            before,
-            "{}: a no-go wrote something",
-            topo.name()
-        );
-        let text = console(&args(&flags, &db, &["preheat", "hand"]));
-        text.expect_code(5);
-        assert!(
-            text.stdout.contains("p2") && text.stdout.contains("27") && text.stdout.contains("20"),
-            "{}",
-            text.stdout
-        );
+            let key = "seckill:{hand:p2}:stock";
+            store
+                .query(key, redis::cmd("INCRBY").arg(key).arg(7))
+                .await
+                .expect("incrby");
+            let before = dump_activity(&store, "hand").await;
+            let r = console(&args(&flags, &db, &["--json", "preheat", "hand"]));
+            r.expect_code(5);
+            let doc = r.json();
+            assert_eq!(doc["decision"], "no-go");
+            let conflicts = doc["conflicts"].as_array().expect("conflicts");
+            assert_eq!(conflicts.len(), 1, "{doc}");
+            assert_eq!(conflicts[0]["product"], "p2");
+            assert_eq!(conflicts[0]["redis_stock"], "27");
+            assert_eq!(conflicts[0]["wanted_stock"], 20);
+            assert_eq!(
+                dump_activity(&store, "hand").await,
+                before,
+                "{}: a no-go wrote something",
+                topo.name()
+            );
+            let text = console(&args(&flags, &db, &["preheat", "hand"]));
+            text.expect_code(5);
+            assert!(
+                text.stdout.contains("p2")
+                    && text.stdout.contains("27")
+                    && text.stdout.contains("20"),
+                "{}",
+                text.stdout
+            );
 
-        let forced = console(&args(
-            &flags,
-            &db,
-            &["--json", "preheat", "hand", "--force"],
-        ));
-        forced.expect_code(0);
-        assert_eq!(forced.json()["written"], 1);
-        assert_eq!(
-            stocks(&store, "hand", &["p2".into()]).await,
-            vec![Some("20".into())]
-        );
+            let forced = console(&args(
+                &flags,
+                &db,
+                &["--json", "preheat", "hand", "--force"],
+            ));
+            forced.expect_code(0);
+            assert_eq!(forced.json()["written"], 1);
+            assert_eq!(
+                stocks(&store, "hand", &["p2".into()]).await,
+                vec![Some("20".into())]
+            );
 
-        let settled = dump_activity(&store, "hand").await;
-        let again = console(&args(&flags, &db, &["--json", "preheat", "hand"]));
-        again.expect_code(0);
-        let doc = again.json();
-        assert_eq!(doc["decision"], "go");
-        assert_eq!(doc["written"], 0);
-        assert_eq!(doc["unchanged"], 2);
-        assert_eq!(
-            dump_activity(&store, "hand").await,
-            settled,
-            "{}: an unchanged rerun rewrote keys",
-            topo.name()
-        );
+            let settled = dump_activity(&store, "hand").await;
+            let again = console(&args(&flags, &db, &["--json", "preheat", "hand"]));
+            again.expect_code(0);
+            let doc = again.json();
+            assert_eq!(doc["decision"], "go");
+            assert_eq!(doc["written"], 0);
+            assert_eq!(doc["unchanged"], 2);
+            assert_eq!(
+                dump_activity(&store, "hand").await,
+                settled,
+                "{}: an unchanged rerun rewrote keys",
+                topo.name()
+            );
 
-        let audit = seckill_console::db::audit::recent(&lib, None, 10)
-            .await
-            .expect("audit");
-        let over = audit
-            .iter()
-            .find(|a| a.action == "preheat.overwrite")
-            .expect("overwrite audited");
-        assert_eq!(
-            (over.before_value.as_deref(), over.after_value.as_deref()),
-            (Some("27"), Some("20"))
-        );
-        lib.close().await;
+            let audit = seckill_console::db::audit::recent(&lib, None, 10)
+                .await
+                .expect("audit");
+            let over = audit
+                .iter()
+                .find(|a| a.action == "preheat.overwrite")
+                .expect("overwrite audited");
+            assert_eq!(
+                (over.before_value.as_deref(), over.after_value.as_deref()),
+                (Some("27"), Some("20"))
+            );
+            lib.close().await;
+        }
     }
 }
 
@@ -278,36 +283,39 @@ async fn a_changed_key_is_a_no_go_until_forced_and_a_rerun_changes_nothing() {
 async fn a_failed_write_is_a_no_go_naming_the_products() {
     for topo in Topo::both() {
         let flags = topo.flags();
-        let db = TestDb::sqlite();
-        let lib = db.open().await;
-        import(
-            &lib,
-            "oom",
-            &[("p1", 10, 1), ("p2", 20, 1)],
-            future_window(),
-        )
-        .await;
-        topo.cli_all(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
-        topo.cli_all(&["CONFIG", "SET", "maxmemory", "1"]);
-        let r = console(&args(&flags, &db, &["--json", "preheat", "oom"]));
-        topo.cli_all(&["CONFIG", "SET", "maxmemory", "0"]);
-        r.expect_code(4);
-        let doc = r.json();
-        assert_eq!(doc["decision"], "no-go");
-        let reasons = doc["reasons"].to_string();
-        assert!(
-            reasons.contains("p1") && reasons.contains("p2"),
-            "{}: {reasons}",
-            topo.name()
-        );
-        assert!(
-            doc["products"][0]["error"]
-                .as_str()
-                .unwrap_or("")
-                .contains("OOM"),
-            "{doc}"
-        );
-        lib.close().await;
+        for db in TestDb::sqlite_and_postgres().await {
+            // Each backend starts from an empty Redis: the activity names are the same.
+            topo.cli_all(&["FLUSHALL"]);
+            let lib = db.open().await;
+            import(
+                &lib,
+                "oom",
+                &[("p1", 10, 1), ("p2", 20, 1)],
+                future_window(),
+            )
+            .await;
+            topo.cli_all(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+            topo.cli_all(&["CONFIG", "SET", "maxmemory", "1"]);
+            let r = console(&args(&flags, &db, &["--json", "preheat", "oom"]));
+            topo.cli_all(&["CONFIG", "SET", "maxmemory", "0"]);
+            r.expect_code(4);
+            let doc = r.json();
+            assert_eq!(doc["decision"], "no-go");
+            let reasons = doc["reasons"].to_string();
+            assert!(
+                reasons.contains("p1") && reasons.contains("p2"),
+                "{}: {reasons}",
+                topo.name()
+            );
+            assert!(
+                doc["products"][0]["error"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("OOM"),
+                "{doc}"
+            );
+            lib.close().await;
+        }
     }
 }
 
@@ -325,66 +333,69 @@ async fn cleanup_removes_this_activity_and_no_neighbour() {
     for topo in Topo::both() {
         let store = topo.store().await;
         let flags = topo.flags();
-        let db = TestDb::sqlite();
-        let lib = db.open().await;
-        let names = ["a1", "a10", "a1-b", "b1"];
-        for a in names {
-            let products: Vec<(String, i64, i64)> =
-                (0..30).map(|i| (format!("p{i}"), 5, 1)).collect();
-            let refs: Vec<(&str, i64, i64)> = products
-                .iter()
-                .map(|(p, s, l)| (p.as_str(), *s, *l))
-                .collect();
-            import(&lib, a, &refs, future_window()).await;
-            console(&args(&flags, &db, &["preheat", a])).expect_code(0);
-        }
-        // Some ledger and buyer keys too.
-        let k = KeySpace::default().product(
-            &ActivityId::parse("a1").expect("valid"),
-            &ProductId::parse("p1").expect("valid"),
-        );
-        seckill_console::redis::stock::deduct(&store, &k, "r1", "u1", "1")
-            .await
-            .expect("deduct");
-        let before: Vec<usize> = {
-            let mut v = Vec::new();
+        for db in TestDb::sqlite_and_postgres().await {
+            // Each backend starts from an empty Redis: the activity names are the same.
+            topo.cli_all(&["FLUSHALL"]);
+            let lib = db.open().await;
+            let names = ["a1", "a10", "a1-b", "b1"];
             for a in names {
-                v.push(key_count(&store, a).await);
+                let products: Vec<(String, i64, i64)> =
+                    (0..30).map(|i| (format!("p{i}"), 5, 1)).collect();
+                let refs: Vec<(&str, i64, i64)> = products
+                    .iter()
+                    .map(|(p, s, l)| (p.as_str(), *s, *l))
+                    .collect();
+                import(&lib, a, &refs, future_window()).await;
+                console(&args(&flags, &db, &["preheat", a])).expect_code(0);
             }
-            v
-        };
-        assert_eq!(before[0], 30 * 2 + 2, "{}", topo.name());
-        let r = console(&args(&flags, &db, &["--json", "cleanup", "a1"]));
-        r.expect_code(0);
-        assert_eq!(r.json()["keys_deleted"], 62);
-        assert_eq!(key_count(&store, "a1").await, 0);
-        for (i, a) in names.iter().enumerate().skip(1) {
-            assert_eq!(
-                key_count(&store, a).await,
-                before[i],
-                "{}: cleanup of a1 touched {a}",
-                topo.name()
+            // Some ledger and buyer keys too.
+            let k = KeySpace::default().product(
+                &ActivityId::parse("a1").expect("valid"),
+                &ProductId::parse("p1").expect("valid"),
             );
-        }
+            seckill_console::redis::stock::deduct(&store, &k, "r1", "u1", "1")
+                .await
+                .expect("deduct");
+            let before: Vec<usize> = {
+                let mut v = Vec::new();
+                for a in names {
+                    v.push(key_count(&store, a).await);
+                }
+                v
+            };
+            assert_eq!(before[0], 30 * 2 + 2, "{}", topo.name());
+            let r = console(&args(&flags, &db, &["--json", "cleanup", "a1"]));
+            r.expect_code(0);
+            assert_eq!(r.json()["keys_deleted"], 62);
+            assert_eq!(key_count(&store, "a1").await, 0);
+            for (i, a) in names.iter().enumerate().skip(1) {
+                assert_eq!(
+                    key_count(&store, a).await,
+                    before[i],
+                    "{}: cleanup of a1 touched {a}",
+                    topo.name()
+                );
+            }
 
-        // Inside its window an activity's keys stay unless forced.
-        import(&lib, "live1", &[("p1", 5, 1)], live_window()).await;
-        console(&args(&flags, &db, &["preheat", "live1"])).expect_code(0);
-        let r = console(&args(&flags, &db, &["--json", "cleanup", "live1"]));
-        r.expect_code(5);
-        assert_eq!(r.json_error()["kind"], "refused");
-        assert_eq!(key_count(&store, "live1").await, 2);
-        console(&args(&flags, &db, &["cleanup", "live1", "--force"])).expect_code(0);
-        assert_eq!(key_count(&store, "live1").await, 0);
-        let audit = seckill_console::db::audit::recent(&lib, None, 5)
-            .await
-            .expect("audit");
-        assert!(
-            audit
-                .iter()
-                .any(|a| a.action == "cleanup" && a.activity_id == "live1")
-        );
-        lib.close().await;
+            // Inside its window an activity's keys stay unless forced.
+            import(&lib, "live1", &[("p1", 5, 1)], live_window()).await;
+            console(&args(&flags, &db, &["preheat", "live1"])).expect_code(0);
+            let r = console(&args(&flags, &db, &["--json", "cleanup", "live1"]));
+            r.expect_code(5);
+            assert_eq!(r.json_error()["kind"], "refused");
+            assert_eq!(key_count(&store, "live1").await, 2);
+            console(&args(&flags, &db, &["cleanup", "live1", "--force"])).expect_code(0);
+            assert_eq!(key_count(&store, "live1").await, 0);
+            let audit = seckill_console::db::audit::recent(&lib, None, 5)
+                .await
+                .expect("audit");
+            assert!(
+                audit
+                    .iter()
+                    .any(|a| a.action == "cleanup" && a.activity_id == "live1")
+            );
+            lib.close().await;
+        }
     }
 }
 

@@ -237,19 +237,22 @@ impl RedisCluster {
 
     /// `primaries` primaries with `replicas` replicas each.
     pub fn start_with(primaries: usize, replicas: usize) -> Self {
+        Self::start_with_args(primaries, replicas, &[])
+    }
+
+    /// Like [`RedisCluster::start_with`], every node with `extra` arguments (e.g. AOF).
+    pub fn start_with_args(primaries: usize, replicas: usize, extra: &[&str]) -> Self {
         let total = primaries * (1 + replicas);
-        let nodes: Vec<RedisServer> = (0..total)
-            .map(|_| {
-                RedisServer::start_with(&[
-                    "--cluster-enabled",
-                    "yes",
-                    "--cluster-config-file",
-                    "nodes.conf",
-                    "--cluster-node-timeout",
-                    "3000",
-                ])
-            })
-            .collect();
+        let mut args = vec![
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            "3000",
+        ];
+        args.extend_from_slice(extra);
+        let nodes: Vec<RedisServer> = (0..total).map(|_| RedisServer::start_with(&args)).collect();
         let addrs: Vec<String> = nodes.iter().map(RedisServer::addr).collect();
         let mut cmd = Command::new("redis-cli");
         cmd.arg("--cluster").arg("create").args(&addrs);
