@@ -20,7 +20,7 @@ pub async fn run(ctx: &Ctx) -> Result<Outcome> {
             .map(|n| {
                 vec![
                     n.addr.clone(),
-                    format!("{:?}", n.role).to_lowercase(),
+                    n.role.as_str().to_string(),
                     if n.ok {
                         "yes".into()
                     } else {

@@ -96,7 +96,7 @@ pub async fn run_preheat(ctx: &Ctx, activity: &str, force: bool) -> Result<Outco
                 .map(|p| {
                     vec![
                         p.product.clone(),
-                        format!("{:?}", p.action).to_lowercase(),
+                        p.action.as_str().to_string(),
                         p.stock.to_string(),
                         p.per_user_limit.to_string(),
                         yes(p.written),

@@ -18,6 +18,22 @@ pub enum AlertKind {
     ScriptMissing,
 }
 
+impl AlertKind {
+    /// The name, as in the JSON documents.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AlertKind::Negative => "negative",
+            AlertKind::Missing => "missing",
+            AlertKind::Corrupt => "corrupt",
+            AlertKind::Drift => "drift",
+            AlertKind::Orphaned => "orphaned",
+            AlertKind::CompensationPending => "compensation_pending",
+            AlertKind::OutboxStale => "outbox_stale",
+            AlertKind::ScriptMissing => "script_missing",
+        }
+    }
+}
+
 /// How urgent it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -20,6 +20,18 @@ pub enum Action {
     Overwrite,
 }
 
+impl Action {
+    /// The name, as in the JSON document.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Write => "write",
+            Action::Unchanged => "unchanged",
+            Action::Conflict => "conflict",
+            Action::Overwrite => "overwrite",
+        }
+    }
+}
+
 /// Decides the action for one product from what Redis holds and what the truth says.
 pub fn plan(
     stock: &StockValue,

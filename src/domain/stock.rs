@@ -314,6 +314,12 @@ pub struct ProductStatus {
 }
 
 impl ProductStatus {
+    /// True when one-key fix would touch this product: its stock needs a rewrite or it holds
+    /// orphaned deductions to return. The Reconcile view shows exactly these.
+    pub fn needs_fix(&self) -> bool {
+        self.state.needs_rewrite() || self.orphaned > 0
+    }
+
     pub fn build(
         product: &str,
         per_user_limit: i64,

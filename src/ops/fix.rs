@@ -66,10 +66,6 @@ pub struct FixReport {
     pub exit_code: i32,
 }
 
-fn needs_fix(v: &ProductView) -> bool {
-    v.status.state.needs_rewrite() || v.status.orphaned > 0
-}
-
 /// After orphans went back: the stock differs from its target, or the meta hash is corrupt or
 /// gone (then deductions would not see the per-user limit).
 fn needs_write(v: &ProductView) -> bool {
@@ -110,7 +106,7 @@ pub async fn fix(
     let candidates: Vec<String> = first
         .products
         .iter()
-        .filter(|v| needs_fix(v))
+        .filter(|v| v.status.needs_fix())
         .map(|v| v.product.product_id.to_string())
         .collect();
     let mut report = FixReport {
@@ -132,7 +128,7 @@ pub async fn fix(
     let snap = snapshot::take(redis, db, keys, activity, opts.grace, &exact).await?;
     let mut rows: HashMap<String, FixProduct> = HashMap::new();
     let mut order = Vec::new();
-    for v in snap.products.iter().filter(|v| needs_fix(v)) {
+    for v in snap.products.iter().filter(|v| v.status.needs_fix()) {
         let id = v.product.product_id.to_string();
         order.push(id.clone());
         rows.insert(

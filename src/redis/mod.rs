@@ -70,6 +70,16 @@ pub enum Role {
     Replica,
 }
 
+impl Role {
+    /// The name, as in the JSON documents.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::Primary => "primary",
+            Role::Replica => "replica",
+        }
+    }
+}
+
 /// A command and the key that routes it.
 pub struct Keyed {
     /// The cluster slot of the routing key (computed once; no key copy is kept).

@@ -58,11 +58,6 @@ fn sold_units(p: &ProductStatus) -> i64 {
     p.db_sold + p.in_flight
 }
 
-/// True when a product shows in the Reconcile view (what `fix` would touch).
-pub fn needs_fix(p: &ProductStatus) -> bool {
-    p.state.needs_rewrite() || p.orphaned > 0
-}
-
 /// True when every product has its stock key: the activity was preheated.
 pub fn preheated(r: &StatusReport) -> bool {
     !r.products.is_empty() && r.products.iter().all(|p| p.state != State::Missing)
@@ -320,7 +315,7 @@ impl App {
             .filter(|a| {
                 matches(&a.message, &f)
                     || a.product.as_deref().is_some_and(|p| matches(p, &f))
-                    || matches(alert_kind(a), &f)
+                    || matches(a.kind.as_str(), &f)
             })
             .map(|a| {
                 let key = (a.kind, a.product.clone(), a.node.clone());
@@ -371,7 +366,7 @@ impl App {
         let mut rows: Vec<&ProductStatus> = report
             .products
             .iter()
-            .filter(|p| needs_fix(p) && (matches(&p.product, &f) || matches(p.state.as_str(), &f)))
+            .filter(|p| p.needs_fix() && (matches(&p.product, &f) || matches(p.state.as_str(), &f)))
             .collect();
         rows.sort_by_key(|p| std::cmp::Reverse(state_rank(p.state)));
         rows
@@ -397,7 +392,7 @@ impl App {
             .data
             .iter()
             .flat_map(|r| r.nodes.iter())
-            .filter(|n| matches(&n.health.addr, &f) || matches(role(n), &f))
+            .filter(|n| matches(&n.health.addr, &f) || matches(n.health.role.as_str(), &f))
             .collect()
     }
 
@@ -488,27 +483,4 @@ impl App {
 /// |drift|, with a missing or corrupt stock (no drift figure) above every number.
 fn drift_size(p: &ProductStatus) -> i64 {
     p.drift.map_or(i64::MAX, i64::abs)
-}
-
-/// The alert kind's name, as in the JSON documents.
-pub fn alert_kind(a: &Alert) -> &'static str {
-    use crate::domain::alerts::AlertKind::*;
-    match a.kind {
-        Negative => "negative",
-        Missing => "missing",
-        Corrupt => "corrupt",
-        Drift => "drift",
-        Orphaned => "orphaned",
-        CompensationPending => "compensation_pending",
-        OutboxStale => "outbox_stale",
-        ScriptMissing => "script_missing",
-    }
-}
-
-/// A node's role.
-pub fn role(n: &NodeInfo) -> &'static str {
-    match n.health.role {
-        crate::redis::Role::Primary => "primary",
-        crate::redis::Role::Replica => "replica",
-    }
 }

@@ -4,7 +4,6 @@
 
 use super::action::{Command, ResolveWhich};
 use super::app::{App, Busy, Confirm, Dialog, PendingWrite, PreheatRun, View};
-use super::data::needs_fix;
 use crate::domain::ActivityId;
 use crate::error::Error;
 use crate::ops::compensation::ResolveReport;
@@ -64,7 +63,7 @@ impl App {
                     self.flash("no product highlighted", true);
                     return Vec::new();
                 }
-                Some(p) if !needs_fix(p) => {
+                Some(p) if !p.needs_fix() => {
                     let text = format!("{} is {}: nothing to fix", p.product, p.state.as_str());
                     self.flash(text, false);
                     return Vec::new();

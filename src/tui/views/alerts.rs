@@ -3,7 +3,6 @@
 use super::{age, empty_reason, error_line};
 use crate::domain::alerts::Severity;
 use crate::tui::app::{App, View};
-use crate::tui::data::alert_kind;
 use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
 use crate::tui::widgets::{bold, critical, dim, warning};
 use ratatui::Frame;
@@ -51,7 +50,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         Row::new(vec![
             num(age(r.age_secs)),
             Cell::from(severity),
-            Cell::from(alert_kind(a)),
+            Cell::from(a.kind.as_str()),
             Cell::from(subject),
             Cell::from(a.message.clone()),
         ])

@@ -1,6 +1,7 @@
 //! Preheat: runs the gate (after a confirmation) with a progress bar, then shows the go /
 //! no-go report with its reasons and what happened to each product.
 
+use crate::domain::preheat::Action;
 use crate::domain::stock::State;
 use crate::ops::preheat::PreheatReport;
 use crate::tui::app::{App, View};
@@ -101,11 +102,8 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     };
     table::render(frame, rest, app, View::Preheat, spec, rows.len(), |i| {
         let p = rows[i];
-        let action = serde_json::to_value(p.action)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default();
-        let style = if p.error.is_some() || action == "conflict" {
+        let action = p.action.as_str();
+        let style = if p.error.is_some() || p.action == Action::Conflict {
             critical()
         } else if !p.verified {
             warning()

@@ -4,7 +4,6 @@
 use super::{age, error_line};
 use crate::redis::scripts::DEDUCT;
 use crate::tui::app::{App, View};
-use crate::tui::data::role;
 use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
 use crate::tui::widgets::{bold, clip, critical, dim};
 use ratatui::Frame;
@@ -74,7 +73,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         };
         Row::new(vec![
             Cell::from(h.addr.clone()),
-            Cell::from(role(n)),
+            Cell::from(n.health.role.as_str()),
             Cell::from(if h.ok { "yes" } else { "NO" }),
             num(h
                 .latency_ms
