@@ -41,7 +41,8 @@ if first == '!' then
 elseif first == '=' then
   matches = (kind == 'string' and current == rest)
 elseif first == '@' then
-  matches = (kind == rest)
+  -- Only a non-string type: '@string' would match any string value, one nobody saw.
+  matches = (rest ~= 'string' and rest ~= 'none' and kind == rest)
 else
   return -4
 end

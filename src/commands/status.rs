@@ -221,6 +221,7 @@ pub async fn run_fix(
         preview: true,
         actor: ctx.config.actor.clone(),
         grace: ctx.config.grace,
+        confirmed: None,
     };
     let keys = &ctx.config.keys;
     if !preview && !yes {
@@ -234,6 +235,8 @@ pub async fn run_fix(
             db.close().await;
             return Err(Error::refused("not confirmed: nothing was written"));
         }
+        // Exactly the plan that was confirmed, and only while it still holds.
+        opts.confirmed = Some(plan.confirmation());
     }
     opts.preview = preview;
     let r = fix(&redis, &db, keys, &activity, &opts).await?;

@@ -216,21 +216,16 @@ pub async fn products(db: &Db, id: &ActivityId) -> Result<Vec<Product>> {
 /// Some products of an activity (ids it does not have are simply absent), ordered by id. In
 /// chunks, so a fix of a few products of a huge activity does not read all of them.
 pub async fn products_by_ids(db: &Db, id: &ActivityId, ids: &[String]) -> Result<Vec<Product>> {
-    let mut rows: Vec<ProductRow> = Vec::with_capacity(ids.len());
-    for chunk in ids.chunks(500) {
-        let sql = format!(
+    let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
+    let mut rows: Vec<ProductRow> = db
+        .fetch_all_in(
             "SELECT product_id, name, initial_stock, per_user_limit FROM seckill_product \
-             WHERE activity_id = ? AND product_id IN ({})",
-            vec!["?"; chunk.len()].join(", ")
-        );
-        let mut args: Vec<Arg> = vec![id.as_str().into()];
-        args.extend(chunk.iter().map(|p| Arg::from(p.as_str())));
-        rows.extend(
-            db.fetch_all_as::<ProductRow>(&sql, &args)
-                .await
-                .map_err(|e| db.error(&e))?,
-        );
-    }
+             WHERE activity_id = ? AND product_id IN (...)",
+            &[id.as_str().into()],
+            &ids,
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     rows.into_iter().map(product_from).collect()
 }

@@ -145,35 +145,43 @@ pub async fn summary(db: &Db, activity: &ActivityId) -> Result<QueueSummary> {
     super::pending_summary(db, "seckill_compensation", activity).await
 }
 
-/// Marks a pending entry resolved, with its audit row, in one transaction. Returns false when
-/// the entry was no longer pending (resolving twice changes nothing).
-pub async fn resolve(
-    db: &Db,
-    id: i64,
-    status: &str,
-    resolution: &str,
-    entry: &AuditEntry,
-) -> Result<bool> {
+/// One entry's resolution, with the audit row written in the same transaction.
+pub struct Resolve<'a> {
+    pub id: i64,
+    pub status: &'a str,
+    pub resolution: &'a str,
+    pub audit: AuditEntry,
+}
+
+/// Resolves entries still pending, each with its audit row, in one transaction per chunk of
+/// [`super::IN_CHUNK`]. True per entry when this call changed it (false: resolved
+/// concurrently, nothing written for it).
+pub async fn resolve_many(db: &Db, items: &[Resolve<'_>]) -> Result<Vec<bool>> {
     db.write_guard("resolve a compensation entry")?;
     let err = |e: sqlx::Error| db.error(&e);
-    let mut tx = db.begin().await.map_err(err)?;
-    let n = tx
-        .execute(
-            "UPDATE seckill_compensation SET status = ?, resolution = ?, resolved_at = ? \
-             WHERE id = ? AND status = 'pending'",
-            &[
-                status.into(),
-                resolution.into(),
-                Arg::Time(Utc::now()),
-                Arg::Int(id),
-            ],
-        )
-        .await
-        .map_err(err)?;
-    if n == 0 {
-        return Ok(false);
+    let mut changed = Vec::with_capacity(items.len());
+    for chunk in items.chunks(super::IN_CHUNK) {
+        let mut tx = db.begin().await.map_err(err)?;
+        for r in chunk {
+            let n = tx
+                .execute(
+                    "UPDATE seckill_compensation SET status = ?, resolution = ?, resolved_at = ? \
+                     WHERE id = ? AND status = 'pending'",
+                    &[
+                        r.status.into(),
+                        r.resolution.into(),
+                        Arg::Time(Utc::now()),
+                        Arg::Int(r.id),
+                    ],
+                )
+                .await
+                .map_err(err)?;
+            if n > 0 {
+                audit::record_in(&mut tx, &r.audit).await.map_err(err)?;
+            }
+            changed.push(n > 0);
+        }
+        tx.commit().await.map_err(err)?;
     }
-    audit::record_in(&mut tx, entry).await.map_err(err)?;
-    tx.commit().await.map_err(err)?;
-    Ok(true)
+    Ok(changed)
 }

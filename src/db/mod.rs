@@ -9,7 +9,7 @@ pub mod orders;
 pub mod outbox;
 pub mod tx;
 
-pub use tx::{Arg, Tx};
+pub use tx::{Arg, IN_CHUNK, IN_LIST, Tx};
 
 use crate::error::{Error, Result};
 use crate::redact::SecretUrl;
@@ -183,10 +183,7 @@ impl Db {
     /// One round trip to prove the database answers now (before a write elsewhere that must
     /// be audited here).
     pub async fn check(&self) -> Result<()> {
-        self.execute("SELECT 1", &[])
-            .await
-            .map(|_| ())
-            .map_err(|e| self.error(&e))
+        self.ping(self.query_timeout).await
     }
 
     pub fn backend(&self) -> Backend {

@@ -1,27 +1,49 @@
 //! Orders: the sold truth per product, grouped in one query per activity.
 
-use super::{Arg, Db};
+use super::{Arg, Db, IN_CHUNK};
 use crate::domain::ActivityId;
 use crate::error::Result;
 use std::collections::{HashMap, HashSet};
 
 /// Order statuses that hold stock: the order counts as sold.
 pub const LIVE_STATUSES: [&str; 2] = ["pending_payment", "paid"];
-/// Every status an order may have.
-pub const ORDER_STATUSES: [&str; 4] = ["pending_payment", "paid", "cancelled", "expired"];
 
+/// The SQL condition of [`LIVE_STATUSES`].
 const LIVE_SQL: &str = "status IN ('pending_payment', 'paid')";
+
+/// True for a status in [`LIVE_STATUSES`].
+pub fn is_live(status: &str) -> bool {
+    LIVE_STATUSES.contains(&status)
+}
 
 /// `db_sold` per product: the units of live orders. Products without orders are absent.
 pub async fn sold_by_product(db: &Db, activity: &ActivityId) -> Result<HashMap<String, i64>> {
+    sold(db, activity, None).await
+}
+
+/// `db_sold` per product, of `products` only when given (so a fix of one product of a huge
+/// activity does not add up every order).
+pub async fn sold(
+    db: &Db,
+    activity: &ActivityId,
+    products: Option<&[&str]>,
+) -> Result<HashMap<String, i64>> {
     let sql = format!(
-        "SELECT product_id, {} FROM seckill_order WHERE activity_id = ? AND {LIVE_SQL} GROUP BY product_id",
+        "SELECT product_id, {} FROM seckill_order WHERE activity_id = ? AND {LIVE_SQL}",
         db.sum_i64("quantity")
     );
-    let rows: Vec<(String, i64)> = db
-        .fetch_all_as(&sql, &[activity.as_str().into()])
-        .await
-        .map_err(|e| db.error(&e))?;
+    let args = [Arg::from(activity.as_str())];
+    let rows: Vec<(String, i64)> = match products {
+        None => {
+            db.fetch_all_as(&format!("{sql} GROUP BY product_id"), &args)
+                .await
+        }
+        Some(ids) => {
+            let sql = format!("{sql} AND product_id IN (...) GROUP BY product_id");
+            db.fetch_all_in(&sql, &args, ids).await
+        }
+    }
+    .map_err(|e| db.error(&e))?;
     Ok(rows.into_iter().collect())
 }
 
@@ -33,38 +55,36 @@ pub struct LiveOrders {
     pub request_ids: HashSet<String>,
 }
 
-/// Live orders per product; limited to `products` when given (small sets use an IN list,
-/// larger ones read the whole activity once).
+/// Live orders per product; limited to `products` when given. Up to [`IN_CHUNK`] products use
+/// one IN list; more read the whole activity in one statement (one scan beats hundreds of
+/// queries) and drop the others here.
 pub async fn live_orders(
     db: &Db,
     activity: &ActivityId,
     products: Option<&[&str]>,
 ) -> Result<HashMap<String, LiveOrders>> {
-    let mut args: Vec<Arg> = vec![activity.as_str().into()];
-    let mut sql = format!(
+    let sql = format!(
         "SELECT product_id, request_id, quantity FROM seckill_order WHERE activity_id = ? AND {LIVE_SQL}"
     );
-    let filter: Option<HashSet<&str>> = products.map(|p| p.iter().copied().collect());
-    if let Some(p) = products
-        && !p.is_empty()
-        && p.len() <= 500
-    {
-        sql.push_str(&format!(
-            " AND product_id IN ({})",
-            vec!["?"; p.len()].join(", ")
-        ));
-        args.extend(p.iter().map(|id| Arg::from(*id)));
-    }
-    let rows: Vec<(String, String, i64)> = db
-        .fetch_all_as(&sql, &args)
-        .await
-        .map_err(|e| db.error(&e))?;
+    let args = [Arg::from(activity.as_str())];
+    type Row = (String, String, i64);
+    let (rows, keep): (Vec<Row>, Option<HashSet<&str>>) = match products {
+        Some(p) if p.len() <= IN_CHUNK => (
+            db.fetch_all_in(&format!("{sql} AND product_id IN (...)"), &args, p)
+                .await
+                .map_err(|e| db.error(&e))?,
+            None,
+        ),
+        _ => (
+            db.fetch_all_as(&sql, &args)
+                .await
+                .map_err(|e| db.error(&e))?,
+            products.map(|p| p.iter().copied().collect()),
+        ),
+    };
     let mut out: HashMap<String, LiveOrders> = HashMap::new();
     for (product, rid, quantity) in rows {
-        if filter
-            .as_ref()
-            .is_some_and(|f| !f.contains(product.as_str()))
-        {
+        if keep.as_ref().is_some_and(|k| !k.contains(product.as_str())) {
             continue;
         }
         let entry = out.entry(product).or_default();
@@ -72,6 +92,23 @@ pub async fn live_orders(
         entry.request_ids.insert(rid);
     }
     Ok(out)
+}
+
+/// The status of the order of each request id that has one.
+pub async fn statuses(
+    db: &Db,
+    activity: &ActivityId,
+    request_ids: &[&str],
+) -> Result<HashMap<String, String>> {
+    let rows: Vec<(String, String)> = db
+        .fetch_all_in(
+            "SELECT request_id, status FROM seckill_order WHERE activity_id = ? AND request_id IN (...)",
+            &[activity.as_str().into()],
+            request_ids,
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+    Ok(rows.into_iter().collect())
 }
 
 /// An order to write after a successful deduction.
@@ -154,23 +191,15 @@ pub async fn insert_in(tx: &mut super::Tx, o: &NewOrder) -> std::result::Result<
 
 /// Marks orders still in `pending_payment` as `paid`; returns how many changed.
 pub async fn pay(db: &Db, request_ids: &[String]) -> Result<u64> {
-    let mut changed = 0;
-    for chunk in request_ids.chunks(500) {
-        let marks = vec!["?"; chunk.len()].join(", ");
-        let mut args: Vec<Arg> = vec![Arg::Time(chrono::Utc::now())];
-        args.extend(chunk.iter().map(|r| Arg::from(r.as_str())));
-        changed += db
-            .execute(
-                &format!(
-                    "UPDATE seckill_order SET status = 'paid', updated_at = ? \
-                     WHERE status = 'pending_payment' AND request_id IN ({marks})"
-                ),
-                &args,
-            )
-            .await
-            .map_err(|e| db.error(&e))?;
-    }
-    Ok(changed)
+    let ids: Vec<&str> = request_ids.iter().map(String::as_str).collect();
+    db.execute_in(
+        "UPDATE seckill_order SET status = 'paid', updated_at = ? \
+         WHERE status = 'pending_payment' AND request_id IN (...)",
+        &[Arg::Time(chrono::Utc::now())],
+        &ids,
+    )
+    .await
+    .map_err(|e| db.error(&e))
 }
 
 /// Marks one order `expired` if it is still unpaid; true when it changed (then, and only

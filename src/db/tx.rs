@@ -124,7 +124,56 @@ impl Db {
     }
 }
 
+/// Values per IN list: far below every backend's limit on bound parameters.
+pub const IN_CHUNK: usize = 500;
+
+/// The marker an IN-list query holds where [`Db::fetch_all_in`] puts the placeholders.
+pub const IN_LIST: &str = "(...)";
+
+/// `query` with its [`IN_LIST`] marker replaced by `n` placeholders.
+fn with_in_list(query: &str, n: usize) -> String {
+    query.replacen(IN_LIST, &format!("({})", vec!["?"; n].join(", ")), 1)
+}
+
+/// `args`, then the values of one chunk.
+fn chunk_args(args: &[Arg], chunk: &[&str]) -> Vec<Arg> {
+    let mut all = args.to_vec();
+    all.extend(chunk.iter().map(|v| Arg::from(*v)));
+    all
+}
+
 impl Db {
+    /// Runs `query` once per [`IN_CHUNK`] of `values`, each chunk bound after `args` in place
+    /// of the query's [`IN_LIST`] marker; the rows of every chunk.
+    pub async fn fetch_all_in<T: AnyRow>(
+        &self,
+        query: &str,
+        args: &[Arg],
+        values: &[&str],
+    ) -> Result<Vec<T>, sqlx::Error> {
+        let mut rows = Vec::new();
+        for chunk in values.chunks(IN_CHUNK) {
+            let sql = with_in_list(query, chunk.len());
+            rows.extend(self.fetch_all_as(&sql, &chunk_args(args, chunk)).await?);
+        }
+        Ok(rows)
+    }
+
+    /// Like [`Db::fetch_all_in`] for a write statement; the rows affected in total.
+    pub async fn execute_in(
+        &self,
+        query: &str,
+        args: &[Arg],
+        values: &[&str],
+    ) -> Result<u64, sqlx::Error> {
+        let mut changed = 0;
+        for chunk in values.chunks(IN_CHUNK) {
+            let sql = with_in_list(query, chunk.len());
+            changed += self.execute(&sql, &chunk_args(args, chunk)).await?;
+        }
+        Ok(changed)
+    }
+
     /// Runs a query and decodes every row as `T`.
     pub async fn fetch_all_as<T: AnyRow>(
         &self,

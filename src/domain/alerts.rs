@@ -100,9 +100,9 @@ pub fn product_alerts(products: &[ProductStatus]) -> Vec<Alert> {
                 AlertKind::Corrupt,
                 Severity::Critical,
                 format!(
-                    "{} is corrupt ({}): every deduction fails; database truth is {}",
+                    "{}: {}; database truth is {}",
                     p.product,
-                    p.corrupt_value.clone().unwrap_or_default(),
+                    p.corrupt_value.as_deref().unwrap_or("corrupt"),
                     p.expected_remaining
                 ),
             )),

@@ -83,49 +83,49 @@ pub fn shown(raw: &[u8]) -> String {
 pub struct Meta {
     /// False when the hash does not exist.
     pub present: bool,
-    /// Set when the key has the wrong type or a field the scripts read is not an integer.
+    /// Set when the key has the wrong type or a field the scripts read is not an integer: what
+    /// is wrong, and what fails because of it.
     pub corrupt: Option<String>,
+    /// None when absent or not an integer (the scripts never read it; preheat compares it).
     pub initial: Option<i64>,
     pub limit: Option<i64>,
-    pub epoch_ms: Option<i64>,
     pub paused: bool,
     pub deducted: Option<i64>,
     pub returned: Option<i64>,
 }
 
 /// The fields read from the meta hash, in HMGET order.
-pub const META_FIELDS: [&str; 6] = [
-    "initial", "limit", "epoch", "paused", "deducted", "returned",
-];
+pub const META_FIELDS: [&str; 5] = ["initial", "limit", "paused", "deducted", "returned"];
 
 impl Meta {
     /// Builds the meta from the HMGET reply of [`META_FIELDS`].
     pub fn from_fields(fields: &[Option<Vec<u8>>]) -> Self {
         let get = |i: usize| fields.get(i).and_then(Option::as_ref);
-        let mut m = Meta {
-            present: fields.iter().any(Option::is_some),
-            ..Meta::default()
-        };
-        let int_field = |i: usize, name: &str, corrupt: &mut Option<String>| -> Option<i64> {
+        let mut corrupt = None;
+        // A field the scripts read: one that is not an integer makes them fail (`what`).
+        let mut script_field = |i: usize, name: &str, what: &str| -> Option<i64> {
             let raw = get(i)?;
             let v = parse_int(raw);
             if v.is_none() && corrupt.is_none() {
-                *corrupt = Some(format!("meta field {name} is '{}'", shown(raw)));
+                corrupt = Some(format!("meta field {name} is '{}': {what}", shown(raw)));
             }
             v
         };
-        let mut corrupt = None;
-        m.initial = int_field(0, "initial", &mut corrupt);
-        m.limit = int_field(1, "limit", &mut corrupt);
-        m.epoch_ms = int_field(2, "epoch", &mut corrupt);
-        m.paused = get(3).is_some_and(|v| v.as_slice() == b"1");
-        m.deducted = int_field(4, "deducted", &mut corrupt);
-        m.returned = int_field(5, "returned", &mut corrupt);
-        if m.limit.is_some_and(|l| l < 1) && corrupt.is_none() {
-            corrupt = Some("meta field limit is below 1".into());
+        let limit = script_field(1, "limit", "every deduction fails");
+        let deducted = script_field(3, "deducted", "every deduction fails");
+        let returned = script_field(4, "returned", "every return of stock fails");
+        if limit.is_some_and(|l| l < 1) && corrupt.is_none() {
+            corrupt = Some("meta field limit is below 1: every deduction fails".into());
         }
-        m.corrupt = corrupt;
-        m
+        Meta {
+            present: fields.iter().any(Option::is_some),
+            corrupt,
+            initial: get(0).and_then(|raw| parse_int(raw)),
+            limit,
+            paused: get(2).is_some_and(|v| v.as_slice() == b"1"),
+            deducted,
+            returned,
+        }
     }
 
     /// Units the scripts hold as deducted and not returned, when the counters are readable.
@@ -306,7 +306,7 @@ pub struct ProductStatus {
     pub state: State,
     pub per_user_limit: i64,
     pub paused: bool,
-    /// The raw text of a corrupt stock, or what is wrong with the meta hash.
+    /// What is corrupt (the stock's raw text, or the meta hash) and what fails because of it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub corrupt_value: Option<String>,
     /// Units sold per the ledger, for the sold-percentage gauge.
@@ -329,7 +329,13 @@ impl ProductStatus {
     ) -> Self {
         let (state, drift) = classify(stock, meta, &truth);
         let corrupt_value = match stock {
-            StockValue::Corrupt(_) | StockValue::WrongType(_) => stock.shown(),
+            StockValue::Corrupt(raw) => Some(format!(
+                "stock is '{}', not an integer: every deduction fails",
+                shown(raw)
+            )),
+            StockValue::WrongType(t) => Some(format!(
+                "the stock key is a {t}, not a string: every deduction fails"
+            )),
             StockValue::Value(_) if !meta.present => {
                 Some("the meta hash is missing: the per-user limit is not enforced".into())
             }
@@ -490,15 +496,26 @@ mod tests {
     #[test]
     fn meta_fields() {
         let f = |s: &str| Some(s.as_bytes().to_vec());
-        let m = Meta::from_fields(&[f("10"), f("2"), f("5"), f("1"), f("4"), None]);
+        let m = Meta::from_fields(&[f("10"), f("2"), f("1"), f("4"), None]);
         assert!(m.present && m.paused);
         assert_eq!(
             (m.initial, m.limit, m.active_units()),
             (Some(10), Some(2), Some(4))
         );
-        let m = Meta::from_fields(&[None, f("two"), None, None, None, None]);
-        assert!(m.corrupt.as_deref().is_some_and(|c| c.contains("limit")));
-        let m = Meta::from_fields(&[None, None, None, None, None, None]);
+        let m = Meta::from_fields(&[None, f("two"), None, None, None]);
+        assert_eq!(
+            m.corrupt.as_deref(),
+            Some("meta field limit is 'two': every deduction fails")
+        );
+        let m = Meta::from_fields(&[None, f("2"), None, f("1"), f("x")]);
+        assert_eq!(
+            m.corrupt.as_deref(),
+            Some("meta field returned is 'x': every return of stock fails")
+        );
+        // The scripts never read `initial`: a bad one is no corruption, only no value.
+        let m = Meta::from_fields(&[f("ten"), f("2"), None, None, None]);
+        assert_eq!((m.corrupt, m.initial), (None, None));
+        let m = Meta::from_fields(&[None, None, None, None, None]);
         assert!(!m.present);
     }
 }

@@ -2,14 +2,14 @@
 //! whether the deduction was applied, must be returned, or never happened.
 
 use crate::db::audit::AuditEntry;
-use crate::db::compensation::{self, APPLIED, Compensation, NOT_APPLIED, RETURNED};
-use crate::db::{Arg, Db};
+use crate::db::compensation::{self, APPLIED, Compensation, NOT_APPLIED, RETURNED, Resolve};
+use crate::db::{Db, orders};
 use crate::domain::compensation::{OrderSeen, Verdict, decide};
 use crate::domain::stock::LedgerEntry;
 use crate::domain::{ActivityId, ProductId};
 use crate::error::{Error, Result};
-use crate::redis::stock::{Restored, restore};
-use crate::redis::{KeySpace, Keyed, RedisStore};
+use crate::redis::stock::{Restored, restore_many};
+use crate::redis::{KeySpace, Keyed, ProductKeys, RedisStore};
 use chrono::Utc;
 use redis::Value;
 use serde::Serialize;
@@ -100,7 +100,7 @@ pub async fn resolve(
         return Ok(report);
     }
 
-    // The ledger records of every open entry, one pipeline; the orders, one query per 500.
+    // The ledger records of every open entry, one pipeline; the orders, one query per chunk.
     let mut product_keys = Vec::with_capacity(open.len());
     for e in &open {
         let p = ProductId::parse(&e.product_id).map_err(|err| {
@@ -113,20 +113,23 @@ pub async fn resolve(
         .zip(&product_keys)
         .map(|(e, k)| {
             Keyed::new(
-                k.ledger.clone(),
+                &k.ledger,
                 redis::cmd("HGET").arg(&k.ledger).arg(&e.request_id).clone(),
             )
         })
         .collect();
     let ledger = redis.pipeline(items).await;
-    let orders = order_statuses(db, activity, &open).await?;
+    let rids: Vec<&str> = open.iter().map(|e| e.request_id.as_str()).collect();
+    let orders = orders::statuses(db, activity, &rids).await?;
     let now_ms = Utc::now().timestamp_millis();
     let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
 
+    // Decide every entry; the ones to return go back in one pipelined restore below.
+    let mut verdicts = Vec::with_capacity(open.len());
     for ((e, k), record) in open.iter().zip(&product_keys).zip(ledger) {
-        let record = match record {
+        let verdict = match record {
             Ok(Value::BulkString(b)) => match LedgerEntry::parse(&e.request_id, &b) {
-                Some(entry) => Some(entry),
+                Some(entry) => decide(Some(&entry), seen(&orders, e), now_ms, grace_ms),
                 None => {
                     report.still_pending += 1;
                     report.resolutions.push(pending(
@@ -137,15 +140,24 @@ pub async fn resolve(
                     continue;
                 }
             },
-            Ok(_) => None,
+            Ok(_) => decide(None, seen(&orders, e), now_ms, grace_ms),
             Err(err) => return Err(redis.error(&err)),
         };
-        let seen = match orders.get(e.request_id.as_str()).map(String::as_str) {
-            None => OrderSeen::None,
-            Some("pending_payment" | "paid") => OrderSeen::Live,
-            Some(_) => OrderSeen::Dead,
-        };
-        let verdict = decide(record.as_ref(), seen, now_ms, grace_ms);
+        verdicts.push((*e, k, verdict));
+    }
+    let to_return: Vec<(&ProductKeys, &str)> = verdicts
+        .iter()
+        .filter(|(_, _, v)| *v == Verdict::Return)
+        .map(|(e, k, _)| (*k, e.request_id.as_str()))
+        .collect();
+    let mut restored: HashMap<&str, Restored> = HashMap::new();
+    for ((_, rid), r) in to_return.iter().zip(restore_many(redis, &to_return).await) {
+        restored.insert(rid, r.map_err(|err| redis.error(&err))?);
+    }
+
+    let mut writes = Vec::new();
+    let mut shown = Vec::new();
+    for (e, _, verdict) in verdicts {
         let (status, detail) = match verdict {
             Verdict::Applied => (
                 APPLIED,
@@ -168,18 +180,15 @@ pub async fn resolve(
                 ));
                 continue;
             }
-            Verdict::Return => match restore(redis, k, &e.request_id)
-                .await
-                .map_err(|err| redis.error(&err))?
-            {
-                Restored::Returned(n) => (
+            Verdict::Return => match restored.get(e.request_id.as_str()) {
+                Some(Restored::Returned(n)) => (
                     RETURNED,
                     format!("{n} unit(s) returned through the restore script"),
                 ),
-                Restored::AlreadyReturned => {
+                Some(Restored::AlreadyReturned) => {
                     (RETURNED, "returned already (concurrently)".to_string())
                 }
-                Restored::Missing => {
+                Some(Restored::Missing) | None => {
                     report.still_pending += 1;
                     report.resolutions.push(pending(
                         e,
@@ -188,7 +197,7 @@ pub async fn resolve(
                     ));
                     continue;
                 }
-                Restored::Unknown | Restored::BadArgs => (
+                Some(Restored::Unknown | Restored::BadArgs) => (
                     NOT_APPLIED,
                     "the ledger lost the record while resolving".to_string(),
                 ),
@@ -201,7 +210,21 @@ pub async fn resolve(
         audit.reason = detail.clone();
         audit.detail =
             serde_json::json!({ "request_id": e.request_id, "quantity": e.quantity }).to_string();
-        let changed = compensation::resolve(db, e.id, status, &detail, &audit).await?;
+        shown.push((e, verdict, status, detail));
+        writes.push(audit);
+    }
+    let resolves: Vec<Resolve<'_>> = shown
+        .iter()
+        .zip(writes)
+        .map(|((e, _, status, detail), audit)| Resolve {
+            id: e.id,
+            status,
+            resolution: detail,
+            audit,
+        })
+        .collect();
+    let changed = compensation::resolve_many(db, &resolves).await?;
+    for ((e, verdict, status, detail), changed) in shown.into_iter().zip(changed) {
         report.resolutions.push(Resolution {
             request_id: e.request_id.clone(),
             product: e.product_id.clone(),
@@ -221,6 +244,15 @@ pub async fn resolve(
     Ok(report)
 }
 
+/// Whether the entry's request has an order, and whether it still holds stock.
+fn seen(orders: &HashMap<String, String>, e: &Compensation) -> OrderSeen {
+    match orders.get(e.request_id.as_str()) {
+        None => OrderSeen::None,
+        Some(status) if orders::is_live(status) => OrderSeen::Live,
+        Some(_) => OrderSeen::Dead,
+    }
+}
+
 fn pending(e: &Compensation, verdict: Verdict, detail: &str) -> Resolution {
     Resolution {
         request_id: e.request_id.clone(),
@@ -230,27 +262,4 @@ fn pending(e: &Compensation, verdict: Verdict, detail: &str) -> Resolution {
         status: compensation::PENDING.into(),
         detail: detail.into(),
     }
-}
-
-/// Order status per request id, for the entries given.
-async fn order_statuses(
-    db: &Db,
-    activity: &ActivityId,
-    entries: &[&Compensation],
-) -> Result<HashMap<String, String>> {
-    let mut out = HashMap::new();
-    for chunk in entries.chunks(500) {
-        let sql = format!(
-            "SELECT request_id, status FROM seckill_order WHERE activity_id = ? AND request_id IN ({})",
-            vec!["?"; chunk.len()].join(", ")
-        );
-        let mut args: Vec<Arg> = vec![activity.as_str().into()];
-        args.extend(chunk.iter().map(|e| Arg::from(e.request_id.as_str())));
-        let rows: Vec<(String, String)> = db
-            .fetch_all_as(&sql, &args)
-            .await
-            .map_err(|e| db.error(&e))?;
-        out.extend(rows);
-    }
-    Ok(out)
 }

@@ -7,5 +7,6 @@ pub mod fix;
 pub mod health;
 pub mod preheat;
 pub mod progress;
+mod rewrite;
 pub mod snapshot;
 pub mod status;

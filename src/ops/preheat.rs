@@ -8,14 +8,13 @@ use crate::db::Db;
 use crate::db::audit::{self, AuditEntry};
 use crate::domain::ActivityId;
 use crate::domain::preheat::{Action, TokenBucket, plan, prechecks};
-use crate::domain::stock::StockValue;
-use crate::error::{Error, Result};
-use crate::ops::health;
+use crate::domain::stock::{StockValue, shown};
+use crate::error::{Error, ErrorKind, Result};
+use crate::ops::{health, rewrite};
 use crate::redis::product_state;
-use crate::redis::scripts::SET_STOCK;
-use crate::redis::{KeySpace, Keyed, RedisStore};
+use crate::redis::stock::{SetStock, set_stock_many};
+use crate::redis::{KeySpace, RedisStore};
 use chrono::Utc;
-use redis::Value;
 use serde::Serialize;
 use std::time::{Duration, Instant};
 
@@ -214,7 +213,17 @@ pub async fn preheat(
         ms = started.elapsed().as_millis() as u64,
         "preheat: scripts loaded"
     );
-    write_and_verify(redis, &snap.products, &actions, &mut report, progress).await?;
+    // The database must answer before Redis is written: the audit rows go there.
+    db.check().await?;
+    let outcome = write_and_verify(redis, &snap.products, &actions, &mut report, progress).await;
+    if let Err(e) = &outcome {
+        // Stopped half way: what was written is still audited before the error is returned.
+        report.reasons.push(e.message.clone());
+        report.decision = "no-go";
+        report.elapsed_ms = elapsed_ms(started);
+        record_audit(db, &opts.actor, activity, &snap.products, &report).await?;
+    }
+    outcome?;
     tracing::debug!(
         ms = started.elapsed().as_millis() as u64,
         "preheat: written and verified"
@@ -252,12 +261,12 @@ pub async fn preheat(
     Ok(report)
 }
 
-/// Writes the products that need it and reads every product back, in batches. Absent keys
-/// get plain pipelined commands — the meta hash first, then `SET NX` of the stock, so a buyer
-/// never sees a stock without its limit and a key that appeared meanwhile is never overwritten
-/// — followed in the same pipeline by the reads that verify them (Redis runs one connection's
-/// commands in order, so the reads see the writes). Keys that `--force` overwrites go through
-/// the compare-and-set script first.
+/// Writes the products that need it and reads every product back, in batches. Every write is
+/// the compare-and-set script: an absent key is written only while it is still absent (guard
+/// `!`), a forced one only while it holds what was read, and stock and meta change together or
+/// not at all, so a buyer never sees a stock without its limit and nothing that appeared
+/// meanwhile is overwritten. The read-back follows each batch's writes on the same node
+/// connections, so it sees them.
 async fn write_and_verify(
     redis: &RedisStore,
     views: &[ProductView],
@@ -272,68 +281,22 @@ async fn write_and_verify(
     progress.update("writing and verifying", 0, total);
     for start in (0..total).step_by(BATCH) {
         let batch = start..(start + BATCH).min(total);
-        overwrite(redis, views, actions, report, batch.clone(), &epoch).await;
+        write(redis, views, actions, report, batch.clone(), &epoch).await?;
 
-        let mut items = Vec::with_capacity(batch.len() * 4);
-        let mut shape = Vec::with_capacity(batch.len());
-        for i in batch.clone() {
-            let v = &views[i];
-            let p = &report.products[i];
-            let writes = actions[i] == Action::Write;
-            if writes {
-                let fields = meta_fields(v, &p.token_bucket, &epoch);
-                let mut hset = redis::cmd("HSET");
-                hset.arg(&v.keys.meta);
-                for (k, val) in &fields.set {
-                    hset.arg(*k).arg(val);
-                }
-                if !v.redis.meta.present {
-                    // Counters only for a meta hash that did not exist: one that survived
-                    // keeps its history. Should another writer create it meanwhile,
-                    // reconciliation sees the counters disagree and reads the ledger instead.
-                    hset.arg("deducted")
-                        .arg(fields.baseline)
-                        .arg("returned")
-                        .arg(0);
-                }
-                items.push(Keyed::new(v.keys.meta.clone(), hset));
-                items.push(Keyed::new(
-                    v.keys.stock.clone(),
-                    redis::cmd("SET")
-                        .arg(&v.keys.stock)
-                        .arg(p.stock)
-                        .arg("NX")
-                        .clone(),
-                ));
-            }
+        let mut items = Vec::with_capacity(batch.len() * 2);
+        for v in &views[batch.clone()] {
             items.push(product_state::get_stock(&v.keys));
             items.push(product_state::get_meta(&v.keys));
-            shape.push(writes);
         }
         let results = redis.pipeline(items).await;
-        let mut at = 0;
-        for (i, writes) in batch.clone().zip(shape) {
-            let p = &mut report.products[i];
-            if writes {
-                match (&results[at], &results[at + 1]) {
-                    (Err(e), _) | (_, Err(e)) => p.error = Some(crate::redis::describe(e)),
-                    (_, Ok(Value::Nil)) => {
-                        p.error = Some(
-                            "the stock key appeared while preheating; nothing was overwritten"
-                                .into(),
-                        );
-                    }
-                    _ => {
-                        p.written = true;
-                        report.written += 1;
-                    }
-                }
-                at += 2;
-            }
-            let stock = product_state::stock_from(&results[at]).map_err(|e| redis.error(&e))?;
-            let meta = product_state::meta_from(&results[at + 1]).map_err(|e| redis.error(&e))?;
-            at += 2;
+        for (i, read) in batch.clone().zip(results.chunks(2)) {
+            let [stock, meta] = read else {
+                return Err(Error::internal("preheat: read-back reply missing"));
+            };
+            let stock = product_state::stock_from(stock).map_err(|e| redis.error(&e))?;
+            let meta = product_state::meta_from(meta).map_err(|e| redis.error(&e))?;
             let v = &views[i];
+            let p = &mut report.products[i];
             // Deductions between the write and the read moved stock and counters alike.
             let moved = meta.active_units().unwrap_or(0) - active_after_write(v, actions[i]);
             if stock != StockValue::Missing {
@@ -378,123 +341,71 @@ async fn write_and_verify(
     Ok(())
 }
 
-/// The products of `batch` that `--force` overwrites, through the compare-and-set script.
-async fn overwrite(
+/// Writes the products of `batch` that are absent or forced, through the compare-and-set
+/// script. A write Redis refuses (out of memory, say) fails its product; Redis unreachable or
+/// denying permission stops the preheat.
+async fn write(
     redis: &RedisStore,
     views: &[ProductView],
     actions: &[Action],
     report: &mut PreheatReport,
     batch: std::ops::Range<usize>,
     epoch: &str,
-) {
-    let forced: Vec<usize> = batch.filter(|&i| actions[i] == Action::Overwrite).collect();
-    if forced.is_empty() {
-        return;
+) -> Result<()> {
+    let todo: Vec<usize> = batch
+        .filter(|&i| matches!(actions[i], Action::Write | Action::Overwrite))
+        .collect();
+    if todo.is_empty() {
+        return Ok(());
     }
-    let calls: Vec<(Vec<String>, Vec<Vec<u8>>)> = forced
+    let writes: Vec<_> = todo
         .iter()
         .map(|&i| {
-            let v = &views[i];
             let p = &report.products[i];
-            (
-                vec![v.keys.stock.clone(), v.keys.meta.clone()],
-                set_stock_args(v, p.stock, &p.token_bucket, epoch),
-            )
+            let extra = vec![
+                ("epoch", epoch.to_string()),
+                ("bucket_capacity", p.token_bucket.capacity.to_string()),
+                ("bucket_rate", p.token_bucket.rate_per_sec.to_string()),
+            ];
+            rewrite::from_truth(&views[i], p.stock, extra)
         })
         .collect();
-    for (&i, r) in forced.iter().zip(redis.eval_many(&SET_STOCK, &calls).await) {
+    let results = set_stock_many(redis, &writes).await;
+    let mut stop = None;
+    for (&i, r) in todo.iter().zip(results) {
         let p = &mut report.products[i];
         match r {
-            Ok(Value::Array(items)) if items.first() == Some(&Value::Int(1)) => {
+            Ok(SetStock::Applied(_)) => {
                 p.written = true;
                 report.written += 1;
             }
-            Ok(Value::Array(items)) => {
+            Ok(SetStock::Conflict(now)) => {
                 p.error = Some(format!(
                     "the key changed while preheating (now {}); nothing was overwritten",
-                    describe_value(items.get(1))
+                    now.as_deref().map_or_else(|| "absent".into(), shown)
                 ));
             }
-            Ok(other) => p.error = Some(format!("unexpected reply {other:?}")),
-            Err(e) => p.error = Some(crate::redis::describe(&e)),
+            Err(e) => {
+                let err = redis.error(&e);
+                if matches!(err.kind, ErrorKind::Unavailable | ErrorKind::Refused) {
+                    stop = stop.or(Some(err));
+                } else {
+                    p.error = Some(crate::redis::describe(&e));
+                }
+            }
         }
     }
-}
-
-/// The meta fields preheat writes, and the counter baseline for a fresh meta hash.
-struct MetaFields {
-    set: Vec<(&'static str, String)>,
-    baseline: i64,
-}
-
-fn meta_fields(v: &ProductView, bucket: &TokenBucket, epoch: &str) -> MetaFields {
-    MetaFields {
-        set: vec![
-            ("initial", v.product.initial_stock.to_string()),
-            ("limit", v.product.per_user_limit.to_string()),
-            ("epoch", epoch.to_string()),
-            ("bucket_capacity", bucket.capacity.to_string()),
-            ("bucket_rate", bucket.rate_per_sec.to_string()),
-        ],
-        baseline: counter_baseline(v),
-    }
-}
-
-/// A fresh meta hash gets counters that match the ledger, so reconciliation keeps its fast
-/// path: what the ledger holds, or (the ledger lost with the rest) the database's sold units.
-fn counter_baseline(v: &ProductView) -> i64 {
-    match v.ledger_active_units {
-        Some(active) => active,
-        None if v.redis.ledger_len.unwrap_or(0) == 0 => v.truth.db_sold,
-        None => 0,
-    }
-}
-
-/// The arguments of `set_stock.lua` for one product: guard, stock, meta mode, meta fields.
-fn set_stock_args(v: &ProductView, stock: i64, bucket: &TokenBucket, epoch: &str) -> Vec<Vec<u8>> {
-    let meta = &v.redis.meta;
-    let reset = meta.corrupt.is_some();
-    let mut args: Vec<Vec<u8>> = vec![
-        v.redis.stock.guard(),
-        stock.to_string().into_bytes(),
-        if reset {
-            b"reset".to_vec()
-        } else {
-            b"keep".to_vec()
-        },
-    ];
-    let fields = meta_fields(v, bucket, epoch);
-    for (k, val) in fields.set {
-        args.push(k.as_bytes().to_vec());
-        args.push(val.into_bytes());
-    }
-    if reset || !meta.present {
-        args.push(b"deducted".to_vec());
-        args.push(fields.baseline.to_string().into_bytes());
-        args.push(b"returned".to_vec());
-        args.push(b"0".to_vec());
-    }
-    args
+    stop.map_or(Ok(()), Err)
 }
 
 /// The counters the meta hash holds right after the write, to subtract deductions that happened
 /// between the write and the read-back.
 fn active_after_write(v: &ProductView, action: Action) -> i64 {
-    let meta = &v.redis.meta;
-    let fresh_meta = !meta.present || (action == Action::Overwrite && meta.corrupt.is_some());
-    if matches!(action, Action::Write | Action::Overwrite) && fresh_meta {
-        counter_baseline(v)
+    let writes = matches!(action, Action::Write | Action::Overwrite);
+    if writes && rewrite::rebuilds_counters(v) {
+        rewrite::counter_baseline(v)
     } else {
-        meta.active_units().unwrap_or(0)
-    }
-}
-
-fn describe_value(v: Option<&Value>) -> String {
-    match v {
-        Some(Value::BulkString(b)) => crate::domain::stock::shown(b),
-        Some(Value::Int(i)) => i.to_string(),
-        Some(Value::Nil) | None => "absent".into(),
-        Some(other) => format!("{other:?}"),
+        v.redis.meta.active_units().unwrap_or(0)
     }
 }
 

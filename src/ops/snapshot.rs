@@ -83,7 +83,11 @@ pub async fn take(
         .await
         .map_err(|e| redis.error(&e))?;
     let taken_at = Utc::now();
-    let mut sold = orders::sold_by_product(db, activity_id).await?;
+    let only: Option<Vec<&str>> = scope
+        .only
+        .as_ref()
+        .map(|_| products.iter().map(|p| p.product_id.as_str()).collect());
+    let mut sold = orders::sold(db, activity_id, only.as_deref()).await?;
     tracing::debug!(
         ms = t0.elapsed().as_millis() as u64,
         n = products.len(),

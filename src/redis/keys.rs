@@ -90,7 +90,8 @@ impl KeySpace {
 pub struct ProductKeys {
     /// String, an integer: remaining stock.
     pub stock: String,
-    /// Hash: initial, limit, epoch, paused, deducted, returned.
+    /// Hash: initial, limit, paused, deducted, returned; epoch and token-bucket figures
+    /// (preheat), fixed_at (fix).
     pub meta: String,
     /// Hash: user id -> units the user holds.
     pub buyers: String,

@@ -310,7 +310,7 @@ impl RedisStore {
                         )));
                         continue;
                     }
-                    self.install(&ranges);
+                    self.install(&ranges)?;
                     *last = Some(Instant::now());
                     return Ok(());
                 }
@@ -321,7 +321,9 @@ impl RedisStore {
             .unwrap_or_else(|| Error::unavailable(format!("no node of {} answered", self.label()))))
     }
 
-    fn install(&self, ranges: &[slots::SlotRange]) {
+    /// Makes `ranges` the topology. A node that cannot be set up fails the refresh, rather
+    /// than leaving the old topology in place as if it were fresh.
+    fn install(&self, ranges: &[slots::SlotRange]) -> Result<()> {
         let mut primaries: Vec<String> = ranges.iter().map(|r| r.primary.clone()).collect();
         primaries.sort();
         primaries.dedup();
@@ -343,19 +345,23 @@ impl RedisStore {
             }
         }
         replicas.sort();
-        let primary_nodes: Vec<Arc<Node>> =
-            primaries.iter().filter_map(|a| self.node(a).ok()).collect();
-        if primary_nodes.len() != primaries.len() {
-            return;
-        }
-        if let Ok(mut t) = self.inner.topology.write() {
-            *t = Topology {
-                primaries,
-                primary_nodes,
-                replicas,
-                slot_owner,
-            };
-        }
+        let template = &self.inner.settings.target.seeds()[0];
+        let primary_nodes = primaries
+            .iter()
+            .map(|a| self.make_node(a, template))
+            .collect::<Result<Vec<Arc<Node>>>>()?;
+        let mut t = self
+            .inner
+            .topology
+            .write()
+            .map_err(|_| Error::internal("redis topology poisoned"))?;
+        *t = Topology {
+            primaries,
+            primary_nodes,
+            replicas,
+            slot_owner,
+        };
+        Ok(())
     }
 
     fn primary_addrs(&self) -> Vec<String> {
@@ -368,10 +374,11 @@ impl RedisStore {
 
     /// Every primary (one for a single server).
     pub fn primaries(&self) -> Vec<Arc<Node>> {
-        self.primary_addrs()
-            .iter()
-            .filter_map(|a| self.node(a).ok())
-            .collect()
+        self.inner
+            .topology
+            .read()
+            .map(|t| t.primary_nodes.clone())
+            .unwrap_or_default()
     }
 
     /// Every known node with its role (replicas only on a cluster).

@@ -30,14 +30,14 @@ fn bytes(v: &Value) -> Option<Vec<u8>> {
 
 /// GET of the stock key.
 pub fn get_stock(k: &ProductKeys) -> Keyed {
-    Keyed::new(k.stock.clone(), redis::cmd("GET").arg(&k.stock).clone())
+    Keyed::new(&k.stock, redis::cmd("GET").arg(&k.stock).clone())
 }
 
 /// HMGET of the meta fields.
 pub fn get_meta(k: &ProductKeys) -> Keyed {
     let mut hm = redis::cmd("HMGET");
     hm.arg(&k.meta).arg(&META_FIELDS[..]);
-    Keyed::new(k.meta.clone(), hm)
+    Keyed::new(&k.meta, hm)
 }
 
 /// The stock from a GET reply. A key of another type comes back as `WrongType("")` (its type
@@ -61,7 +61,7 @@ pub fn meta_from(reply: &RedisResult<Value>) -> RedisResult<Meta> {
         Ok(_) => Ok(Meta::default()),
         Err(e) if is_wrong_type(e) => Ok(Meta {
             present: true,
-            corrupt: Some("meta key has the wrong type".into()),
+            corrupt: Some("the meta key has the wrong type: every deduction fails".into()),
             ..Meta::default()
         }),
         Err(e) => Err(e.clone()),
@@ -83,7 +83,7 @@ pub async fn read_states(
         items.push(get_meta(k));
         if ledger {
             items.push(Keyed::new(
-                k.ledger.clone(),
+                &k.ledger,
                 redis::cmd("HLEN").arg(&k.ledger).clone(),
             ));
         }
@@ -117,7 +117,7 @@ pub async fn read_states(
             .iter()
             .map(|&i| {
                 Keyed::new(
-                    keys[i].stock.clone(),
+                    &keys[i].stock,
                     redis::cmd("TYPE").arg(&keys[i].stock).clone(),
                 )
             })
@@ -143,12 +143,7 @@ pub async fn read_ledgers(
 ) -> RedisResult<Vec<(Vec<LedgerEntry>, usize)>> {
     let items: Vec<Keyed> = keys
         .iter()
-        .map(|k| {
-            Keyed::new(
-                k.ledger.clone(),
-                redis::cmd("HGETALL").arg(&k.ledger).clone(),
-            )
-        })
+        .map(|k| Keyed::new(&k.ledger, redis::cmd("HGETALL").arg(&k.ledger).clone()))
         .collect();
     let mut out = Vec::with_capacity(keys.len());
     for r in redis.pipeline(items).await {

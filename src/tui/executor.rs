@@ -91,6 +91,7 @@ impl Executor {
                     preview: true,
                     actor,
                     grace,
+                    confirmed: None,
                 };
                 self.job(fix_job(s, keys, activity, opts), move |result| {
                     Action::FixPreviewed { seq, result }
@@ -106,6 +107,7 @@ impl Executor {
                     preview: false,
                     actor,
                     grace,
+                    confirmed: None,
                 };
                 self.job(fix_job(s, keys, activity, opts), move |result| {
                     Action::FixApplied { seq, result }

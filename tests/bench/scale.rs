@@ -130,6 +130,7 @@ fn main() {
                     preview: false,
                     actor: "bench".into(),
                     grace,
+                    confirmed: None,
                 },
             )
             .await

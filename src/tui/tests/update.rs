@@ -37,6 +37,7 @@ pub fn preview_report() -> FixReport {
     let p = |name: &str, state, before: Option<&str>, after| FixProduct {
         product: name.into(),
         state,
+        drift: None,
         before: before.map(Into::into),
         after,
         applied: false,
