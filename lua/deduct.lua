@@ -1,10 +1,15 @@
 -- seckill-console: the stock deduction. App servers run this very file with EVALSHA.
 --
 -- KEYS[1] <prefix>:{A:P}:stock   string, an integer: remaining stock
--- KEYS[2] <prefix>:{A:P}:meta    hash: initial, limit, epoch, paused, deducted, returned
+-- KEYS[2] <prefix>:{A:P}:meta    hash: initial, limit, paused, deducted, returned, rev, ...
 -- KEYS[3] <prefix>:{A:P}:buyers  hash: user id -> units the user holds
--- KEYS[4] <prefix>:{A:P}:ledger  hash: request id -> "<state>|<qty>|<ms>|<result>|<user>"
---                                  state d = deducted, r = returned by restore.lua
+-- KEYS[4] <prefix>:{A:P}:ledger  hash: request id -> "<state>|<qty>|<at>|<result>|<user>"
+--                                  state d = deducted, r@<id> = returned (by the event <id>);
+--                                  <at> is the id of the deduction's event
+-- KEYS[5] <prefix>:{A:P}:events  stream: one entry per change of the stock's books, oldest
+--                                  first (k = d deducted, r returned, b booked by the console,
+--                                  a adjusted by the console, i created); r = request id,
+--                                  q = units
 -- ARGV[1] request id (non-empty), ARGV[2] user id (non-empty), ARGV[3] quantity (1..10^9)
 --
 -- Returns the remaining stock (>= 0) on success, or
@@ -27,7 +32,7 @@ if qty > 1000000000 then
   return -4
 end
 
--- Integers above 2^53 lose precision in Lua; 15 digits stay exact.
+-- A double holds every integer of up to 15 digits exactly; longer ones are refused.
 local function int_or_nil(v)
   if v and #v <= 16 and string.find(v, '^-?%d+$') then
     return tonumber(v)
@@ -43,7 +48,7 @@ local function first_result()
   if not prev then
     return nil
   end
-  local first = string.match(prev, '^[dr]|%d+|%d+|(%d+)|')
+  local first = string.match(prev, '^[dr][^|]*|%d+|[%d%-]+|(%d+)|')
   if first then
     return tonumber(first)
   end
@@ -101,11 +106,12 @@ if limit and held + qty > limit then
   return -3
 end
 
--- All checks passed: the writes below cannot fail on a value we have not validated.
+-- All checks passed. The event goes first: it is the one write that can still fail on a value
+-- not read above (an events key of the wrong type), and then nothing else has been written.
+-- Its id is the deduction's time and place in the product's history.
+local at = redis.call('XADD', KEYS[5], '*', 'k', 'd', 'r', rid, 'q', qty)
 local left = redis.call('DECRBY', KEYS[1], qty)
 redis.call('HINCRBY', KEYS[3], uid, qty)
 redis.call('HINCRBY', KEYS[2], 'deducted', qty)
-local t = redis.call('TIME')
-local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-redis.call('HSET', KEYS[4], rid, string.format('d|%d|%d|%d|%s', qty, ms, left, uid))
+redis.call('HSET', KEYS[4], rid, 'd|' .. qty .. '|' .. at .. '|' .. left .. '|' .. uid)
 return left

@@ -2,7 +2,7 @@
 -- window, an orphaned deduction). Idempotent per request id; never returns more than the
 -- deduction took.
 --
--- KEYS: the same four keys as deduct.lua (stock, meta, buyers, ledger) of one {A:P}.
+-- KEYS: the same five keys as deduct.lua (stock, meta, buyers, ledger, events) of one {A:P}.
 -- ARGV[1] request id of the deduction to return.
 --
 -- Returns the units returned by this call (> 0), or
@@ -28,7 +28,7 @@ local entry = redis.call('HGET', KEYS[4], rid)
 if not entry then
   return -6
 end
-local state, qty, ms, first, uid = string.match(entry, '^([dr])|(%d+)|(%d+)|(%d+)|(.*)$')
+local state, qty, at, first, uid = string.match(entry, '^([dr])[^|]*|(%d+)|([%d%-]+)|(%d+)|(.*)$')
 if not state then
   return redis.error_reply('ERR seckill: ledger entry of request ' .. rid .. ' in ' .. KEYS[4] .. ' is corrupt')
 end
@@ -57,6 +57,8 @@ if raw_held then
   end
 end
 
+-- The event first, as in deduct.lua: the one write that can fail on a key not read above.
+local ret = redis.call('XADD', KEYS[5], '*', 'k', 'r', 'r', rid, 'q', qty)
 redis.call('INCRBY', KEYS[1], qty)
 if held - qty > 0 then
   redis.call('HSET', KEYS[3], uid, held - qty)
@@ -64,5 +66,5 @@ else
   redis.call('HDEL', KEYS[3], uid)
 end
 redis.call('HINCRBY', KEYS[2], 'returned', qty)
-redis.call('HSET', KEYS[4], rid, string.format('r|%d|%s|%s|%s', qty, ms, first, uid))
+redis.call('HSET', KEYS[4], rid, 'r@' .. ret .. '|' .. qty .. '|' .. at .. '|' .. first .. '|' .. uid)
 return qty

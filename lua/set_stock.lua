@@ -1,64 +1,151 @@
--- seckill-console: the compare-and-set behind preheat --force and the one-key fix. It rewrites a
--- product's stock only if the key still holds exactly what the operator saw, so it never
--- overwrites a deduction that happened in between.
+-- seckill-console: the console's rewrite of a product's stock (fix, preheat --force, preheat
+-- of absent keys). It never overwrites a sale: a live stock is corrected by its offset from
+-- the scripts' own counters, computed here in the same atomic step as the write, so a
+-- deduction before or after it moves stock and counters alike and the correction stays right.
 --
--- KEYS[1] <prefix>:{A:P}:stock
--- KEYS[2] <prefix>:{A:P}:meta
--- ARGV[1] the guard: '!' the key must be absent; '=' .. value the key must hold exactly this
---         string; '@' .. type the key must be of this non-string type (e.g. '@list')
--- ARGV[2] the new stock, an integer
--- ARGV[3] 'keep' to update the meta hash in place, 'reset' to delete it first (a meta hash of
---         the wrong type, or corrupt fields)
--- ARGV[4..] field, value pairs written to the meta hash
+-- KEYS[1..5] stock, meta, buyers, ledger, events of one {A:P} (as deduct.lua)
+-- ARGV[1] mode:
+--   'rebase'  the stock key holds an integer. The offset X = stock - initial + deducted -
+--             returned (ARGV[2] = initial from the database) must equal ARGV[3], the offset the
+--             caller saw; then stock = stock - X (never below 0).
+--   'set'     the stock key is absent, corrupt or of another type (nothing can deduct it):
+--             ARGV[3] is the guard ('!' absent, '=' .. value exactly this string, '@' .. type a
+--             non-string type). ARGV[2] is the new stock, or 'initial:' .. n for
+--             n - deducted + returned as the counters stand after ARGV[6..] are written.
+-- ARGV[4] 'keep' to update the meta hash in place, 'reset' to delete it first (corrupt)
+-- ARGV[5] expiry of every key, ms since the epoch; '' leaves expiries alone
+-- ARGV[6..] field, value pairs written to the meta hash
 --
--- Returns {1, new stock} when applied, {0, what the key holds} on a conflict (the second item
--- is false when the key is absent, '<type>' for a non-string), or -4 on bad arguments.
+-- Every applied call increments meta 'rev' and appends an event (k = a, q = the change), so a
+-- reader can tell that the stock changed outside a deduction.
+-- Returns {1, new stock, change} when applied; {0, the offset found} when 'rebase' finds
+-- another offset; {0, what the key holds} when the 'set' guard fails (false when absent,
+-- '<type>' for a non-string); -4 on bad arguments.
 
-local guard, new, meta_mode = ARGV[1], ARGV[2], ARGV[3]
-if guard == nil or new == nil or (meta_mode ~= 'keep' and meta_mode ~= 'reset') then
+local mode, target, guard, meta_mode, expire = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
+if (mode ~= 'rebase' and mode ~= 'set') or target == nil or guard == nil or expire == nil then
   return -4
 end
-if #new > 16 or not string.find(new, '^-?%d+$') then
+if meta_mode ~= 'keep' and meta_mode ~= 'reset' then
   return -4
 end
-if (#ARGV - 3) % 2 ~= 0 then
+if (#ARGV - 5) % 2 ~= 0 or (expire ~= '' and not string.find(expire, '^%d+$')) then
   return -4
 end
 
-local kind = redis.call('TYPE', KEYS[1])['ok']
+local function int_or_nil(v)
+  if v and #v <= 16 and string.find(v, '^-?%d+$') then
+    return tonumber(v)
+  end
+  return nil
+end
+
+-- Types first: nothing is written unless every write below can succeed.
+local function kind(key)
+  return redis.call('TYPE', key)['ok']
+end
+local stock_kind = kind(KEYS[1])
+local buyers_kind, ledger_kind = kind(KEYS[3]), kind(KEYS[4])
+for i, k in pairs({ [3] = buyers_kind, [4] = ledger_kind }) do
+  if k ~= 'hash' and k ~= 'none' then
+    return redis.error_reply('ERR seckill: ' .. KEYS[i] .. ' is a ' .. k .. ', not a hash')
+  end
+end
+local events_kind = kind(KEYS[5])
+local meta_kind = kind(KEYS[2])
+local reset = meta_mode == 'reset' or (meta_kind ~= 'hash' and meta_kind ~= 'none')
+
 local current = false
-if kind == 'string' then
+if stock_kind == 'string' then
   current = redis.call('GET', KEYS[1])
-elseif kind ~= 'none' then
-  current = '<' .. kind .. '>'
+elseif stock_kind ~= 'none' then
+  current = '<' .. stock_kind .. '>'
 end
 
-local first = string.sub(guard, 1, 1)
-local rest = string.sub(guard, 2)
-local matches = false
-if first == '!' then
-  matches = (kind == 'none')
-elseif first == '=' then
-  matches = (kind == 'string' and current == rest)
-elseif first == '@' then
-  -- Only a non-string type: '@string' would match any string value, one nobody saw.
-  matches = (rest ~= 'string' and rest ~= 'none' and kind == rest)
+local new, change
+if mode == 'rebase' then
+  local initial, want = int_or_nil(target), int_or_nil(guard)
+  if initial == nil or want == nil then
+    return -4
+  end
+  local stock = (stock_kind == 'string') and int_or_nil(current) or nil
+  if stock == nil or reset or (events_kind ~= 'stream' and events_kind ~= 'none') then
+    return redis.error_reply('ERR seckill: ' .. KEYS[1] .. ' cannot be rebased: its stock, meta or events key is corrupt')
+  end
+  local c = redis.call('HMGET', KEYS[2], 'deducted', 'returned')
+  local d, r = int_or_nil(c[1] or '0'), int_or_nil(c[2] or '0')
+  if d == nil or r == nil then
+    return redis.error_reply('ERR seckill: the counters in ' .. KEYS[2] .. ' are not integers')
+  end
+  local offset = stock - initial + d - r
+  if offset ~= want then
+    return {0, offset}
+  end
+  new = math.max(stock - offset, 0)
+  change = new - stock
 else
-  return -4
-end
-if not matches then
-  return {0, current}
+  local first, rest = string.sub(guard, 1, 1), string.sub(guard, 2)
+  local matches
+  if first == '!' then
+    matches = (stock_kind == 'none')
+  elseif first == '=' then
+    matches = (stock_kind == 'string' and current == rest)
+  elseif first == '@' then
+    -- Only a non-string type: '@string' would match any string value, one nobody saw.
+    matches = (rest ~= 'string' and rest ~= 'none' and stock_kind == rest)
+  else
+    return -4
+  end
+  if not matches then
+    return {0, current}
+  end
+  local from = string.match(target, '^initial:(%-?%d+)$')
+  if not from and int_or_nil(target) == nil then
+    return -4
+  end
+  if reset then
+    redis.call('DEL', KEYS[2])
+  end
+  if events_kind ~= 'stream' and events_kind ~= 'none' then
+    redis.call('DEL', KEYS[5])
+  end
+  if stock_kind ~= 'string' and stock_kind ~= 'none' then
+    redis.call('DEL', KEYS[1])
+  end
+  if #ARGV > 5 then
+    redis.call('HSET', KEYS[2], unpack(ARGV, 6))
+  end
+  if from then
+    local c = redis.call('HMGET', KEYS[2], 'deducted', 'returned')
+    local d, r = int_or_nil(c[1] or '0'), int_or_nil(c[2] or '0')
+    if d == nil or r == nil then
+      return redis.error_reply('ERR seckill: the counters in ' .. KEYS[2] .. ' are not integers')
+    end
+    new = math.max(tonumber(from) - d + r, 0)
+  else
+    new = tonumber(target)
+  end
+  change = new - (int_or_nil(current or '') or 0)
 end
 
-local meta_kind = redis.call('TYPE', KEYS[2])['ok']
-if meta_mode == 'reset' or (meta_kind ~= 'hash' and meta_kind ~= 'none') then
-  redis.call('DEL', KEYS[2])
+redis.call('XADD', KEYS[5], '*', 'k', 'a', 'r', '', 'q', change)
+if mode == 'rebase' then
+  redis.call('INCRBY', KEYS[1], change)
+  if #ARGV > 5 then
+    redis.call('HSET', KEYS[2], unpack(ARGV, 6))
+  end
+else
+  redis.call('SET', KEYS[1], new, 'KEEPTTL')
 end
-if kind ~= 'string' and kind ~= 'none' then
-  redis.call('DEL', KEYS[1])
+redis.call('HINCRBY', KEYS[2], 'rev', 1)
+if expire ~= '' then
+  -- The hashes the deductions fill get a placeholder field (an empty request or user id,
+  -- which the scripts refuse), so they exist, and keep their expiry, from the start.
+  redis.call('HSETNX', KEYS[3], '', '0')
+  redis.call('HSETNX', KEYS[4], '', '-')
+  redis.call('HSET', KEYS[2], 'expire_at', expire)
+  for i = 1, 5 do
+    redis.call('PEXPIREAT', KEYS[i], expire)
+  end
 end
-redis.call('SET', KEYS[1], new)
-if #ARGV > 3 then
-  redis.call('HSET', KEYS[2], unpack(ARGV, 4))
-end
-return {1, tonumber(new)}
+return {1, new, change}

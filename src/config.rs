@@ -26,6 +26,7 @@ pub const ENV_VARS: &[&str] = &[
     "SECKILL_REFRESH_SECS",
     "SECKILL_COMPENSATION_ALERT_SECS",
     "SECKILL_OUTBOX_ALERT_SECS",
+    "SECKILL_KEY_TTL_DAYS",
 ];
 
 /// One layer of settings; `None` means "not set here".
@@ -46,6 +47,7 @@ pub struct Layer {
     pub refresh_secs: Option<f64>,
     pub compensation_alert_secs: Option<u64>,
     pub outbox_alert_secs: Option<u64>,
+    pub key_ttl_days: Option<u64>,
 }
 
 /// `redis_cluster` may be written as "a,b,c" or as ["a", "b", "c"].
@@ -95,6 +97,9 @@ pub struct Config {
     pub refresh: Duration,
     pub compensation_alert: Duration,
     pub outbox_alert: Duration,
+    /// Days after an activity ends that its keys expire (set by preheat, kept by fixes);
+    /// 0: never.
+    pub key_ttl_days: u32,
 }
 
 /// Reads a config file; a missing, unreadable or malformed file is bad input naming the file.
@@ -172,6 +177,7 @@ pub fn env_layer(env: &HashMap<String, String>) -> Result<Layer> {
         refresh_secs: refresh,
         compensation_alert_secs: number("SECKILL_COMPENSATION_ALERT_SECS")?,
         outbox_alert_secs: number("SECKILL_OUTBOX_ALERT_SECS")?,
+        key_ttl_days: number("SECKILL_KEY_TTL_DAYS")?,
     })
 }
 
@@ -230,7 +236,8 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
             redis_ca,
             refresh_secs,
             compensation_alert_secs,
-            outbox_alert_secs
+            outbox_alert_secs,
+            key_ttl_days
         );
     }
 
@@ -269,6 +276,15 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
             "refresh {refresh} is out of range: use 0.1 to 3600 seconds"
         )));
     }
+    let key_ttl_days = merged.key_ttl_days.unwrap_or(7);
+    let key_ttl_days = u32::try_from(key_ttl_days)
+        .ok()
+        .filter(|d| *d <= 3650)
+        .ok_or_else(|| {
+            Error::bad_input(format!(
+                "key_ttl_days {key_ttl_days} is out of range: use 0 (keys never expire) to 3650 days"
+            ))
+        })?;
     Ok(Config {
         redis: redis
             .unwrap_or_else(|| RedisTarget::Standalone(SecretUrl::new("redis://127.0.0.1:6379"))),
@@ -285,6 +301,7 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
         refresh: Duration::from_secs_f64(refresh),
         compensation_alert: Duration::from_secs(merged.compensation_alert_secs.unwrap_or(30)),
         outbox_alert: Duration::from_secs(merged.outbox_alert_secs.unwrap_or(60)),
+        key_ttl_days,
     })
 }
 

@@ -222,6 +222,7 @@ pub async fn run_fix(
         actor: ctx.config.actor.clone(),
         grace: ctx.config.grace,
         confirmed: None,
+        key_ttl_days: ctx.config.key_ttl_days,
     };
     let keys = &ctx.config.keys;
     if !preview && !yes {

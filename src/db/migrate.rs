@@ -13,21 +13,42 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-const SQLITE: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../../migrations/sqlite/0001_init.sql"),
-}];
-const POSTGRES: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../../migrations/postgres/0001_init.sql"),
-}];
-const MYSQL: &[Migration] = &[Migration {
-    version: 1,
-    name: "init",
-    sql: include_str!("../../migrations/mysql/0001_init.sql"),
-}];
+const SQLITE: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../../migrations/sqlite/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "cut_indexes",
+        sql: include_str!("../../migrations/sqlite/0002_cut_indexes.sql"),
+    },
+];
+const POSTGRES: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../../migrations/postgres/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "cut_indexes",
+        sql: include_str!("../../migrations/postgres/0002_cut_indexes.sql"),
+    },
+];
+const MYSQL: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "init",
+        sql: include_str!("../../migrations/mysql/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "cut_indexes",
+        sql: include_str!("../../migrations/mysql/0002_cut_indexes.sql"),
+    },
+];
 
 /// The migrations of one backend, in order.
 pub fn migrations(backend: Backend) -> &'static [Migration] {
@@ -128,10 +149,17 @@ pub async fn migrate(db: &Db) -> Result<MigrateReport> {
         // MySQL commits DDL implicitly, so statements run one by one; every statement of a
         // migration is idempotent (IF NOT EXISTS) and a crash half way is repaired by a rerun.
         for stmt in statements(m.sql) {
-            db.execute(&stmt, &[]).await.map_err(|e| {
-                db.error(&e)
-                    .context(format!("migration {} ({})", m.version, m.name))
-            })?;
+            match db.execute(&stmt, &[]).await {
+                Ok(_) => {}
+                // MySQL's CREATE INDEX has no IF NOT EXISTS: an index a crashed run made is
+                // already there (ER_DUP_KEYNAME).
+                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("1061") => {}
+                Err(e) => {
+                    return Err(db
+                        .error(&e)
+                        .context(format!("migration {} ({})", m.version, m.name)));
+                }
+            }
         }
         db.execute(
             "INSERT INTO seckill_schema_migrations (version, name, checksum, applied_at) VALUES (?, ?, ?, ?)",

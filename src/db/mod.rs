@@ -4,6 +4,7 @@
 pub mod activity;
 pub mod audit;
 pub mod compensation;
+pub mod cut;
 pub mod migrate;
 pub mod orders;
 pub mod outbox;

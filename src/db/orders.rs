@@ -1,9 +1,9 @@
 //! Orders: the sold truth per product, grouped in one query per activity.
 
-use super::{Arg, Db, IN_CHUNK};
+use super::{Arg, Db};
 use crate::domain::ActivityId;
 use crate::error::Result;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 /// Order statuses that hold stock: the order counts as sold.
 pub const LIVE_STATUSES: [&str; 2] = ["pending_payment", "paid"];
@@ -45,53 +45,6 @@ pub async fn sold(
     }
     .map_err(|e| db.error(&e))?;
     Ok(rows.into_iter().collect())
-}
-
-/// The live orders of one product: their units and request ids, read in one statement so the
-/// two agree.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LiveOrders {
-    pub units: i64,
-    pub request_ids: HashSet<String>,
-}
-
-/// Live orders per product; limited to `products` when given. Up to [`IN_CHUNK`] products use
-/// one IN list; more read the whole activity in one statement (one scan beats hundreds of
-/// queries) and drop the others here.
-pub async fn live_orders(
-    db: &Db,
-    activity: &ActivityId,
-    products: Option<&[&str]>,
-) -> Result<HashMap<String, LiveOrders>> {
-    let sql = format!(
-        "SELECT product_id, request_id, quantity FROM seckill_order WHERE activity_id = ? AND {LIVE_SQL}"
-    );
-    let args = [Arg::from(activity.as_str())];
-    type Row = (String, String, i64);
-    let (rows, keep): (Vec<Row>, Option<HashSet<&str>>) = match products {
-        Some(p) if p.len() <= IN_CHUNK => (
-            db.fetch_all_in(&format!("{sql} AND product_id IN (...)"), &args, p)
-                .await
-                .map_err(|e| db.error(&e))?,
-            None,
-        ),
-        _ => (
-            db.fetch_all_as(&sql, &args)
-                .await
-                .map_err(|e| db.error(&e))?,
-            products.map(|p| p.iter().copied().collect()),
-        ),
-    };
-    let mut out: HashMap<String, LiveOrders> = HashMap::new();
-    for (product, rid, quantity) in rows {
-        if keep.as_ref().is_some_and(|k| !k.contains(product.as_str())) {
-            continue;
-        }
-        let entry = out.entry(product).or_default();
-        entry.units += quantity;
-        entry.request_ids.insert(rid);
-    }
-    Ok(out)
 }
 
 /// The status of the order of each request id that has one.

@@ -109,6 +109,31 @@ impl Db {
         })
     }
 
+    /// Begins a read-only transaction that sees one snapshot of the database for all its
+    /// statements: REPEATABLE READ on PostgreSQL, a consistent snapshot on MySQL/MariaDB (the
+    /// InnoDB default isolation), and on SQLite (WAL) a read transaction, whose snapshot is
+    /// taken by its first read. Nothing is ever written through it; dropped, it ends.
+    pub async fn begin_read(&self) -> Result<Tx, sqlx::Error> {
+        let inner = timed(self.query_timeout, async {
+            Ok(match &self.pool {
+                Pool::Sqlite(p) => Inner::Sqlite(p.begin_with("BEGIN DEFERRED").await?),
+                Pool::Postgres(p) => Inner::Postgres(
+                    p.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                        .await?,
+                ),
+                Pool::MySql(p) => Inner::MySql(
+                    p.begin_with("START TRANSACTION WITH CONSISTENT SNAPSHOT, READ ONLY")
+                        .await?,
+                ),
+            })
+        })
+        .await?;
+        Ok(Tx {
+            inner,
+            db: self.clone(),
+        })
+    }
+
     /// Runs one write statement outside a transaction; returns the rows affected.
     pub async fn execute(&self, query: &str, args: &[Arg]) -> Result<u64, sqlx::Error> {
         let sql = self.sql(query);
@@ -238,6 +263,26 @@ impl Tx {
 
     pub fn backend(&self) -> Backend {
         self.db.backend()
+    }
+
+    /// The handle the transaction runs on (for its SQL dialect helpers).
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// Like [`Db::fetch_all_in`], inside the transaction.
+    pub async fn fetch_all_in<T: AnyRow>(
+        &mut self,
+        query: &str,
+        args: &[Arg],
+        values: &[&str],
+    ) -> Result<Vec<T>, sqlx::Error> {
+        let mut rows = Vec::new();
+        for chunk in values.chunks(IN_CHUNK) {
+            let sql = with_in_list(query, chunk.len());
+            rows.extend(self.fetch_all_as(&sql, &chunk_args(args, chunk)).await?);
+        }
+        Ok(rows)
     }
 
     /// Runs one statement in the transaction; returns the rows affected.

@@ -51,6 +51,13 @@ impl Activity {
     pub fn window_secs(&self) -> i64 {
         (self.ends_at - self.starts_at).num_seconds().max(1)
     }
+
+    /// When the activity's keys expire: `days` after it ends (ms since the epoch); None for 0
+    /// (never).
+    pub fn keys_expire_at(&self, days: u32) -> Option<i64> {
+        (days > 0)
+            .then(|| (self.ends_at + chrono::Duration::days(i64::from(days))).timestamp_millis())
+    }
 }
 
 /// One product of an activity.

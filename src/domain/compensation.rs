@@ -41,7 +41,7 @@ pub fn decide(
     match (ledger, order) {
         (Some(e), _) if e.returned => Verdict::AlreadyReturned,
         (Some(_), OrderSeen::Live) => Verdict::Applied,
-        (Some(e), _) if now_ms - e.at_ms < grace_ms => Verdict::InFlight,
+        (Some(e), _) if now_ms - e.at_ms() < grace_ms => Verdict::InFlight,
         (Some(_), _) => Verdict::Return,
         // The ledger lost the record (a Redis restart) but the order exists: it was applied.
         (None, OrderSeen::Live) => Verdict::Applied,

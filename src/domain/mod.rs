@@ -3,7 +3,9 @@
 
 pub mod activity;
 pub mod alerts;
+pub mod books;
 pub mod compensation;
+pub mod events;
 pub mod ids;
 pub mod import;
 pub mod preheat;

@@ -32,22 +32,27 @@ impl Action {
     }
 }
 
-/// Decides the action for one product from what Redis holds and what the truth says.
+/// Decides the action for one product from what Redis holds and what the truth says:
+/// `offset` is the stock's offset from the scripts' counters and `drift` its difference from
+/// the truth (both None when the stock is not an integer).
 pub fn plan(
     stock: &StockValue,
     meta: &Meta,
     product: &Product,
-    target: i64,
+    (offset, drift): (Option<i64>, Option<i64>),
     force: bool,
 ) -> Action {
-    let same = stock.value() == Some(target)
+    let same = stock.value().is_some()
+        && offset == Some(0)
+        && drift == Some(0)
+        && meta.present
         && meta.corrupt.is_none()
         && meta.limit == Some(product.per_user_limit)
         && meta.initial == Some(product.initial_stock);
     if same {
         Action::Unchanged
-    } else if *stock == StockValue::Missing && (!meta.present || meta.corrupt.is_none()) {
-        // A meta hash without a stock key (a half-deleted product) is rewritten with it.
+    } else if *stock == StockValue::Missing {
+        // Absent (or lost): written, after the holdings are rebuilt from the orders.
         Action::Write
     } else if force {
         Action::Overwrite
@@ -136,24 +141,39 @@ mod tests {
     #[test]
     fn plans() {
         let p = product();
+        let at = |x: i64, d: i64| (Some(x), Some(d));
         assert_eq!(
-            plan(&StockValue::Missing, &Meta::default(), &p, 10, false),
+            plan(
+                &StockValue::Missing,
+                &Meta::default(),
+                &p,
+                (None, None),
+                false
+            ),
             Action::Write
         );
+        // Eight left, no offset, no drift: already preheated.
         assert_eq!(
-            plan(&StockValue::Value(8), &meta(10, 2), &p, 8, false),
+            plan(&StockValue::Value(8), &meta(10, 2), &p, at(0, 0), false),
             Action::Unchanged
         );
+        // One unit written outside the scripts.
         assert_eq!(
-            plan(&StockValue::Value(9), &meta(10, 2), &p, 8, false),
+            plan(&StockValue::Value(9), &meta(10, 2), &p, at(1, 1), false),
             Action::Conflict
         );
         assert_eq!(
-            plan(&StockValue::Value(9), &meta(10, 2), &p, 8, true),
+            plan(&StockValue::Value(9), &meta(10, 2), &p, at(1, 1), true),
             Action::Overwrite
         );
+        // An orphan: the stock agrees with its counters, not with the truth.
         assert_eq!(
-            plan(&StockValue::Value(8), &meta(10, 3), &p, 8, false),
+            plan(&StockValue::Value(7), &meta(10, 2), &p, at(0, -1), false),
+            Action::Conflict
+        );
+        // A changed limit.
+        assert_eq!(
+            plan(&StockValue::Value(8), &meta(10, 3), &p, at(0, 0), false),
             Action::Conflict
         );
         assert_eq!(
@@ -161,7 +181,7 @@ mod tests {
                 &StockValue::Corrupt(b"x".to_vec()),
                 &meta(10, 2),
                 &p,
-                8,
+                (None, None),
                 false
             ),
             Action::Conflict

@@ -1,6 +1,7 @@
 //! Stock truth per product, its state and its drift: the rules of SPEC "Truth, per product",
 //! with no I/O.
 
+use super::events::EventId;
 use serde::Serialize;
 
 /// Integers the Lua scripts accept: optional minus and up to 16 digits (exact in a double).
@@ -92,10 +93,22 @@ pub struct Meta {
     pub paused: bool,
     pub deducted: Option<i64>,
     pub returned: Option<i64>,
+    /// Console rewrites so far (set_stock.lua counts them).
+    pub rev: i64,
+    /// When the product's keys expire, ms since the epoch (set by preheat).
+    pub expire_at: Option<i64>,
 }
 
 /// The fields read from the meta hash, in HMGET order.
-pub const META_FIELDS: [&str; 5] = ["initial", "limit", "paused", "deducted", "returned"];
+pub const META_FIELDS: [&str; 7] = [
+    "initial",
+    "limit",
+    "paused",
+    "deducted",
+    "returned",
+    "rev",
+    "expire_at",
+];
 
 impl Meta {
     /// Builds the meta from the HMGET reply of [`META_FIELDS`].
@@ -125,6 +138,8 @@ impl Meta {
             paused: get(2).is_some_and(|v| v.as_slice() == b"1"),
             deducted,
             returned,
+            rev: get(5).and_then(|raw| parse_int(raw)).unwrap_or(0),
+            expire_at: get(6).and_then(|raw| parse_int(raw)),
         }
     }
 
@@ -139,42 +154,67 @@ impl Meta {
     }
 }
 
-/// One deduction record of the ledger.
+/// One deduction record of the ledger: `<state>|<qty>|<at>|<result>|<user>`, where the state
+/// is `d` (deducted) or `r@<id>` (returned by the event `<id>`; a bare `r` from before returns
+/// carried their event) and `<at>` is the deduction's event id (a bare time from before).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LedgerEntry {
     pub request_id: String,
     pub returned: bool,
+    /// The event that returned it; None when not returned, or returned before the stream
+    /// existed (then it counts as returned before any cut).
+    pub returned_by: Option<EventId>,
     pub quantity: i64,
-    /// Redis time of the deduction, ms since the epoch.
-    pub at_ms: i64,
+    /// The deduction's event (Redis time and place in the product's history).
+    pub at: EventId,
     /// The stock the deduction left (what a retry gets back).
     pub result: i64,
     pub user: String,
 }
 
 impl LedgerEntry {
-    /// Parses `<state>|<qty>|<ms>|<result>|<user>`; None for anything else.
+    /// Parses one record; None for anything else.
     pub fn parse(request_id: &str, raw: &[u8]) -> Option<Self> {
         let s = std::str::from_utf8(raw).ok()?;
         let mut parts = s.splitn(5, '|');
         let state = parts.next()?;
-        let quantity = parts.next()?.parse().ok()?;
-        let at_ms = parts.next()?.parse().ok()?;
+        let quantity: i64 = parts.next()?.parse().ok()?;
+        let at = EventId::parse(parts.next()?)?;
         let result = parts.next()?.parse().ok()?;
         let user = parts.next()?.to_string();
-        let returned = match state {
-            "d" => false,
-            "r" => true,
-            _ => return None,
+        let (returned, returned_by) = match state {
+            "d" => (false, None),
+            "r" => (true, None),
+            _ => (true, Some(EventId::parse(state.strip_prefix("r@")?)?)),
         };
+        if quantity < 1 {
+            return None;
+        }
         Some(LedgerEntry {
             request_id: request_id.to_string(),
             returned,
+            returned_by,
             quantity,
-            at_ms,
+            at,
             result,
             user,
         })
+    }
+
+    /// Redis time of the deduction, ms since the epoch.
+    pub fn at_ms(&self) -> i64 {
+        self.at.ms
+    }
+
+    /// True when the deduction held stock at the cut: made at or before it, and not returned
+    /// by then.
+    pub fn active_at(&self, cut: EventId) -> bool {
+        self.at <= cut
+            && match (self.returned, self.returned_by) {
+                (false, _) => true,
+                (true, Some(by)) => by > cut,
+                (true, None) => false,
+            }
     }
 }
 
@@ -201,11 +241,11 @@ pub fn unbacked<'a>(
         if e.returned || has_live_order(&e.request_id) {
             continue;
         }
-        if now_ms - e.at_ms < grace_ms {
+        if now_ms - e.at_ms() < grace_ms {
             out.in_flight += e.quantity;
         } else {
             out.orphaned += e.quantity;
-            orphans.push((e.at_ms, e.request_id.clone()));
+            orphans.push((e.at_ms(), e.request_id.clone()));
         }
     }
     orphans.sort();
@@ -311,13 +351,19 @@ pub struct ProductStatus {
     pub corrupt_value: Option<String>,
     /// Units sold per the ledger, for the sold-percentage gauge.
     pub sold_percent: f64,
+    /// The stock's offset from the scripts' own counters (`stock - initial + deducted -
+    /// returned`): units written outside the scripts. None when either is unreadable.
+    pub offset: Option<i64>,
+    /// Units of live orders for which Redis holds no deduction (lost with a restart or a
+    /// failover): they count in `drift` as oversell risk.
+    pub unledgered: i64,
 }
 
 impl ProductStatus {
     /// True when one-key fix would touch this product: its stock needs a rewrite or it holds
     /// orphaned deductions to return. The Reconcile view shows exactly these.
     pub fn needs_fix(&self) -> bool {
-        self.state.needs_rewrite() || self.orphaned > 0
+        self.state.needs_rewrite() || self.orphaned > 0 || self.unledgered > 0
     }
 
     pub fn build(
@@ -364,6 +410,8 @@ impl ProductStatus {
             paused: meta.paused,
             corrupt_value,
             sold_percent,
+            offset: None,
+            unledgered: 0,
         }
     }
 }
@@ -445,14 +493,32 @@ mod tests {
 
     #[test]
     fn ledger_entries() {
-        let e = LedgerEntry::parse("r1", b"d|2|1000|8|user|with|pipes").expect("valid");
+        let e = LedgerEntry::parse("r1", b"d|2|1000-3|8|user|with|pipes").expect("valid");
         assert_eq!(
-            (e.quantity, e.at_ms, e.result, e.user.as_str()),
-            (2, 1000, 8, "user|with|pipes")
+            (e.quantity, e.at, e.result, e.user.as_str()),
+            (2, EventId { ms: 1000, seq: 3 }, 8, "user|with|pipes")
         );
         assert!(!e.returned);
-        assert!(LedgerEntry::parse("r", b"x|1|1|1|u").is_none());
-        assert!(LedgerEntry::parse("r", b"garbage").is_none());
+        // At or before the cut it held stock; a cut before it did not see it.
+        assert!(e.active_at(EventId { ms: 1000, seq: 3 }));
+        assert!(!e.active_at(EventId { ms: 1000, seq: 2 }));
+        let r = LedgerEntry::parse("r1", b"r@2000-0|2|1000-3|8|u").expect("returned");
+        assert_eq!(r.returned_by, Some(EventId { ms: 2000, seq: 0 }));
+        assert!(r.active_at(EventId { ms: 1999, seq: 9 }));
+        assert!(!r.active_at(EventId { ms: 2000, seq: 0 }));
+        // Written before the stream: a bare time, and a return before any cut.
+        let old = LedgerEntry::parse("r1", b"r|2|1000|8|u").expect("old format");
+        assert!(old.returned && old.returned_by.is_none());
+        assert!(!old.active_at(EventId { ms: 5000, seq: 0 }));
+        for bad in [
+            &b"x|1|1|1|u"[..],
+            b"garbage",
+            b"r@x|1|1|1|u",
+            b"d|0|1|1|u",
+            b"d|1|1-x|1|u",
+        ] {
+            assert!(LedgerEntry::parse("r", bad).is_none(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -1,25 +1,22 @@
-//! One-key fix: rewrite Redis from database truth. Orphaned deductions go back through the
-//! restore script (idempotent); every other product that is not ok gets its stock rewritten
-//! with the compare-and-set script, only if the key still holds what was read. A conflict is
-//! re-read and retried a bounded number of times, then reported. Never a blind SET.
+//! One-key fix: rewrite Redis from database truth. The snapshot finds what each product's drift
+//! is made of; [`super::repair`] returns orphaned deductions, records the sales Redis lost and
+//! takes away the stock's offset from its counters, each in a way a concurrent deduction cannot
+//! spoil. Never a blind SET.
 
-use super::rewrite;
-use super::snapshot::{self, ProductView, Scope};
+use super::repair::{self, Repair, Repaired};
+use super::snapshot::{self, ProductView, Scope, Snapshot};
 use crate::db::Db;
 use crate::db::audit::{self, AuditEntry};
 use crate::domain::ActivityId;
 use crate::domain::stock::State;
-use crate::error::{Error, ErrorKind, Result};
-use crate::redis::stock::{Restored, SetStock, restore_many, set_stock_many};
+use crate::error::{Error, Result};
 use crate::redis::{KeySpace, RedisStore};
 use chrono::Utc;
-use redis::RedisError;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// Compare-and-set attempts per product before a conflict is reported.
-pub const MAX_ATTEMPTS: u32 = 5;
+pub use super::repair::MAX_ATTEMPTS;
 
 /// Options of one fix.
 #[derive(Clone, Debug)]
@@ -34,14 +31,16 @@ pub struct FixOptions {
     /// fixed, and only while each still shows what the preview showed. None (`--yes`): every
     /// product the fresh read finds.
     pub confirmed: Option<Confirmation>,
+    /// Days after the activity's end that rewritten keys expire (0: never).
+    pub key_ttl_days: u32,
 }
 
 /// What the operator saw of each product in a preview.
 pub type Confirmation = HashMap<String, Seen>;
 
 /// What a preview showed of one product. The drift is what a fix corrects, and it stays put
-/// while buyers deduct (each deduction moves Redis and the in-flight count alike), so a live
-/// sale does not invalidate a confirmation; a drift that changed means the situation did.
+/// while buyers deduct (each deduction moves Redis and the truth alike), so a live sale does
+/// not invalidate a confirmation; a drift that changed means the situation did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Seen {
     pub state: State,
@@ -60,14 +59,18 @@ pub struct FixProduct {
     pub drift: Option<i64>,
     /// What the stock key held (None: missing).
     pub before: Option<String>,
-    /// The stock it holds after the fix (or would, for a preview).
+    /// The stock right after the fix (or, for a preview, the truth it is fixed to).
     pub after: i64,
-    /// True when this run changed the product (a rewrite or returned orphans).
+    /// True when this run changed the product.
     pub applied: bool,
+    /// The stock's offset from the scripts' counters that the fix takes away.
+    pub offset: Option<i64>,
     /// Units of orphaned deductions returned through the restore script.
     pub orphans_returned: i64,
     /// Request ids of the orphaned deductions found.
     pub orphans: Vec<String>,
+    /// Units of live orders recorded as deductions (sales Redis had lost).
+    pub sales_recorded: i64,
     pub attempts: u32,
     pub conflict: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,8 +95,8 @@ pub struct FixReport {
     pub products: Vec<FixProduct>,
     pub conflicts: usize,
     pub errors: usize,
-    /// 0; 5 when a product changed since the confirmed preview or a compare-and-set conflict
-    /// outlived the retries; 4 when Redis refused a product's write (it is still not fixed).
+    /// 0; 5 when a product changed since the confirmed preview or its rewrite met a moving
+    /// offset on every attempt; 4 when Redis refused a product's write (it is still not fixed).
     #[serde(skip)]
     pub exit_code: i32,
 }
@@ -115,25 +118,60 @@ fn unchanged(seen: &Seen, now: &Seen) -> bool {
         && (now.drift.is_some() || seen.before == now.before)
 }
 
-/// After orphans went back: the stock differs from its target, or the meta hash is corrupt or
-/// gone (then deductions would not see the per-user limit).
-fn needs_write(v: &ProductView) -> bool {
-    v.redis.stock.value() != Some(target(v))
-        || v.redis.meta.corrupt.is_some()
-        || !v.redis.meta.present
-}
-
-/// What the stock should be now: the truth, minus orphans not yet returned (a later restore
-/// returns them, so counting them now would add them twice).
-fn target(v: &ProductView) -> i64 {
-    (v.truth.expected_remaining - v.truth.orphaned).max(0)
-}
-
-/// A Redis error that stops the whole fix (unreachable, timed out, no permission); other
-/// errors belong to one product and are reported on its row.
-fn fatal(redis: &RedisStore, e: &RedisError) -> Option<Error> {
-    let err = redis.error(e);
-    matches!(err.kind, ErrorKind::Unavailable | ErrorKind::Refused).then_some(err)
+/// Reads the products to fix at one cut: a search for differences that stops once they are
+/// accounted for, or, for a product where they are not, both sides read to the end.
+async fn read(
+    redis: &RedisStore,
+    db: &Db,
+    keys: &KeySpace,
+    activity: &ActivityId,
+    grace: Duration,
+    only: Vec<String>,
+) -> Result<Snapshot> {
+    let snap = snapshot::take(
+        redis,
+        db,
+        keys,
+        activity,
+        grace,
+        &Scope {
+            only: Some(only),
+            full: false,
+        },
+    )
+    .await?;
+    let unexplained: Vec<String> = snap
+        .products
+        .iter()
+        .filter(|v| !v.explained && v.cut.active().is_some())
+        .map(|v| v.product.product_id.to_string())
+        .collect();
+    if unexplained.is_empty() {
+        return Ok(snap);
+    }
+    let full = snapshot::take(
+        redis,
+        db,
+        keys,
+        activity,
+        grace,
+        &Scope {
+            only: Some(unexplained),
+            full: true,
+        },
+    )
+    .await?;
+    let mut by_id: HashMap<String, ProductView> = full
+        .products
+        .into_iter()
+        .map(|v| (v.product.product_id.to_string(), v))
+        .collect();
+    let products = snap
+        .products
+        .into_iter()
+        .map(|v| by_id.remove(v.product.product_id.as_str()).unwrap_or(v))
+        .collect();
+    Ok(Snapshot { products, ..snap })
 }
 
 /// Plans (and unless `preview`, applies) the fix of an activity.
@@ -160,17 +198,12 @@ pub async fn fix(
     let candidates: Vec<String> = match &opts.confirmed {
         Some(plan) => plan.keys().cloned().collect(),
         None => {
-            let only = opts.product.clone().map(|p| vec![p]);
-            let first = snapshot::take(
-                redis,
-                db,
-                keys,
-                activity,
-                opts.grace,
-                &Scope { only, exact: false },
-            )
-            .await?;
-            first
+            let scope = Scope {
+                only: opts.product.clone().map(|p| vec![p]),
+                full: false,
+            };
+            snapshot::take(redis, db, keys, activity, opts.grace, &scope)
+                .await?
                 .products
                 .iter()
                 .filter(|v| v.status.needs_fix())
@@ -181,127 +214,66 @@ pub async fn fix(
     if candidates.is_empty() {
         return Ok(report);
     }
-    // The fast snapshot found the candidates; the exact one (every ledger read) decides.
-    let exact = Scope {
-        only: Some(candidates),
-        exact: true,
-    };
-    let snap = snapshot::take(redis, db, keys, activity, opts.grace, &exact).await?;
-    let mut rows: HashMap<String, FixProduct> = HashMap::new();
-    let mut order = Vec::new();
-    for v in snap.products.iter().filter(|v| v.status.needs_fix()) {
-        let id = v.product.product_id.to_string();
-        let mut row = FixProduct {
-            product: id.clone(),
-            state: v.status.state,
-            drift: v.status.drift,
-            before: v.redis.stock.shown(),
-            after: if opts.preview {
-                v.truth.expected_remaining
-            } else {
-                target(v)
-            },
-            applied: false,
-            orphans_returned: 0,
-            orphans: v.orphans.clone(),
-            attempts: 0,
-            conflict: false,
-            error: None,
-        };
-        if let Some(seen) = opts.confirmed.as_ref().and_then(|plan| plan.get(&id))
-            && !unchanged(seen, &row.seen())
-        {
-            row.conflict = true;
-            row.error = Some(format!(
-                "changed since the preview ({} drift {} -> {} drift {}): nothing written; preview again",
-                seen.state.as_str(),
-                shown_drift(seen.drift),
-                row.state.as_str(),
-                shown_drift(row.drift)
-            ));
-        }
-        order.push(id.clone());
-        rows.insert(id, row);
-    }
-    if opts.preview {
-        report.products = order.iter().filter_map(|id| rows.remove(id)).collect();
-        return Ok(report);
-    }
+    let snap = read(redis, db, keys, activity, opts.grace, candidates).await?;
     let work: Vec<&ProductView> = snap
         .products
         .iter()
-        .filter(|v| {
-            rows.get(v.product.product_id.as_str())
-                .is_some_and(|r| !r.conflict)
-        })
+        .filter(|v| v.status.needs_fix())
         .collect();
+    let mut rows: Vec<FixProduct> = work.iter().map(|v| row(v)).collect();
+    if let Some(plan) = &opts.confirmed {
+        for r in &mut rows {
+            if let Some(seen) = plan.get(&r.product)
+                && !unchanged(seen, &r.seen())
+            {
+                r.conflict = true;
+                r.error = Some(format!(
+                    "changed since the preview ({} drift {} -> {} drift {}): nothing written; preview again",
+                    seen.state.as_str(),
+                    shown_drift(seen.drift),
+                    r.state.as_str(),
+                    shown_drift(r.drift)
+                ));
+            }
+        }
+    }
+    if opts.preview {
+        report.products = rows;
+        return Ok(report);
+    }
 
     // The database must answer before Redis is written: the audit rows go there.
     db.check().await?;
-    return_orphans(redis, db, &work, &mut rows, &opts.actor, activity).await?;
-
-    // Rewrite what is still wrong, re-reading and retrying on a conflict.
-    let mut todo: Vec<String> = work
-        .iter()
-        .map(|v| v.product.product_id.to_string())
-        .collect();
+    let expire_at = snap.activity.keys_expire_at(opts.key_ttl_days);
     let fixed_at = Utc::now().timestamp_millis().to_string();
-    for attempt in 1..=MAX_ATTEMPTS {
-        if todo.is_empty() {
-            break;
-        }
-        let scope = Scope {
-            only: Some(todo.clone()),
-            exact: true,
-        };
-        let snap = snapshot::take(redis, db, keys, activity, opts.grace, &scope).await?;
-        let writes: Vec<&ProductView> = snap.products.iter().filter(|v| needs_write(v)).collect();
-        let calls: Vec<_> = writes
-            .iter()
-            .map(|v| rewrite::from_truth(v, target(v), vec![("fixed_at", fixed_at.clone())]))
-            .collect();
-        let results = if calls.is_empty() {
-            Vec::new()
-        } else {
-            set_stock_many(redis, &calls).await
-        };
-        let mut retry = Vec::new();
-        let mut audits = Vec::new();
-        let mut stop = None;
-        for (v, r) in writes.iter().zip(results) {
-            let id = v.product.product_id.to_string();
-            let Some(row) = rows.get_mut(&id) else {
-                continue;
-            };
-            row.attempts = attempt;
-            match r {
-                Ok(SetStock::Applied(after)) => {
-                    row.applied = true;
-                    row.after = after;
-                    row.conflict = false;
-                    audits.push(fix_audit(&opts.actor, activity, v, after));
-                }
-                Ok(SetStock::Conflict(_)) => {
-                    // A deduction (or anyone) changed the key since it was read: read again.
-                    row.conflict = true;
-                    retry.push(id);
-                }
-                Err(e) => match fatal(redis, &e) {
-                    Some(err) => stop = stop.or(Some(err)),
-                    None => row.error = Some(crate::redis::describe(&e)),
-                },
-            }
-        }
-        // Audited before any error returns: what was written is on record.
-        audit::record_many(db, &audits)
-            .await
-            .map_err(|e| db.error(&e))?;
-        if let Some(err) = stop {
-            return Err(err);
-        }
-        todo = retry;
+    let todo: Vec<usize> = (0..rows.len()).filter(|&i| !rows[i].conflict).collect();
+    let repairs: Vec<Repair<'_>> = todo
+        .iter()
+        .map(|&i| Repair {
+            view: work[i],
+            meta: vec![("fixed_at", fixed_at.clone())],
+            expire_at,
+            books: true,
+        })
+        .collect();
+    let retry = opts.confirmed.is_none();
+    let (done, stop) = match repair::repair(redis, db, activity, &repairs, retry).await {
+        Ok(done) => (done, None),
+        Err(p) => (p.done, Some(p.error)),
+    };
+    let mut audits = Vec::new();
+    for (&i, (r, d)) in todo.iter().zip(repairs.iter().zip(&done)) {
+        settle_row(&mut rows[i], d);
+        audits.extend(fix_audits(&opts.actor, activity, r.view, d));
     }
-    report.products = order.iter().filter_map(|id| rows.remove(id)).collect();
+    // Audited before any error returns: what was written is on record.
+    audit::record_many(db, &audits)
+        .await
+        .map_err(|e| db.error(&e))?;
+    if let Some(err) = stop {
+        return Err(err);
+    }
+    report.products = rows;
     report.conflicts = report.products.iter().filter(|p| p.conflict).count();
     report.errors = report
         .products
@@ -318,110 +290,110 @@ pub async fn fix(
     Ok(report)
 }
 
+fn row(v: &ProductView) -> FixProduct {
+    FixProduct {
+        product: v.product.product_id.to_string(),
+        state: v.status.state,
+        drift: v.status.drift,
+        before: v.cut.stock.shown(),
+        after: v.truth.expected_remaining,
+        applied: false,
+        offset: v.status.offset,
+        orphans_returned: 0,
+        orphans: v.split.orphans.clone(),
+        sales_recorded: v.books.unledgered_units(),
+        attempts: 0,
+        conflict: false,
+        error: None,
+    }
+}
+
+/// Puts what the repair did on the product's row.
+fn settle_row(row: &mut FixProduct, d: &Repaired) {
+    row.applied = d.applied();
+    row.orphans_returned = d.returned_units;
+    row.sales_recorded = d.recorded_units;
+    row.attempts = d.attempts;
+    if let Some(after) = d.stock_after {
+        row.after = after;
+    }
+    row.conflict = d.conflict.is_some();
+    row.error = d.conflict.clone().or_else(|| d.error.clone());
+}
+
 fn shown_drift(d: Option<i64>) -> String {
     d.map_or_else(|| "-".into(), |d| format!("{d:+}"))
 }
 
-/// Returns every orphaned deduction through the restore script; the script is idempotent, so
-/// a concurrent return (the order's own cancel path) never doubles it. What went back is
-/// audited before an error that stops the fix is returned.
-async fn return_orphans(
-    redis: &RedisStore,
-    db: &Db,
-    views: &[&ProductView],
-    rows: &mut HashMap<String, FixProduct>,
+/// One audit row per kind of write the repair made on a product.
+fn fix_audits(
     actor: &str,
     activity: &ActivityId,
-) -> Result<()> {
-    let calls: Vec<(usize, &str)> = views
-        .iter()
-        .enumerate()
-        .flat_map(|(i, v)| v.orphans.iter().map(move |rid| (i, rid.as_str())))
-        .collect();
-    if calls.is_empty() {
-        return Ok(());
+    v: &ProductView,
+    d: &Repaired,
+) -> Vec<AuditEntry> {
+    let mut out = Vec::new();
+    let product = Some(v.product.product_id.to_string());
+    if d.returned_units > 0 {
+        let mut e = AuditEntry::new(actor, "fix.return_orphans", activity);
+        e.product_id = product.clone();
+        e.before_value = v.cut.stock.shown();
+        e.after_value = v
+            .cut
+            .stock
+            .value()
+            .map(|s| (s + d.returned_units).to_string());
+        e.reason = format!(
+            "{} orphaned unit(s) returned through the restore script",
+            d.returned_units
+        );
+        e.detail = serde_json::json!({ "request_ids": d.returned }).to_string();
+        out.push(e);
     }
-    let keyed: Vec<_> = calls
-        .iter()
-        .map(|&(i, rid)| (&views[i].keys, rid))
-        .collect();
-    let results = restore_many(redis, &keyed).await;
-    let mut returned: HashMap<usize, (i64, Vec<&str>)> = HashMap::new();
-    let mut stop = None;
-    for (&(i, rid), r) in calls.iter().zip(results) {
-        let Some(row) = rows.get_mut(views[i].product.product_id.as_str()) else {
-            continue;
+    if d.recorded_units > 0 {
+        let mut e = AuditEntry::new(actor, "fix.record_sales", activity);
+        e.product_id = product.clone();
+        e.reason = format!(
+            "{} unit(s) of live orders recorded as deductions (Redis had lost them)",
+            d.recorded_units
+        );
+        e.detail = serde_json::json!({ "request_ids": d.recorded }).to_string();
+        out.push(e);
+    }
+    if d.rewritten {
+        let mut e = AuditEntry::new(actor, "fix", activity);
+        e.product_id = product;
+        e.before_value = v.cut.stock.shown();
+        e.after_value = d.stock_after.map(|s| s.to_string());
+        e.reason = match v.status.state {
+            State::Drift | State::Negative => format!(
+                "drift {}: the stock was {} off its own counters; changed by {:+}",
+                shown_drift(v.status.drift),
+                shown_drift(v.status.offset),
+                d.change
+            ),
+            State::Missing => {
+                "missing stock key written from the counters and database truth".into()
+            }
+            State::Corrupt => format!(
+                "rewritten from the counters and database truth: {}",
+                v.status.corrupt_value.as_deref().unwrap_or("corrupt")
+            ),
+            State::Ok | State::Paused => "meta hash rewritten from database truth".into(),
         };
-        match r {
-            Ok(Restored::Returned(n)) => {
-                row.orphans_returned += n;
-                row.applied = true;
-                let e = returned.entry(i).or_default();
-                e.0 += n;
-                e.1.push(rid);
-            }
-            Ok(Restored::Missing) => {
-                row.error.get_or_insert_with(|| {
-                    "an orphan could not be returned while the stock key is missing; run fix again".into()
-                });
-            }
-            // Returned meanwhile, or no longer in the ledger: nothing to give back.
-            Ok(Restored::AlreadyReturned | Restored::Unknown | Restored::BadArgs) => {}
-            Err(e) => match fatal(redis, &e) {
-                Some(err) => stop = stop.or(Some(err)),
-                None => {
-                    row.error.get_or_insert_with(|| crate::redis::describe(&e));
-                }
-            },
-        }
-    }
-    let audits: Vec<AuditEntry> = returned
-        .into_iter()
-        .map(|(i, (units, rids))| {
-            let v = views[i];
-            let mut e = AuditEntry::new(actor, "fix.return_orphans", activity);
-            e.product_id = Some(v.product.product_id.to_string());
-            e.before_value = v.redis.stock.shown();
-            e.after_value = v.redis.stock.value().map(|s| (s + units).to_string());
-            e.reason = format!("{units} orphaned unit(s) returned through the restore script");
-            e.detail = serde_json::json!({ "request_ids": rids }).to_string();
-            e
+        e.detail = serde_json::json!({
+            "initial": v.truth.initial,
+            "db_sold": v.truth.db_sold,
+            "in_flight": v.truth.in_flight,
+            "orphaned": v.truth.orphaned,
+            "offset": v.status.offset,
+            "unledgered": v.status.unledgered,
+            "change": d.change,
         })
-        .collect();
-    audit::record_many(db, &audits)
-        .await
-        .map_err(|e| db.error(&e))?;
-    stop.map_or(Ok(()), Err)
-}
-
-fn fix_audit(actor: &str, activity: &ActivityId, v: &ProductView, after: i64) -> AuditEntry {
-    let mut e = AuditEntry::new(actor, "fix", activity);
-    e.product_id = Some(v.product.product_id.to_string());
-    e.before_value = v.redis.stock.shown();
-    e.after_value = Some(after.to_string());
-    e.reason = match v.status.state {
-        State::Drift => format!(
-            "drift {:+}: Redis held {}, database truth {}",
-            v.status.drift.unwrap_or_default(),
-            v.redis.stock.shown().unwrap_or_default(),
-            v.truth.expected_remaining
-        ),
-        State::Negative => "negative stock rewritten from database truth".into(),
-        State::Missing => "missing stock key rewritten from database truth".into(),
-        State::Corrupt => format!(
-            "rewritten from database truth: {}",
-            v.status.corrupt_value.as_deref().unwrap_or("corrupt")
-        ),
-        State::Ok | State::Paused => "rewritten from database truth".into(),
-    };
-    e.detail = serde_json::json!({
-        "initial": v.truth.initial,
-        "db_sold": v.truth.db_sold,
-        "in_flight": v.truth.in_flight,
-        "orphaned": v.truth.orphaned,
-    })
-    .to_string();
-    e
+        .to_string();
+        out.push(e);
+    }
+    out
 }
 
 #[cfg(test)]

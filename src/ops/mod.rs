@@ -7,6 +7,7 @@ pub mod fix;
 pub mod health;
 pub mod preheat;
 pub mod progress;
-mod rewrite;
+pub mod repair;
 pub mod snapshot;
 pub mod status;
+pub mod tracker;

@@ -3,16 +3,16 @@
 //! hold what would be written are left alone, so preheating twice is safe.
 
 use super::progress::Progress;
+use super::repair::{self, Repair};
 use super::snapshot::{self, ProductView};
 use crate::db::Db;
 use crate::db::audit::{self, AuditEntry};
 use crate::domain::ActivityId;
 use crate::domain::preheat::{Action, TokenBucket, plan, prechecks};
-use crate::domain::stock::{StockValue, shown};
-use crate::error::{Error, ErrorKind, Result};
-use crate::ops::{health, rewrite};
-use crate::redis::product_state;
-use crate::redis::stock::{SetStock, set_stock_many};
+use crate::domain::stock::StockValue;
+use crate::error::{Error, Result};
+use crate::ops::health;
+use crate::redis::cut;
 use crate::redis::{KeySpace, RedisStore};
 use chrono::Utc;
 use serde::Serialize;
@@ -26,6 +26,8 @@ pub struct PreheatOptions {
     pub force: bool,
     pub actor: String,
     pub grace: Duration,
+    /// Days after the activity's end that its keys expire (0: never).
+    pub key_ttl_days: u32,
 }
 
 /// One product in the report.
@@ -137,10 +139,10 @@ pub async fn preheat(
         .iter()
         .map(|v| {
             plan(
-                &v.redis.stock,
-                &v.redis.meta,
+                &v.cut.stock,
+                &v.cut.meta,
                 &v.product,
-                v.truth.expected_remaining,
+                (v.offset(), v.status.drift),
                 opts.force,
             )
         })
@@ -153,7 +155,7 @@ pub async fn preheat(
             action: *action,
             stock: target,
             per_user_limit: v.product.per_user_limit,
-            previous: v.redis.stock.shown(),
+            previous: v.cut.stock.shown(),
             written: false,
             verified: false,
             token_bucket: TokenBucket::new(target, window),
@@ -162,9 +164,9 @@ pub async fn preheat(
         if *action == Action::Conflict {
             report.conflicts.push(Conflict {
                 product: v.product.product_id.to_string(),
-                redis_stock: v.redis.stock.shown(),
+                redis_stock: v.cut.stock.shown(),
                 wanted_stock: target,
-                redis_limit: v.redis.meta.limit,
+                redis_limit: v.cut.meta.limit,
                 wanted_limit: v.product.per_user_limit,
             });
         }
@@ -215,7 +217,16 @@ pub async fn preheat(
     );
     // The database must answer before Redis is written: the audit rows go there.
     db.check().await?;
-    let outcome = write_and_verify(redis, &snap.products, &actions, &mut report, progress).await;
+    let expire_at = snap.activity.keys_expire_at(opts.key_ttl_days);
+    let outcome = write_and_verify(
+        redis,
+        db,
+        activity,
+        (&snap.products, &actions, expire_at),
+        &mut report,
+        progress,
+    )
+    .await;
     if let Err(e) = &outcome {
         // Stopped half way: what was written is still audited before the error is returned.
         report.reasons.push(e.message.clone());
@@ -261,66 +272,101 @@ pub async fn preheat(
     Ok(report)
 }
 
-/// Writes the products that need it and reads every product back, in batches. Every write is
-/// the compare-and-set script: an absent key is written only while it is still absent (guard
-/// `!`), a forced one only while it holds what was read, and stock and meta change together or
-/// not at all, so a buyer never sees a stock without its limit and nothing that appeared
-/// meanwhile is overwritten. The read-back follows each batch's writes on the same node
-/// connections, so it sees them.
+/// Writes the products that need it and reads every product back, in batches. Every write
+/// goes through [`repair`]: an absent key is written after the holdings are rebuilt from the
+/// orders, and only while it is still absent; a forced one is corrected by its offset from the
+/// scripts' counters, so no sale in between is overwritten; stock and meta change together or
+/// not at all. The read-back is a fresh cut: it checks that the stock agrees with its counters
+/// and the meta hash with the database, which holds however many buyers deduct meanwhile.
 async fn write_and_verify(
     redis: &RedisStore,
-    views: &[ProductView],
-    actions: &[Action],
+    db: &Db,
+    activity: &ActivityId,
+    (views, actions, expire_at): (&[ProductView], &[Action], Option<i64>),
     report: &mut PreheatReport,
     progress: &dyn Progress,
 ) -> Result<()> {
     let epoch = Utc::now().timestamp_millis().to_string();
     let total = views.len();
     let mut present = 0usize;
-    let mut sum = 0i64;
     progress.update("writing and verifying", 0, total);
     for start in (0..total).step_by(BATCH) {
         let batch = start..(start + BATCH).min(total);
-        write(redis, views, actions, report, batch.clone(), &epoch).await?;
-
-        let mut items = Vec::with_capacity(batch.len() * 2);
-        for v in &views[batch.clone()] {
-            items.push(product_state::get_stock(&v.keys));
-            items.push(product_state::get_meta(&v.keys));
+        let todo: Vec<usize> = batch
+            .clone()
+            .filter(|&i| actions[i] != Action::Conflict)
+            .collect();
+        let repairs: Vec<Repair<'_>> = todo
+            .iter()
+            .map(|&i| {
+                let p = &report.products[i];
+                let writes = matches!(actions[i], Action::Write | Action::Overwrite);
+                Repair {
+                    view: &views[i],
+                    // An unchanged product only gets its expiry brought up to date.
+                    meta: if writes {
+                        vec![
+                            ("epoch", epoch.clone()),
+                            ("bucket_capacity", p.token_bucket.capacity.to_string()),
+                            ("bucket_rate", p.token_bucket.rate_per_sec.to_string()),
+                        ]
+                    } else {
+                        Vec::new()
+                    },
+                    expire_at,
+                    books: writes,
+                }
+            })
+            .collect();
+        let (done, stop) = match repair::repair(redis, db, activity, &repairs, true).await {
+            Ok(done) => (done, None),
+            Err(p) => (p.done, Some(p.error)),
+        };
+        for (&i, d) in todo.iter().zip(&done) {
+            let p = &mut report.products[i];
+            p.written = matches!(actions[i], Action::Write | Action::Overwrite) && d.applied();
+            if p.written {
+                report.written += 1;
+            }
+            p.error = d.conflict.clone().or_else(|| d.error.clone());
         }
-        let results = redis.pipeline(items).await;
-        for (i, read) in batch.clone().zip(results.chunks(2)) {
-            let [stock, meta] = read else {
-                return Err(Error::internal("preheat: read-back reply missing"));
-            };
-            let stock = product_state::stock_from(stock).map_err(|e| redis.error(&e))?;
-            let meta = product_state::meta_from(meta).map_err(|e| redis.error(&e))?;
+        if let Some(err) = stop {
+            return Err(err);
+        }
+
+        let keys: Vec<_> = views[batch.clone()]
+            .iter()
+            .map(|v| v.keys.clone())
+            .collect();
+        let cuts = cut::read(redis, &keys).await.map_err(|e| redis.error(&e))?;
+        for (i, c) in batch.clone().zip(cuts) {
             let v = &views[i];
             let p = &mut report.products[i];
-            // Deductions between the write and the read moved stock and counters alike.
-            let moved = meta.active_units().unwrap_or(0) - active_after_write(v, actions[i]);
-            if stock != StockValue::Missing {
+            if c.stock != StockValue::Missing {
                 present += 1;
-            }
-            if let Some(s) = stock.value() {
-                sum += s + moved;
             }
             if p.error.is_some() {
                 continue;
             }
-            p.verified = stock.value() == Some(p.stock - moved)
-                && meta.limit == Some(v.product.per_user_limit)
-                && meta.initial == Some(v.product.initial_stock);
+            let offset = c
+                .stock
+                .value()
+                .zip(c.active())
+                .map(|(s, a)| s - v.product.initial_stock + a);
+            p.verified = offset == Some(0)
+                && c.meta.limit == Some(v.product.per_user_limit)
+                && c.meta.initial == Some(v.product.initial_stock);
             if p.verified && !p.written {
                 report.unchanged += 1;
             }
             if !p.verified {
                 p.error = Some(format!(
-                    "read back stock {} limit {}, expected stock {} limit {}",
-                    stock.shown().unwrap_or_else(|| "(missing)".into()),
-                    meta.limit
+                    "read back stock {} (offset from its counters {}) limit {}, expected limit {} and no offset",
+                    c.stock.shown().unwrap_or_else(|| "(missing)".into()),
+                    offset.map_or_else(|| "unknown".into(), |o| format!("{o:+}")),
+                    c.meta
+                        .limit
                         .map_or_else(|| "(none)".to_string(), |l| l.to_string()),
-                    p.stock,
                     v.product.per_user_limit
                 ));
             }
@@ -332,81 +378,7 @@ async fn write_and_verify(
             "{present} of {total} stock keys exist after the write"
         ));
     }
-    if sum != report.total_stock {
-        report.reasons.push(format!(
-            "Redis holds {sum} units in total, the database truth is {}",
-            report.total_stock
-        ));
-    }
     Ok(())
-}
-
-/// Writes the products of `batch` that are absent or forced, through the compare-and-set
-/// script. A write Redis refuses (out of memory, say) fails its product; Redis unreachable or
-/// denying permission stops the preheat.
-async fn write(
-    redis: &RedisStore,
-    views: &[ProductView],
-    actions: &[Action],
-    report: &mut PreheatReport,
-    batch: std::ops::Range<usize>,
-    epoch: &str,
-) -> Result<()> {
-    let todo: Vec<usize> = batch
-        .filter(|&i| matches!(actions[i], Action::Write | Action::Overwrite))
-        .collect();
-    if todo.is_empty() {
-        return Ok(());
-    }
-    let writes: Vec<_> = todo
-        .iter()
-        .map(|&i| {
-            let p = &report.products[i];
-            let extra = vec![
-                ("epoch", epoch.to_string()),
-                ("bucket_capacity", p.token_bucket.capacity.to_string()),
-                ("bucket_rate", p.token_bucket.rate_per_sec.to_string()),
-            ];
-            rewrite::from_truth(&views[i], p.stock, extra)
-        })
-        .collect();
-    let results = set_stock_many(redis, &writes).await;
-    let mut stop = None;
-    for (&i, r) in todo.iter().zip(results) {
-        let p = &mut report.products[i];
-        match r {
-            Ok(SetStock::Applied(_)) => {
-                p.written = true;
-                report.written += 1;
-            }
-            Ok(SetStock::Conflict(now)) => {
-                p.error = Some(format!(
-                    "the key changed while preheating (now {}); nothing was overwritten",
-                    now.as_deref().map_or_else(|| "absent".into(), shown)
-                ));
-            }
-            Err(e) => {
-                let err = redis.error(&e);
-                if matches!(err.kind, ErrorKind::Unavailable | ErrorKind::Refused) {
-                    stop = stop.or(Some(err));
-                } else {
-                    p.error = Some(crate::redis::describe(&e));
-                }
-            }
-        }
-    }
-    stop.map_or(Ok(()), Err)
-}
-
-/// The counters the meta hash holds right after the write, to subtract deductions that happened
-/// between the write and the read-back.
-fn active_after_write(v: &ProductView, action: Action) -> i64 {
-    let writes = matches!(action, Action::Write | Action::Overwrite);
-    if writes && rewrite::rebuilds_counters(v) {
-        rewrite::counter_baseline(v)
-    } else {
-        v.redis.meta.active_units().unwrap_or(0)
-    }
 }
 
 /// One summary row, plus one row per product that `--force` overwrote (before and after).
@@ -422,7 +394,7 @@ async fn record_audit(
         if p.action == Action::Overwrite && p.written {
             let mut e = AuditEntry::new(actor, "preheat.overwrite", activity);
             e.product_id = Some(p.product.clone());
-            e.before_value = v.redis.stock.shown();
+            e.before_value = v.cut.stock.shown();
             e.after_value = Some(p.stock.to_string());
             e.reason = "preheat --force: Redis held another value than the database truth".into();
             rows.push(e);

@@ -1,41 +1,70 @@
-//! The state of one activity, read once: Redis (one pipeline per node) and the database truth
-//! (grouped queries), joined per product. Preheat, status, reconcile and fix all start here.
+//! The state of one activity at one cut: each product's Redis state as of one instant (its
+//! stock, counters and position in its event stream), and the database truth reconciled
+//! against that instant per request id. Preheat, status, reconcile and fix all start here.
 //!
-//! Redis is read before the database, and a product's stock before anything else of it: every
-//! later deduction or restore then changes the stock that was read, so a compare-and-set built
-//! on this snapshot fails instead of overwriting it.
+//! The order of the reads is what makes the figures exact while buyers deduct:
+//! 1. the Redis cut ([`crate::redis::cut`]);
+//! 2. one database read snapshot, taken after the cut, for every query below;
+//! 3. the events after the cut, read after the snapshot was taken: every order the snapshot
+//!    holds whose deduction came after the cut is among them, and is left out;
+//! 4. the differences between the two sides, looked for only where they can be
+//!    ([`crate::domain::books::Settle`]).
 
-use crate::db::orders::LiveOrders;
-use crate::db::{Db, activity as activities, orders};
-use crate::domain::stock::{LedgerEntry, ProductStatus, Truth, unbacked};
+use crate::db::cut::{self as db_cut, Mark};
+use crate::db::{Db, Tx, activity as activities};
+use crate::domain::books::{Books, Candidate, Next, OrderState, Settle, Split};
+use crate::domain::events::EventId;
+use crate::domain::stock::{ProductStatus, Truth};
 use crate::domain::{Activity, ActivityId, Product};
 use crate::error::{Error, Result};
-use crate::redis::product_state::{ProductState, read_ledgers, read_states};
+use crate::redis::cut::{self, ProductCut};
+use crate::redis::events::{self, PAGE};
+use crate::redis::ledger::{self, Lookup};
 use crate::redis::{KeySpace, ProductKeys, RedisStore};
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, TimeZone, Utc};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-/// One product: its database row, its keys, what Redis holds, the truth and the verdict.
+/// One product: its database row, its keys, its cut, its books, the truth and the verdict.
 #[derive(Clone, Debug)]
 pub struct ProductView {
     pub product: Product,
     pub keys: ProductKeys,
-    pub redis: ProductState,
+    pub cut: ProductCut,
+    pub books: Books,
+    /// The unbacked deductions split by the grace window.
+    pub split: Split,
     pub truth: Truth,
     pub status: ProductStatus,
-    /// Request ids of orphaned deductions (no live order, older than the grace window).
-    pub orphans: Vec<String>,
-    /// Units of active ledger entries, when the ledger was read (exact path).
-    pub ledger_active_units: Option<i64>,
+    /// False when the differences found do not account for the counters (`A - L`): the
+    /// counters or the stream disagree with the ledger, or they could not be read.
+    pub explained: bool,
 }
 
-/// An activity's state at one moment.
+impl ProductView {
+    /// `X`: the stock's offset from the scripts' own counters, when both are readable.
+    pub fn offset(&self) -> Option<i64> {
+        Some(self.cut.stock.value()? - self.product.initial_stock + self.cut.active()?)
+    }
+}
+
+/// What reading the activity cost (for the footprint benchmark and the debug log).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Cost {
+    /// Events, ledger entries and orders read by the searches for differences.
+    pub scanned: u64,
+    /// Request ids looked up in the database.
+    pub looked_up: u64,
+}
+
+/// An activity's state at one cut.
 #[derive(Clone, Debug)]
 pub struct Snapshot {
     pub activity: Activity,
     pub products: Vec<ProductView>,
+    /// Redis time of the cut.
     pub taken_at: DateTime<Utc>,
+    pub cost: Cost,
 }
 
 /// Which products to read, and how.
@@ -43,12 +72,11 @@ pub struct Snapshot {
 pub struct Scope {
     /// Only these product ids (an unknown id is an error naming it).
     pub only: Option<Vec<String>>,
-    /// Read every ledger and the live orders of every product, instead of trusting the scripts'
-    /// counters where they agree with the database (fix does this before it writes).
-    pub exact: bool,
+    /// Read both sides to the end instead of stopping once every difference is accounted for.
+    pub full: bool,
 }
 
-/// Reads the activity's Redis state and database truth.
+/// Reads the activity at one cut.
 pub async fn take(
     redis: &RedisStore,
     db: &Db,
@@ -59,129 +87,387 @@ pub async fn take(
 ) -> Result<Snapshot> {
     let t0 = std::time::Instant::now();
     let activity = activities::require(db, activity_id).await?;
-    let products = match &scope.only {
-        None => activities::products(db, activity_id).await?,
-        Some(only) => {
-            let mut ids: Vec<String> = only.clone();
-            ids.sort();
-            ids.dedup();
-            let found = activities::products_by_ids(db, activity_id, &ids).await?;
-            let known: HashSet<&str> = found.iter().map(|p| p.product_id.as_str()).collect();
-            if let Some(unknown) = ids.iter().find(|p| !known.contains(p.as_str())) {
-                return Err(Error::bad_input(format!(
-                    "product '{unknown}' is not in activity '{activity_id}': see `seckill-console activity show {activity_id}`"
-                )));
-            }
-            found
-        }
-    };
+    let products = products_of(db, activity_id, scope.only.as_deref()).await?;
     let product_keys: Vec<ProductKeys> = products
         .iter()
         .map(|p| keys.product(activity_id, &p.product_id))
         .collect();
-    let states = read_states(redis, &product_keys, true)
+    let cuts = cut::read(redis, &product_keys)
         .await
         .map_err(|e| redis.error(&e))?;
-    let taken_at = Utc::now();
-    let only: Option<Vec<&str>> = scope
-        .only
-        .as_ref()
-        .map(|_| products.iter().map(|p| p.product_id.as_str()).collect());
-    let mut sold = orders::sold(db, activity_id, only.as_deref()).await?;
+    let mut tx = db_cut::begin(db).await?;
+    let mut cost = Cost::default();
+    let whole = scope.only.is_none();
+    let settled = settle(
+        redis,
+        &mut tx,
+        activity_id,
+        (&products, &product_keys, &cuts),
+        whole,
+        scope.full,
+        &mut cost,
+    )
+    .await?;
+    drop(tx);
     tracing::debug!(
         ms = t0.elapsed().as_millis() as u64,
-        n = products.len(),
-        "snapshot: redis and database read"
+        products = products.len(),
+        scanned = cost.scanned,
+        looked_up = cost.looked_up,
+        "snapshot read"
     );
 
-    // Fast path: where the scripts' counters say exactly the live orders' units are deducted,
-    // every ledger entry is backed by an order and the ledger need not be read.
-    let slow: Vec<usize> = products
-        .iter()
-        .zip(&states)
-        .enumerate()
-        .filter(|(_, (p, s))| {
-            let db_sold = sold.get(p.product_id.as_str()).copied().unwrap_or(0);
-            let agrees = s.meta.present
-                && s.meta.corrupt.is_none()
-                && s.meta.active_units() == Some(db_sold);
-            s.ledger_len.unwrap_or(0) > 0 && (scope.exact || !agrees)
-        })
-        .map(|(i, _)| i)
-        .collect();
-
-    let mut ledgers: Vec<Option<Vec<LedgerEntry>>> = vec![None; products.len()];
-    let mut live: HashMap<String, LiveOrders> = HashMap::new();
-    if !slow.is_empty() {
-        let slow_keys: Vec<&ProductKeys> = slow.iter().map(|&i| &product_keys[i]).collect();
-        let read = read_ledgers(redis, &slow_keys)
-            .await
-            .map_err(|e| redis.error(&e))?;
-        let ids: Vec<&str> = slow
-            .iter()
-            .map(|&i| products[i].product_id.as_str())
-            .collect();
-        live = orders::live_orders(db, activity_id, Some(&ids)).await?;
-        for (&i, (entries, _bad)) in slow.iter().zip(read) {
-            // The sold units of a slow product come from the same statement as its request
-            // ids, so an order committed between two queries cannot count twice or not at all.
-            let units = live
-                .get(products[i].product_id.as_str())
-                .map_or(0, |l| l.units);
-            sold.insert(products[i].product_id.to_string(), units);
-            ledgers[i] = Some(entries);
-        }
-    }
-
-    let now_ms = taken_at.timestamp_millis();
-    let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+    let taken_ms = cuts.iter().map(|c| c.now_ms).max();
     let views = products
         .into_iter()
         .zip(product_keys)
-        .zip(states)
-        .zip(ledgers)
-        .map(|(((product, keys), state), ledger)| {
-            let db_sold = sold.get(product.product_id.as_str()).copied().unwrap_or(0);
-            let (in_flight, orphaned, orphans, active) = match ledger {
-                Some(entries) => {
-                    let backed = live.get(product.product_id.as_str());
-                    let u = unbacked(
-                        &entries,
-                        |rid| backed.is_some_and(|b| b.request_ids.contains(rid)),
-                        now_ms,
-                        grace_ms,
-                    );
-                    let active: i64 = entries
-                        .iter()
-                        .filter(|e| !e.returned)
-                        .map(|e| e.quantity)
-                        .sum();
-                    (u.in_flight, u.orphaned, u.orphans, Some(active))
-                }
-                None => (0, 0, Vec::new(), None),
-            };
-            let truth = Truth::new(product.initial_stock, db_sold, in_flight, orphaned);
-            let status = ProductStatus::build(
-                product.product_id.as_str(),
-                product.per_user_limit,
-                &state.stock,
-                &state.meta,
-                truth,
-            );
-            ProductView {
-                product,
-                keys,
-                redis: state,
-                truth,
-                status,
-                orphans,
-                ledger_active_units: active,
-            }
+        .zip(cuts)
+        .zip(settled)
+        .map(|(((product, keys), cut), (books, explained))| {
+            view(product, keys, cut, books, explained, grace)
         })
         .collect();
     Ok(Snapshot {
         activity,
         products: views,
-        taken_at,
+        taken_at: taken_ms
+            .and_then(|ms| Utc.timestamp_millis_opt(ms).single())
+            .unwrap_or_else(Utc::now),
+        cost,
     })
+}
+
+/// Builds the books of `products` at their cuts, inside the read snapshot `tx` (begun after
+/// the cuts were read). `whole`: the products are all of the activity (one grouped sum, no IN
+/// list). Each product's books come with whether every difference was accounted for.
+pub(crate) async fn settle(
+    redis: &RedisStore,
+    tx: &mut Tx,
+    activity: &ActivityId,
+    (products, keys, cuts): (&[Product], &[ProductKeys], &[ProductCut]),
+    whole: bool,
+    full: bool,
+    cost: &mut Cost,
+) -> Result<Vec<(Books, bool)>> {
+    let ids: Vec<&str> = products.iter().map(|p| p.product_id.as_str()).collect();
+    let (sold, after) =
+        sold_and_after(redis, tx, activity, (products, keys, cuts), whole, cost).await?;
+    let mut settles: Vec<Option<Settle>> = cuts
+        .iter()
+        .zip(after)
+        .zip(&sold)
+        .map(|((c, after), &l)| Some(Settle::new(c.position?, l, c.active()?, after, full)))
+        .collect();
+    run(redis, tx, activity, (&ids, keys), &mut settles, cost).await?;
+    Ok(settles
+        .into_iter()
+        .zip(sold)
+        .map(|(s, l)| match s {
+            Some(s) => {
+                let explained = s.explained();
+                (s.books, explained)
+            }
+            // Counters or stream unreadable: the sold units are known, the differences not.
+            None => (
+                Books {
+                    live_units: l,
+                    ..Books::default()
+                },
+                false,
+            ),
+        })
+        .collect())
+}
+
+/// `L` per product: units of live orders in the snapshot whose deduction came at or before
+/// the product's cut (or that have none).
+pub(crate) async fn sold_at_cut(
+    redis: &RedisStore,
+    tx: &mut Tx,
+    activity: &ActivityId,
+    products: (&[Product], &[ProductKeys], &[ProductCut]),
+    whole: bool,
+    cost: &mut Cost,
+) -> Result<Vec<i64>> {
+    Ok(sold_and_after(redis, tx, activity, products, whole, cost)
+        .await?
+        .0)
+}
+
+async fn sold_and_after(
+    redis: &RedisStore,
+    tx: &mut Tx,
+    activity: &ActivityId,
+    (products, keys, cuts): (&[Product], &[ProductKeys], &[ProductCut]),
+    whole: bool,
+    cost: &mut Cost,
+) -> Result<(Vec<i64>, Vec<HashSet<String>>)> {
+    let ids: Vec<&str> = products.iter().map(|p| p.product_id.as_str()).collect();
+    let live = db_cut::live_units(tx, activity, (!whole).then_some(ids.as_slice())).await?;
+    let after = after_cut(redis, keys, cuts).await?;
+    let late = late_units(tx, activity, products, &after, cost).await?;
+    let sold = products
+        .iter()
+        .zip(&late)
+        .map(|(p, late)| live.get(p.product_id.as_str()).copied().unwrap_or(0) - late)
+        .collect();
+    Ok((sold, after))
+}
+
+/// The products of the activity, or of `only` (sorted, each checked to exist).
+async fn products_of(
+    db: &Db,
+    activity_id: &ActivityId,
+    only: Option<&[String]>,
+) -> Result<Vec<Product>> {
+    let Some(only) = only else {
+        return activities::products(db, activity_id).await;
+    };
+    let mut ids: Vec<String> = only.to_vec();
+    ids.sort();
+    ids.dedup();
+    let found = activities::products_by_ids(db, activity_id, &ids).await?;
+    let known: HashSet<&str> = found.iter().map(|p| p.product_id.as_str()).collect();
+    if let Some(unknown) = ids.iter().find(|p| !known.contains(p.as_str())) {
+        return Err(Error::bad_input(format!(
+            "product '{unknown}' is not in activity '{activity_id}': see `seckill-console activity show {activity_id}`"
+        )));
+    }
+    Ok(found)
+}
+
+/// Builds one product's view from its books at the cut.
+pub fn view(
+    product: Product,
+    keys: ProductKeys,
+    cut: ProductCut,
+    books: Books,
+    explained: bool,
+    grace: Duration,
+) -> ProductView {
+    let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+    let split = books.split(cut.now_ms, grace_ms);
+    let truth = Truth::new(
+        product.initial_stock,
+        books.live_units,
+        split.in_flight,
+        split.orphaned,
+    );
+    let mut status = ProductStatus::build(
+        product.product_id.as_str(),
+        product.per_user_limit,
+        &cut.stock,
+        &cut.meta,
+        truth,
+    );
+    status.unledgered = books.unledgered_units();
+    let mut v = ProductView {
+        product,
+        keys,
+        cut,
+        books,
+        split,
+        truth,
+        status,
+        explained,
+    };
+    v.status.offset = v.offset();
+    v
+}
+
+/// Per product, the requests whose first event after the cut activates them: their orders,
+/// if the snapshot already holds them, belong to after the cut. Read after the database
+/// snapshot was taken, so none is missed.
+async fn after_cut(
+    redis: &RedisStore,
+    keys: &[ProductKeys],
+    cuts: &[ProductCut],
+) -> Result<Vec<HashSet<String>>> {
+    let asks: Vec<(&ProductKeys, EventId)> = keys
+        .iter()
+        .zip(cuts)
+        .map(|(k, c)| (k, c.position.unwrap_or(EventId::ZERO)))
+        .collect();
+    let mut out = Vec::with_capacity(keys.len());
+    for ((k, c), page) in keys
+        .iter()
+        .zip(cuts)
+        .zip(events::after_many(redis, &asks, PAGE).await)
+    {
+        if c.position.is_none() {
+            out.push(HashSet::new());
+            continue;
+        }
+        let page = page.map_err(|e| redis.error(&e))?;
+        let mut evs = page.events;
+        if page.more
+            && let Some(last) = page.last
+        {
+            evs.extend(
+                events::all_after(redis, k, last)
+                    .await
+                    .map_err(|e| redis.error(&e))?,
+            );
+        }
+        let mut first: HashMap<String, bool> = HashMap::new();
+        for e in evs.iter().filter(|e| !e.request_id.is_empty()) {
+            first
+                .entry(e.request_id.clone())
+                .or_insert_with(|| e.activates());
+        }
+        out.push(
+            first
+                .into_iter()
+                .filter(|(_, activates)| *activates)
+                .map(|(rid, _)| rid)
+                .collect(),
+        );
+    }
+    Ok(out)
+}
+
+/// Per product, the units of live orders in the snapshot whose deduction came after the cut.
+async fn late_units(
+    tx: &mut Tx,
+    activity: &ActivityId,
+    products: &[Product],
+    after: &[HashSet<String>],
+    cost: &mut Cost,
+) -> Result<Vec<i64>> {
+    let rids: Vec<&str> = after.iter().flatten().map(String::as_str).collect();
+    cost.looked_up += rids.len() as u64;
+    let found = db_cut::lookup(tx, activity, &rids).await?;
+    Ok(products
+        .iter()
+        .zip(after)
+        .map(|(p, rids)| {
+            rids.iter()
+                .filter_map(|r| match found.get(r) {
+                    Some((product, OrderState::Live(q))) if product == p.product_id.as_str() => {
+                        Some(*q)
+                    }
+                    _ => None,
+                })
+                .sum()
+        })
+        .collect())
+}
+
+/// Runs every product's search for differences, in lockstep rounds: one pipelined page of
+/// events for every product that wants one and one lookup of all their candidates per round;
+/// ledger and order pages, rarely wanted, per product.
+pub(crate) async fn run(
+    redis: &RedisStore,
+    tx: &mut Tx,
+    activity: &ActivityId,
+    (ids, keys): (&[&str], &[ProductKeys]),
+    settles: &mut [Option<Settle>],
+    cost: &mut Cost,
+) -> Result<()> {
+    let mut hscan: Vec<u64> = vec![0; settles.len()];
+    let mut marks: Vec<Option<Mark>> = vec![None; settles.len()];
+    loop {
+        let mut want_events = Vec::new();
+        let mut want_ledger = Vec::new();
+        let mut want_orders = Vec::new();
+        for (i, s) in settles.iter().enumerate() {
+            match s.as_ref().map(Settle::next) {
+                Some(Next::Events) => want_events.push(i),
+                Some(Next::Ledger) => want_ledger.push(i),
+                Some(Next::Orders) => want_orders.push(i),
+                Some(Next::Done) | None => {}
+            }
+        }
+        if want_events.is_empty() && want_ledger.is_empty() && want_orders.is_empty() {
+            return Ok(());
+        }
+
+        let mut candidates: Vec<(usize, Candidate)> = Vec::new();
+        let asks: Vec<(&ProductKeys, Option<EventId>, EventId)> = want_events
+            .iter()
+            .filter_map(|&i| {
+                let s = settles[i].as_ref()?;
+                Some((&keys[i], s.cursor, s.books.position))
+            })
+            .collect();
+        let pages = events::before_many(redis, &asks, PAGE).await;
+        for (&i, page) in want_events.iter().zip(pages) {
+            let page = page.map_err(|e| redis.error(&e))?;
+            if let Some(s) = settles[i].as_mut() {
+                let found = s.on_events(&page.events, page.last, !page.more);
+                candidates.extend(found.into_iter().map(|c| (i, c)));
+            }
+        }
+        for &i in &want_ledger {
+            let page = ledger::scan_page(redis, &keys[i], hscan[i])
+                .await
+                .map_err(|e| redis.error(&e))?;
+            hscan[i] = page.next;
+            if let Some(s) = settles[i].as_mut() {
+                let done = page.next == 0 || page.wrong_type;
+                let found = s.on_ledger(&page.entries, done);
+                candidates.extend(found.into_iter().map(|c| (i, c)));
+            }
+        }
+        let asked: Vec<usize> = want_events.iter().chain(&want_ledger).copied().collect();
+        look_up(tx, activity, ids, &candidates, &asked, settles, cost).await?;
+
+        for &i in &want_orders {
+            let Some(s) = settles[i].as_mut() else {
+                continue;
+            };
+            let rows = db_cut::live_page(tx, activity, ids[i], marks[i].as_ref()).await?;
+            let exhausted = rows.len() < usize::try_from(db_cut::PAGE).unwrap_or(usize::MAX);
+            marks[i] = rows.last().map(|o| o.mark.clone());
+            let rids: Vec<&str> = rows.iter().map(|o| o.request_id.as_str()).collect();
+            let found = ledger::lookup_many(redis, &[(&keys[i], rids)])
+                .await
+                .map_err(|e| redis.error(&e))?
+                .pop()
+                .unwrap_or_default();
+            let page: Vec<(String, i64, Option<_>)> = rows
+                .into_iter()
+                .zip(found.into_iter().chain(std::iter::repeat(Lookup::Absent)))
+                .map(|(o, l)| (o.request_id, o.quantity, l.into_entry()))
+                .collect();
+            s.on_orders(&page, exhausted);
+        }
+    }
+}
+
+/// Looks up every candidate of one round in the snapshot and hands each product its answers
+/// (every product that read a page gets its call, so a page that found nothing counts as
+/// clean).
+async fn look_up(
+    tx: &mut Tx,
+    activity: &ActivityId,
+    ids: &[&str],
+    candidates: &[(usize, Candidate)],
+    asked: &[usize],
+    settles: &mut [Option<Settle>],
+    cost: &mut Cost,
+) -> Result<()> {
+    let rids: Vec<&str> = candidates
+        .iter()
+        .map(|(_, c)| c.request_id.as_str())
+        .collect();
+    cost.looked_up += rids.len() as u64;
+    let found = db_cut::lookup(tx, activity, &rids).await?;
+    let mut per: HashMap<usize, Vec<(Candidate, OrderState)>> =
+        asked.iter().map(|&i| (i, Vec::new())).collect();
+    for (i, c) in candidates {
+        // An order of the same request id in another product backs nothing here.
+        let state = match found.get(&c.request_id) {
+            Some((product, state)) if product == ids[*i] => *state,
+            _ => OrderState::Missing,
+        };
+        per.entry(*i).or_default().push((c.clone(), state));
+    }
+    for (i, answers) in per {
+        if let Some(s) = settles[i].as_mut() {
+            s.on_candidates(&answers);
+        }
+    }
+    cost.scanned = settles.iter().flatten().map(|s| s.read).sum();
+    Ok(())
 }

@@ -3,6 +3,7 @@
 
 use super::health;
 use super::snapshot::{self, Scope, Snapshot};
+use super::tracker::Tracker;
 use crate::db::{Db, compensation, outbox};
 use crate::domain::alerts::{self, Alert, AlertKind, QueueSummary};
 use crate::domain::stock::{ProductStatus, State};
@@ -65,6 +66,22 @@ pub async fn status(
     let snap = snapshot::take(redis, db, keys, activity, opts.grace, &Scope::default()).await?;
     let compensation = compensation::summary(db, activity).await?;
     let outbox = outbox::summary(db, activity).await?;
+    let nodes = health::redis_nodes(redis).await;
+    Ok(build(&snap, compensation, outbox, &nodes, opts))
+}
+
+/// The same report for the activity a live view follows: only what changed since its last
+/// refresh is read ([`Tracker::refresh`]).
+pub async fn status_tracked(
+    tracker: &mut Tracker,
+    redis: &RedisStore,
+    db: &Db,
+    keys: &KeySpace,
+    opts: &StatusOptions,
+) -> Result<StatusReport> {
+    let snap = tracker.refresh(redis, db, keys).await?;
+    let compensation = compensation::summary(db, tracker.activity()).await?;
+    let outbox = outbox::summary(db, tracker.activity()).await?;
     let nodes = health::redis_nodes(redis).await;
     Ok(build(&snap, compensation, outbox, &nodes, opts))
 }

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 pub const DEFAULT_PREFIX: &str = "seckill";
 
 /// The suffixes of one product's keys, in the order the scripts take them as KEYS.
-pub const SUFFIXES: [&str; 4] = ["stock", "meta", "buyers", "ledger"];
+pub const SUFFIXES: [&str; 5] = ["stock", "meta", "buyers", "ledger", "events"];
 
 /// The lock key of the `lock` strategy (dry runs only).
 pub const LOCK_SUFFIX: &str = "lock";
@@ -60,10 +60,12 @@ impl KeySpace {
     pub fn product(&self, activity: &ActivityId, product: &ProductId) -> ProductKeys {
         let base = format!("{}:{}", self.prefix, Self::tag(activity, product));
         ProductKeys {
+            product: product.to_string(),
             stock: format!("{base}:stock"),
             meta: format!("{base}:meta"),
             buyers: format!("{base}:buyers"),
             ledger: format!("{base}:ledger"),
+            events: format!("{base}:events"),
             lock: format!("{base}:{LOCK_SUFFIX}"),
         }
     }
@@ -88,23 +90,34 @@ impl KeySpace {
 /// The keys of one product of one activity.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProductKeys {
+    /// The product these keys belong to.
+    pub product: String,
     /// String, an integer: remaining stock.
     pub stock: String,
-    /// Hash: initial, limit, paused, deducted, returned; epoch and token-bucket figures
-    /// (preheat), fixed_at (fix).
+    /// Hash: initial, limit, paused, deducted, returned, rev (console rewrites), expire_at;
+    /// epoch and token-bucket figures (preheat), fixed_at (fix).
     pub meta: String,
     /// Hash: user id -> units the user holds.
     pub buyers: String,
     /// Hash: request id -> deduction record.
     pub ledger: String,
+    /// Stream: every change of the product's books in order (deductions, returns, the
+    /// console's corrections); the index the console reads big histories from, in pages.
+    pub events: String,
     /// String: the lock of the `lock` strategy (dry runs only; app servers never use it).
     pub lock: String,
 }
 
 impl ProductKeys {
-    /// The KEYS argument of the deduction and restore scripts.
-    pub fn script_keys(&self) -> [&str; 4] {
-        [&self.stock, &self.meta, &self.buyers, &self.ledger]
+    /// The KEYS argument of every product script (deduct, restore, set_stock, record).
+    pub fn script_keys(&self) -> [&str; 5] {
+        [
+            &self.stock,
+            &self.meta,
+            &self.buyers,
+            &self.ledger,
+            &self.events,
+        ]
     }
 }
 

@@ -1,6 +1,6 @@
 //! The Lua scripts, embedded from `lua/` at build time so the binary runs exactly the files the
-//! shop's app servers load. Called with EVALSHA; a NOSCRIPT reply (a restart, a failover, a
-//! SCRIPT FLUSH) reloads the script on that node and retries once.
+//! shop's app servers load. Called with EVALSHA; on a NOSCRIPT reply (a restart, a failover, a
+//! SCRIPT FLUSH) the caller sends the body once with EVAL, which runs and caches it.
 
 use std::sync::OnceLock;
 
@@ -39,16 +39,21 @@ pub static DEDUCT: LuaScript = LuaScript::new("deduct", include_str!("../../lua/
 /// Returns the stock of one deduction, idempotent per request id.
 pub static RESTORE: LuaScript = LuaScript::new("restore", include_str!("../../lua/restore.lua"));
 
-/// The compare-and-set rewrite of a product's stock (preheat --force, fix).
+/// The console's rewrite of a product's stock: by its offset from the counters, or of an
+/// absent or corrupt key (preheat, fix).
 pub static SET_STOCK: LuaScript =
     LuaScript::new("set_stock", include_str!("../../lua/set_stock.lua"));
+
+/// Records deductions that live orders prove and the ledger lacks (preheat after a key loss,
+/// fix of sales Redis forgot).
+pub static RECORD: LuaScript = LuaScript::new("record", include_str!("../../lua/record.lua"));
 
 /// Compare-and-delete of a lock (the `lock` strategy of dry runs).
 pub static UNLOCK: LuaScript = LuaScript::new("unlock", include_str!("../../lua/unlock.lua"));
 
 /// Every script the console loads on every node.
-pub fn all() -> [&'static LuaScript; 4] {
-    [&DEDUCT, &RESTORE, &SET_STOCK, &UNLOCK]
+pub fn all() -> [&'static LuaScript; 5] {
+    [&DEDUCT, &RESTORE, &SET_STOCK, &RECORD, &UNLOCK]
 }
 
 #[cfg(test)]

@@ -73,6 +73,7 @@ impl Executor {
             return;
         }
         let (keys, actor, grace) = (config.keys.clone(), config.actor.clone(), config.grace);
+        let key_ttl_days = config.key_ttl_days;
         let s = self.services.clone();
         match cmd {
             Command::Watch(id) => {
@@ -92,6 +93,7 @@ impl Executor {
                     actor,
                     grace,
                     confirmed: None,
+                    key_ttl_days,
                 };
                 self.job(fix_job(s, keys, activity, opts), move |result| {
                     Action::FixPreviewed { seq, result }
@@ -108,6 +110,7 @@ impl Executor {
                     actor,
                     grace,
                     confirmed: None,
+                    key_ttl_days,
                 };
                 self.job(fix_job(s, keys, activity, opts), move |result| {
                     Action::FixApplied { seq, result }
@@ -134,6 +137,7 @@ impl Executor {
                             force,
                             actor,
                             grace,
+                            key_ttl_days,
                         };
                         preheat(&redis, &db, &keys, &activity, &opts, &progress).await
                     },

@@ -9,12 +9,14 @@ use crate::db::{activity, audit, compensation};
 use crate::domain::{ActivityId, Phase};
 use crate::error::{Error, Result};
 use crate::ops::health;
-use crate::ops::status::{StatusOptions, status};
+use crate::ops::status::{StatusOptions, status_tracked};
+use crate::ops::tracker::{Tracker, TrackerOptions};
 use crate::redis::RedisStore;
 use crate::redis::node::Node;
 use chrono::Utc;
 use futures::future::join_all;
 use redis::Value;
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +32,8 @@ const COMPENSATION_LIMIT: i64 = 1000;
 const AUDIT_LIMIT: i64 = 500;
 /// Activities whose alerts and preheat state the overview reads, besides the selected one.
 const OVERVIEW_MAX: usize = 20;
-/// Activities larger than this are left out of the overview.
+/// Activities larger than this are left out of the overview (its tracker reads every
+/// product's cut each time).
 const OVERVIEW_MAX_PRODUCTS: i64 = 20_000;
 /// Slowlog entries read per node.
 const SLOWLOG_LEN: i64 = 10;
@@ -58,18 +61,26 @@ pub fn spawn(
     let keys = config.keys.clone();
     let mut tasks = Vec::new();
 
-    // The status of the selected activity: the Stock, Alerts and Reconcile views.
+    // The status of the selected activity: the Stock, Alerts and Reconcile views. Its tracker
+    // keeps the books between refreshes, so a refresh reads what changed, not what was sold.
     {
         let (s, tx, opts, keys) = (services.clone(), tx.clone(), opts.clone(), keys.clone());
+        let trackers = Trackers::default();
         tasks.push(tokio::spawn(every(refresh, wake.clone(), move |current| {
             let (s, tx, opts, keys) = (s.clone(), tx.clone(), opts.clone(), keys.clone());
+            let trackers = trackers.clone();
             async move {
                 let Some(id) = current else { return true };
                 let a = id.clone();
                 let result = guarded(async move {
                     let redis = s.redis().await?;
                     let db = s.db().await?;
-                    status(&redis, &db, &keys, &a, &opts).await
+                    let mut t = trackers.take(&a, opts.grace);
+                    let r = status_tracked(&mut t, &redis, &db, &keys, &opts).await;
+                    // Only a refresh that finished hands its books on (one cut short by the
+                    // deadline may have moved them half way).
+                    trackers.keep(t);
+                    r
                 })
                 .await;
                 tx.send(Action::Status(id, Fetched::now(result))).is_ok()
@@ -89,16 +100,19 @@ pub fn spawn(
         })));
     }
 
-    // Alerts and preheat state of the other activities: a full status each, so less often.
+    // Alerts and preheat state of the other activities, each followed by its own tracker.
     {
         let (s, tx, opts, keys) = (services.clone(), tx.clone(), opts.clone(), keys.clone());
         let period = refresh.max(Duration::from_secs(5));
+        let trackers = Trackers::default();
         tasks.push(tokio::spawn(every(period, wake.clone(), move |current| {
             let (s, tx, opts, keys) = (s.clone(), tx.clone(), opts.clone(), keys.clone());
+            let trackers = trackers.clone();
             async move {
-                let result =
-                    guarded(async move { overview(&s, &keys, &opts, current.as_ref()).await })
-                        .await;
+                let result = guarded(async move {
+                    overview(&s, &keys, &opts, current.as_ref(), &trackers).await
+                })
+                .await;
                 tx.send(Action::Overview(Fetched::now(result))).is_ok()
             }
         })));
@@ -195,12 +209,41 @@ where
     }
 }
 
+/// The trackers of the activities a poller follows, shared between its polls. A poll takes an
+/// activity's tracker out and puts it back when it finished.
+#[derive(Clone, Default)]
+struct Trackers(Arc<std::sync::Mutex<HashMap<ActivityId, Tracker>>>);
+
+impl Trackers {
+    fn take(&self, id: &ActivityId, grace: Duration) -> Tracker {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|mut m| m.remove(id))
+            .unwrap_or_else(|| Tracker::new(id.clone(), TrackerOptions::new(grace)))
+    }
+
+    fn keep(&self, t: Tracker) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(t.activity().clone(), t);
+        }
+    }
+
+    /// Forgets the trackers of activities not in `ids`.
+    fn retain(&self, ids: &[ActivityId]) {
+        if let Ok(mut m) = self.0.lock() {
+            m.retain(|id, _| ids.contains(id));
+        }
+    }
+}
+
 /// Alert counts and preheat state of the activities that have not ended.
 async fn overview(
     s: &Services,
     keys: &crate::redis::KeySpace,
     opts: &StatusOptions,
     selected: Option<&ActivityId>,
+    trackers: &Trackers,
 ) -> Result<Vec<Overview>> {
     let db = s.db().await?;
     let list = activity::list(&db).await?;
@@ -215,14 +258,18 @@ async fn overview(
         .filter(|id| Some(id) != selected)
         .take(OVERVIEW_MAX)
         .collect();
+    trackers.retain(&wanted);
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
     let redis = s.redis().await?;
     let mut out = Vec::new();
     for id in wanted {
+        let mut t = trackers.take(&id, opts.grace);
+        let r = status_tracked(&mut t, &redis, &db, keys, opts).await;
+        trackers.keep(t);
         // One activity that fails to read (removed meanwhile) leaves only its own row blank.
-        if let Ok(r) = status(&redis, &db, keys, &id, opts).await {
+        if let Ok(r) = r {
             out.push(Overview {
                 activity: id.to_string(),
                 alerts: r.alerts.len(),

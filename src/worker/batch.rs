@@ -19,7 +19,7 @@ struct Job {
     reply: oneshot::Sender<RedisResult<Value>>,
 }
 
-/// A handle to the dispatcher of one product script (KEYS: stock, meta, buyers, ledger).
+/// A handle to the dispatcher of one product script (KEYS: the product's five keys).
 #[derive(Clone)]
 pub struct Batcher {
     tx: mpsc::UnboundedSender<Job>,
@@ -28,12 +28,7 @@ pub struct Batcher {
 fn command(name: &str, first: &str, job: &Job) -> Keyed {
     let k = &job.keys;
     let mut cmd = redis::cmd(name);
-    cmd.arg(first)
-        .arg(4)
-        .arg(&k.stock)
-        .arg(&k.meta)
-        .arg(&k.buyers)
-        .arg(&k.ledger);
+    cmd.arg(first).arg(5).arg(&k.script_keys()[..]);
     for a in &job.args {
         cmd.arg(a.as_slice());
     }

@@ -15,8 +15,8 @@ use crate::ops::cleanup::cleanup;
 use crate::ops::preheat::{PreheatOptions, preheat};
 use crate::ops::progress::Silent;
 use crate::redact::SecretUrl;
-use crate::redis::product_state::{read_ledgers, read_states};
 use crate::redis::{KeySpace, ProductKeys, RedisStore};
+use crate::redis::{cut, ledger};
 use chrono::Utc;
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -197,6 +197,8 @@ async fn one_strategy(
             force: false,
             actor: "dry-run".into(),
             grace: Duration::from_secs(60),
+            // The shadow keys live no longer than a day past the run (cleanup removes them).
+            key_ttl_days: 1,
         };
         let report = preheat(redis, db, shadow, &spec.activity, &opts, &Silent).await?;
         if report.decision != "go" {
@@ -366,16 +368,11 @@ async fn check(
             .iter()
             .map(|p| shadow.product(&spec.activity, &p.product_id))
             .collect();
-        let refs: Vec<&ProductKeys> = keys.iter().collect();
-        let ledgers = read_ledgers(redis, &refs)
-            .await
-            .map_err(|e| redis.error(&e))?;
-        for (p, (entries, bad)) in products.iter().zip(ledgers) {
-            let in_ledger: i64 = entries
-                .iter()
-                .filter(|e| !e.returned)
-                .map(|e| e.quantity)
-                .sum();
+        for (p, k) in products.iter().zip(&keys) {
+            let active = ledger::active_units(redis, k)
+                .await
+                .map_err(|e| redis.error(&e))?;
+            let (in_ledger, bad) = (active.units, active.corrupt);
             let s = sold.get(p.product_id.as_str()).copied().unwrap_or(0);
             let ok = if definite {
                 in_ledger == s
@@ -430,8 +427,6 @@ async fn remaining(
         .iter()
         .map(|p| shadow.product(&spec.activity, &p.product_id))
         .collect();
-    let states = read_states(redis, &keys, false)
-        .await
-        .map_err(|e| redis.error(&e))?;
-    Ok(states.iter().map(|s| s.stock.value()).collect())
+    let cuts = cut::read(redis, &keys).await.map_err(|e| redis.error(&e))?;
+    Ok(cuts.iter().map(|c| c.stock.value()).collect())
 }

@@ -141,6 +141,7 @@ fn main() {
                 force: false,
                 actor: "bench".into(),
                 grace: Duration::from_secs(60),
+                key_ttl_days: 7,
             };
 
             let started = Instant::now();

@@ -79,6 +79,7 @@ fn main() {
                     force: false,
                     actor: "bench".into(),
                     grace,
+                    key_ttl_days: 7,
                 },
                 &Silent,
             )
@@ -131,6 +132,7 @@ fn main() {
                     actor: "bench".into(),
                     grace,
                     confirmed: None,
+                    key_ttl_days: 7,
                 },
             )
             .await

@@ -280,6 +280,7 @@ async fn live_bench(secs: u64) -> bool {
         force: false,
         actor: "bench".into(),
         grace: Duration::from_secs(60),
+        key_ttl_days: 7,
     };
     let r = preheat(&store, &lib, &KeySpace::default(), &id, &opts, &Silent)
         .await

@@ -2,12 +2,13 @@
 //! console shows and fixes. Each ends with the books checked: units sold in the database plus
 //! Redis remaining plus in-flight equals initial, and nothing is oversold.
 
+use crate::harness::fixtures::ledger_entries;
 use crate::harness::fixtures::{buy, import, live_window, product_keys, redis_cmd};
 use crate::harness::proxy::{Mode, Proxy};
 use crate::harness::redis_server::RedisCluster;
 use crate::harness::{RedisServer, Run, TestDb, console};
 use crate::preheat::dump_activity;
-use seckill_console::redis::product_state::{read_ledgers, read_states};
+use seckill_console::redis::cut;
 use serde_json::Value as Json;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -445,9 +446,11 @@ async fn replies_lost_after_the_server_ran_the_script_never_double_deduct() {
         .iter()
         .map(|(p, _, _)| product_keys("px", p))
         .collect();
-    let states = read_states(&store, &keys, false).await.expect("states");
-    let refs: Vec<_> = keys.iter().collect();
-    let ledgers = read_ledgers(&store, &refs).await.expect("ledgers");
+    let states = cut::read(&store, &keys).await.expect("states");
+    let mut ledgers = Vec::new();
+    for k in &keys {
+        ledgers.push(ledger_entries(&store, k).await);
+    }
     for (((p, initial, _), st), (entries, _)) in products.iter().zip(&states).zip(&ledgers) {
         // Every unit that left the stock is one ledger entry: a retried request id never took
         // a second unit.

@@ -348,7 +348,8 @@ async fn cleanup_removes_this_activity_and_no_neighbour() {
                 import(&lib, a, &refs, future_window()).await;
                 console(&args(&flags, &db, &["preheat", a])).expect_code(0);
             }
-            // Some ledger and buyer keys too.
+            // Preheat writes five keys per product (stock, meta, and the buyers, ledger and
+            // events keys with their placeholders, so every key carries the expiry).
             let k = KeySpace::default().product(
                 &ActivityId::parse("a1").expect("valid"),
                 &ProductId::parse("p1").expect("valid"),
@@ -363,10 +364,10 @@ async fn cleanup_removes_this_activity_and_no_neighbour() {
                 }
                 v
             };
-            assert_eq!(before[0], 30 * 2 + 2, "{}", topo.name());
+            assert_eq!(before[0], 30 * 5, "{}", topo.name());
             let r = console(&args(&flags, &db, &["--json", "cleanup", "a1"]));
             r.expect_code(0);
-            assert_eq!(r.json()["keys_deleted"], 62);
+            assert_eq!(r.json()["keys_deleted"], 150);
             assert_eq!(key_count(&store, "a1").await, 0);
             for (i, a) in names.iter().enumerate().skip(1) {
                 assert_eq!(
@@ -383,7 +384,7 @@ async fn cleanup_removes_this_activity_and_no_neighbour() {
             let r = console(&args(&flags, &db, &["--json", "cleanup", "live1"]));
             r.expect_code(5);
             assert_eq!(r.json_error()["kind"], "refused");
-            assert_eq!(key_count(&store, "live1").await, 2);
+            assert_eq!(key_count(&store, "live1").await, 5);
             console(&args(&flags, &db, &["cleanup", "live1", "--force"])).expect_code(0);
             assert_eq!(key_count(&store, "live1").await, 0);
             let audit = seckill_console::db::audit::recent(&lib, None, 5)

@@ -2,11 +2,10 @@
 //! strategies side by side, fault drills.
 
 use crate::harness::fixtures::{import, live_window, product_keys, redis_cmd};
+use crate::harness::fixtures::{ledger_entries, live_request_ids};
 use crate::harness::{Run, TestDb, Topo};
 use crate::preheat::dump_activity;
 use seckill_console::db::Db;
-use seckill_console::domain::ActivityId;
-use seckill_console::redis::product_state::read_ledgers;
 use serde_json::Value as Json;
 use std::collections::HashSet;
 
@@ -197,27 +196,19 @@ async fn load_then_reconcile_balances_and_orders_equal_the_ledger() {
             }
             // Orders in the database equal the ledger: every live order's request id is an
             // active ledger entry and the other way round.
-            let activity = ActivityId::parse(&a).expect("id");
-            let live = seckill_console::db::orders::live_orders(&lib, &activity, None)
-                .await
-                .expect("orders");
             let keys: Vec<_> = PRODUCTS
                 .iter()
                 .map(|(p, _, _)| product_keys(&a, p))
                 .collect();
-            let refs: Vec<_> = keys.iter().collect();
-            let ledgers = read_ledgers(&store, &refs).await.expect("ledgers");
-            for ((p, _, _), (entries, bad)) in PRODUCTS.iter().zip(ledgers) {
+            for ((p, _, _), k) in PRODUCTS.iter().zip(&keys) {
+                let (entries, bad) = ledger_entries(&store, k).await;
                 assert_eq!(bad, 0);
                 let active: HashSet<String> = entries
                     .iter()
                     .filter(|e| !e.returned)
                     .map(|e| e.request_id.clone())
                     .collect();
-                let ordered: HashSet<String> = live
-                    .get(*p)
-                    .map(|l| l.request_ids.clone())
-                    .unwrap_or_default();
+                let ordered = live_request_ids(&lib, &a, p).await;
                 assert_eq!(
                     active,
                     ordered,

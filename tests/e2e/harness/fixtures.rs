@@ -136,3 +136,43 @@ pub async fn redis_cmd(store: &RedisStore, args: &[&str]) -> redis::Value {
     let route = args.get(1).copied().unwrap_or("");
     store.query(route, &c).await.expect("redis command")
 }
+
+/// Every entry of a product's ledger, read in HSCAN pages (the placeholder field skipped), and
+/// the number of values that are not ledger records.
+pub async fn ledger_entries(
+    store: &RedisStore,
+    keys: &seckill_console::redis::ProductKeys,
+) -> (Vec<seckill_console::domain::stock::LedgerEntry>, usize) {
+    use seckill_console::redis::ledger::scan_page;
+    let mut all = std::collections::HashMap::new();
+    let mut bad = std::collections::HashSet::new();
+    let mut cursor = 0;
+    loop {
+        let page = scan_page(store, keys, cursor).await.expect("HSCAN ledger");
+        for e in page.entries {
+            all.insert(e.request_id.clone(), e);
+        }
+        bad.extend(page.corrupt.into_iter().map(|(rid, _)| rid));
+        if page.next == 0 || page.wrong_type {
+            return (all.into_values().collect(), bad.len());
+        }
+        cursor = page.next;
+    }
+}
+
+/// The request ids of a product's live orders, read whole (a test's full recomputation).
+pub async fn live_request_ids(
+    db: &Db,
+    activity: &str,
+    product: &str,
+) -> std::collections::HashSet<String> {
+    let rows: Vec<(String,)> = db
+        .fetch_all_as(
+            "SELECT request_id FROM seckill_order WHERE activity_id = ? AND product_id = ? \
+             AND status IN ('pending_payment', 'paid')",
+            &[activity.into(), product.into()],
+        )
+        .await
+        .expect("live orders");
+    rows.into_iter().map(|(r,)| r).collect()
+}

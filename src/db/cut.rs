@@ -1,0 +1,229 @@
+//! The database side of a cut: queries run inside one read snapshot ([`Db::begin_read`]), none
+//! of which returns every order of a product: a sum per product, lookups of given request ids
+//! (IN lists), and pages of a bounded size along an index.
+
+use super::orders::LIVE_STATUSES;
+use super::{Arg, Db, Tx};
+use crate::domain::ActivityId;
+use crate::domain::books::OrderState;
+use crate::error::Result;
+use chrono::{DateTime, Utc};
+use std::collections::HashMap;
+
+/// Rows per page of an index walk.
+pub const PAGE: i64 = 1000;
+
+const LIVE_SQL: &str = "status IN ('pending_payment', 'paid')";
+const DEAD_SQL: &str = "status IN ('cancelled', 'expired')";
+
+/// Opens the read snapshot, mapping a failure to the console's error.
+pub async fn begin(db: &Db) -> Result<Tx> {
+    db.begin_read().await.map_err(|e| db.error(&e))
+}
+
+/// Units of live orders per product (of `products` only, when given). One grouped sum: the
+/// database reads the orders' index, the console gets a row per product.
+pub async fn live_units(
+    tx: &mut Tx,
+    activity: &ActivityId,
+    products: Option<&[&str]>,
+) -> Result<HashMap<String, i64>> {
+    let sql = format!(
+        "SELECT product_id, {} FROM seckill_order WHERE activity_id = ? AND {LIVE_SQL}",
+        tx.db().sum_i64("quantity")
+    );
+    let args = [Arg::from(activity.as_str())];
+    let rows: Vec<(String, i64)> = match products {
+        None => {
+            tx.fetch_all_as(&format!("{sql} GROUP BY product_id"), &args)
+                .await
+        }
+        Some(ids) => {
+            tx.fetch_all_in(
+                &format!("{sql} AND product_id IN (...) GROUP BY product_id"),
+                &args,
+                ids,
+            )
+            .await
+        }
+    }
+    .map_err(|e| tx.db().error(&e))?;
+    Ok(rows.into_iter().collect())
+}
+
+/// What the orders of `rids` say (absent ids are [`OrderState::Missing`] and left out), with
+/// each order's product.
+pub async fn lookup(
+    tx: &mut Tx,
+    activity: &ActivityId,
+    rids: &[&str],
+) -> Result<HashMap<String, (String, OrderState)>> {
+    if rids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let rows: Vec<(String, String, i64, String, DateTime<Utc>)> = tx
+        .fetch_all_in(
+            "SELECT request_id, product_id, quantity, status, updated_at FROM seckill_order \
+             WHERE activity_id = ? AND request_id IN (...)",
+            &[activity.as_str().into()],
+            rids,
+        )
+        .await
+        .map_err(|e| tx.db().error(&e))?;
+    Ok(rows
+        .into_iter()
+        .map(|(rid, product, quantity, status, at)| {
+            let state = if LIVE_STATUSES.contains(&status.as_str()) {
+                OrderState::Live(quantity)
+            } else {
+                OrderState::Dead {
+                    quantity,
+                    at_ms: at.timestamp_millis(),
+                }
+            };
+            (rid, (product, state))
+        })
+        .collect())
+}
+
+/// Where an index walk of orders stands: the last row's time and request id.
+pub type Mark = (DateTime<Utc>, String);
+
+/// A live order as a page of them shows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LiveOrder {
+    pub request_id: String,
+    pub user_id: String,
+    pub quantity: i64,
+    /// Where the next page starts.
+    pub mark: Mark,
+}
+
+/// One page of a product's live orders, newest first (by creation), after `mark`.
+pub async fn live_page(
+    tx: &mut Tx,
+    activity: &ActivityId,
+    product: &str,
+    mark: Option<&Mark>,
+) -> Result<Vec<LiveOrder>> {
+    let (sql, args) = live_page_sql(activity, product, mark);
+    let rows: Vec<(String, String, i64, DateTime<Utc>)> = tx
+        .fetch_all_as(&sql, &args)
+        .await
+        .map_err(|e| tx.db().error(&e))?;
+    Ok(live_orders(rows))
+}
+
+/// [`live_page`] outside a snapshot (for a walk that writes as it goes).
+pub async fn live_page_now(
+    db: &Db,
+    activity: &ActivityId,
+    product: &str,
+    mark: Option<&Mark>,
+) -> Result<Vec<LiveOrder>> {
+    let (sql, args) = live_page_sql(activity, product, mark);
+    let rows: Vec<(String, String, i64, DateTime<Utc>)> = db
+        .fetch_all_as(&sql, &args)
+        .await
+        .map_err(|e| db.error(&e))?;
+    Ok(live_orders(rows))
+}
+
+fn live_page_sql(activity: &ActivityId, product: &str, mark: Option<&Mark>) -> (String, Vec<Arg>) {
+    let mut sql = format!(
+        "SELECT request_id, user_id, quantity, created_at FROM seckill_order \
+         WHERE activity_id = ? AND product_id = ? AND {LIVE_SQL}"
+    );
+    let mut args = vec![Arg::from(activity.as_str()), Arg::from(product)];
+    if let Some((at, rid)) = mark {
+        sql.push_str(" AND (created_at < ? OR (created_at = ? AND request_id < ?))");
+        args.extend([Arg::Time(*at), Arg::Time(*at), Arg::from(rid.as_str())]);
+    }
+    sql.push_str(&format!(
+        " ORDER BY created_at DESC, request_id DESC LIMIT {PAGE}"
+    ));
+    (sql, args)
+}
+
+fn live_orders(rows: Vec<(String, String, i64, DateTime<Utc>)>) -> Vec<LiveOrder> {
+    rows.into_iter()
+        .map(|(request_id, user_id, quantity, at)| LiveOrder {
+            mark: (at, request_id.clone()),
+            request_id,
+            user_id,
+            quantity,
+        })
+        .collect()
+}
+
+/// The user of each request's order.
+pub async fn users(
+    db: &Db,
+    activity: &ActivityId,
+    rids: &[&str],
+) -> Result<HashMap<String, String>> {
+    let rows: Vec<(String, String)> = db
+        .fetch_all_in(
+            "SELECT request_id, user_id FROM seckill_order WHERE activity_id = ? AND request_id IN (...)",
+            &[activity.as_str().into()],
+            rids,
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+    Ok(rows.into_iter().collect())
+}
+
+/// An order that died (cancelled or expired).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Death {
+    pub product: String,
+    pub request_id: String,
+    pub quantity: i64,
+    pub at: DateTime<Utc>,
+}
+
+/// One page of the activity's orders that died at or after `since` (oldest change first),
+/// after `mark`: what changed, along the index on `updated_at`.
+pub async fn deaths_page(
+    tx: &mut Tx,
+    activity: &ActivityId,
+    since: DateTime<Utc>,
+    mark: Option<&Mark>,
+) -> Result<Vec<Death>> {
+    let mut sql = format!(
+        "SELECT product_id, request_id, quantity, updated_at FROM seckill_order \
+         WHERE activity_id = ? AND updated_at >= ? AND {DEAD_SQL}"
+    );
+    let mut args = vec![Arg::from(activity.as_str()), Arg::Time(since)];
+    if let Some((at, rid)) = mark {
+        sql.push_str(" AND (updated_at > ? OR (updated_at = ? AND request_id > ?))");
+        args.extend([Arg::Time(*at), Arg::Time(*at), Arg::from(rid.as_str())]);
+    }
+    sql.push_str(&format!(" ORDER BY updated_at, request_id LIMIT {PAGE}"));
+    let rows: Vec<(String, String, i64, DateTime<Utc>)> = tx
+        .fetch_all_as(&sql, &args)
+        .await
+        .map_err(|e| tx.db().error(&e))?;
+    Ok(rows
+        .into_iter()
+        .map(|(product, request_id, quantity, at)| Death {
+            product,
+            request_id,
+            quantity,
+            at,
+        })
+        .collect())
+}
+
+/// The latest change of any order of the activity (an index seek): where a feed of changes
+/// starts.
+pub async fn latest_change(tx: &mut Tx, activity: &ActivityId) -> Result<Option<DateTime<Utc>>> {
+    let rows: Vec<(Option<DateTime<Utc>>,)> = tx
+        .fetch_all_as(
+            "SELECT MAX(updated_at) FROM seckill_order WHERE activity_id = ?",
+            &[activity.as_str().into()],
+        )
+        .await
+        .map_err(|e| tx.db().error(&e))?;
+    Ok(rows.into_iter().next().and_then(|(t,)| t))
+}

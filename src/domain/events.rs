@@ -1,0 +1,178 @@
+//! The product's event stream as the console reads it: ids (Redis stream ids, `<ms>-<seq>`,
+//! which order every change of a product's books) and the events themselves. No I/O.
+
+use std::fmt;
+
+/// A stream id: milliseconds of Redis time and a sequence number within that millisecond.
+/// Ordered as Redis orders them, so "at or before the cut" is a comparison.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EventId {
+    pub ms: i64,
+    pub seq: i64,
+}
+
+impl EventId {
+    /// Before every real id: the position of an empty or absent stream.
+    pub const ZERO: EventId = EventId { ms: 0, seq: 0 };
+
+    /// Parses `<ms>-<seq>`, or a bare `<ms>` (ledger entries written before the stream
+    /// existed carry only the time).
+    pub fn parse(text: &str) -> Option<EventId> {
+        let (ms, seq) = match text.split_once('-') {
+            Some((ms, seq)) => (ms, seq),
+            None => (text, "0"),
+        };
+        let digits =
+            |s: &str| !s.is_empty() && s.len() <= 19 && s.bytes().all(|b| b.is_ascii_digit());
+        if !digits(ms) || !digits(seq) {
+            return None;
+        }
+        Some(EventId {
+            ms: ms.parse().ok()?,
+            seq: seq.parse().ok()?,
+        })
+    }
+
+    /// The form XRANGE takes for "strictly after this id".
+    pub fn exclusive(&self) -> String {
+        format!("({self}")
+    }
+}
+
+impl fmt::Display for EventId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}-{}", self.ms, self.seq)
+    }
+}
+
+/// What an event did to the product's books.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// `deduct.lua` took units for a request.
+    Deducted,
+    /// `restore.lua` gave a request's units back.
+    Returned,
+    /// The console recorded a deduction the database proves (`record.lua`).
+    Booked,
+    /// The console corrected the stock (`set_stock.lua`); `quantity` is the change.
+    Adjusted,
+    /// Anything else (a kind a newer script writes): ignored.
+    Other,
+}
+
+/// One entry of the stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Event {
+    pub id: EventId,
+    pub kind: EventKind,
+    pub request_id: String,
+    pub quantity: i64,
+}
+
+impl Event {
+    /// Builds an event from its id and field/value pairs (`k`, `r`, `q`). None when the id or a
+    /// field the kind needs does not parse.
+    pub fn from_fields(id: &str, fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Event> {
+        let id = EventId::parse(id)?;
+        let get = |name: &[u8]| {
+            fields
+                .iter()
+                .find(|(k, _)| k.as_slice() == name)
+                .map(|(_, v)| v.as_slice())
+        };
+        let kind = match get(b"k")? {
+            b"d" => EventKind::Deducted,
+            b"r" => EventKind::Returned,
+            b"b" => EventKind::Booked,
+            b"a" => EventKind::Adjusted,
+            _ => EventKind::Other,
+        };
+        let request_id = String::from_utf8(get(b"r").unwrap_or_default().to_vec()).ok()?;
+        let quantity = std::str::from_utf8(get(b"q").unwrap_or(b"0"))
+            .ok()?
+            .parse()
+            .ok()?;
+        if matches!(
+            kind,
+            EventKind::Deducted | EventKind::Returned | EventKind::Booked
+        ) && (request_id.is_empty() || quantity < 1)
+        {
+            return None;
+        }
+        Some(Event {
+            id,
+            kind,
+            request_id,
+            quantity,
+        })
+    }
+
+    /// True for an event that makes a request's deduction active (a deduction or a booking).
+    pub fn activates(&self) -> bool {
+        matches!(self.kind, EventKind::Deducted | EventKind::Booked)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pairs(p: &[(&str, &str)]) -> Vec<(Vec<u8>, Vec<u8>)> {
+        p.iter()
+            .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+            .collect()
+    }
+
+    #[test]
+    fn ids_order_as_redis_does() {
+        let a = EventId::parse("1700000000000-5").expect("id");
+        let b = EventId::parse("1700000000000-12").expect("id");
+        let c = EventId::parse("1700000000001").expect("bare ms");
+        assert!(a < b && b < c && EventId::ZERO < a);
+        assert_eq!(
+            c,
+            EventId {
+                ms: 1_700_000_000_001,
+                seq: 0
+            }
+        );
+        assert_eq!(b.to_string(), "1700000000000-12");
+        assert_eq!(a.exclusive(), "(1700000000000-5");
+        for bad in [
+            "",
+            "-",
+            "1-",
+            "-1",
+            "a-1",
+            "1-2-3",
+            "99999999999999999999-0",
+        ] {
+            assert_eq!(EventId::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn events_from_fields() {
+        let e = Event::from_fields("5-1", &pairs(&[("k", "d"), ("r", "req"), ("q", "2")]))
+            .expect("event");
+        assert_eq!(
+            (e.kind, e.request_id.as_str(), e.quantity),
+            (EventKind::Deducted, "req", 2)
+        );
+        assert!(e.activates());
+        let a = Event::from_fields("5-2", &pairs(&[("k", "a"), ("r", ""), ("q", "-7")]))
+            .expect("adjust");
+        assert_eq!((a.kind, a.quantity), (EventKind::Adjusted, -7));
+        assert!(Event::from_fields("5-3", &pairs(&[("k", "d"), ("r", ""), ("q", "1")])).is_none());
+        assert!(Event::from_fields("x", &pairs(&[("k", "d"), ("r", "a"), ("q", "1")])).is_none());
+        assert!(Event::from_fields("5-3", &pairs(&[("r", "a")])).is_none());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn ids_round_trip(ms in 0i64..i64::MAX, seq in 0i64..i64::MAX) {
+            let id = EventId { ms, seq };
+            proptest::prop_assert_eq!(EventId::parse(&id.to_string()), Some(id));
+        }
+    }
+}

@@ -1,0 +1,226 @@
+//! Reads of a product's event stream, always in bounded pages (XRANGE / XREVRANGE with COUNT):
+//! the stream grows with the sale, a page does not.
+
+use super::reply::{pairs, text};
+use super::{Keyed, ProductKeys, RedisStore};
+use crate::domain::events::{Event, EventId};
+use redis::{RedisResult, Value};
+
+/// Events per page: one page answers in well under a millisecond.
+pub const PAGE: usize = 1000;
+
+/// One page of events.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Page {
+    pub events: Vec<Event>,
+    /// The page was full: more may follow.
+    pub more: bool,
+    /// Entries that did not parse (skipped).
+    pub bad: usize,
+    /// The id of the page's last entry, parsed or not (where the next page starts).
+    pub last: Option<EventId>,
+}
+
+/// Parses an XRANGE / XREVRANGE reply.
+pub fn parse_page(reply: &Value, count: usize) -> Page {
+    let Value::Array(entries) = reply else {
+        return Page::default();
+    };
+    let mut page = Page {
+        more: entries.len() >= count,
+        ..Page::default()
+    };
+    for entry in entries {
+        let parsed = match entry {
+            Value::Array(parts) => match parts.as_slice() {
+                [id, fields] => text(id).and_then(|id| {
+                    if let Some(at) = EventId::parse(&id) {
+                        page.last = Some(at);
+                    }
+                    Event::from_fields(&id, &pairs(fields))
+                }),
+                _ => None,
+            },
+            _ => None,
+        };
+        match parsed {
+            Some(e) => page.events.push(e),
+            None => page.bad += 1,
+        }
+    }
+    page
+}
+
+/// The last event's id (ZERO for an empty or absent stream), from `XREVRANGE key + - COUNT 1`.
+pub fn last_id(reply: &Value) -> Option<EventId> {
+    match reply {
+        Value::Array(entries) => match entries.first() {
+            None => Some(EventId::ZERO),
+            Some(Value::Array(parts)) => parts
+                .first()
+                .and_then(text)
+                .and_then(|t| EventId::parse(&t)),
+            Some(_) => None,
+        },
+        Value::Nil => Some(EventId::ZERO),
+        _ => None,
+    }
+}
+
+/// `XREVRANGE events + - COUNT 1`: the newest event.
+pub fn newest(k: &ProductKeys) -> Keyed {
+    Keyed::new(
+        &k.events,
+        redis::cmd("XREVRANGE")
+            .arg(&k.events)
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(1)
+            .clone(),
+    )
+}
+
+fn after_cmd(k: &ProductKeys, after: EventId, count: usize) -> Keyed {
+    Keyed::new(
+        &k.events,
+        redis::cmd("XRANGE")
+            .arg(&k.events)
+            .arg(after.exclusive())
+            .arg("+")
+            .arg("COUNT")
+            .arg(count)
+            .clone(),
+    )
+}
+
+/// For each `(keys, position)`, the events strictly after the position, oldest first, one
+/// page each; pipelined per node.
+pub async fn after_many(
+    redis: &RedisStore,
+    from: &[(&ProductKeys, EventId)],
+    count: usize,
+) -> Vec<RedisResult<Page>> {
+    let items = from
+        .iter()
+        .map(|(k, at)| after_cmd(k, *at, count))
+        .collect();
+    redis
+        .pipeline(items)
+        .await
+        .into_iter()
+        .map(|r| r.map(|v| parse_page(&v, count)))
+        .collect()
+}
+
+/// Every event of one product strictly after `after`, page by page (what happened since a
+/// cut: bounded by the time since, not by the sale).
+pub async fn all_after(
+    redis: &RedisStore,
+    k: &ProductKeys,
+    mut after: EventId,
+) -> RedisResult<Vec<Event>> {
+    let mut out = Vec::new();
+    loop {
+        let page = redis
+            .pipeline(vec![after_cmd(k, after, PAGE)])
+            .await
+            .pop()
+            .unwrap_or_else(|| Ok(Value::Nil))
+            .map(|v| parse_page(&v, PAGE))?;
+        let Some(last) = page.last else {
+            return Ok(out);
+        };
+        let more = page.more;
+        out.extend(page.events);
+        if !more {
+            return Ok(out);
+        }
+        after = last;
+    }
+}
+
+/// For each `(keys, before, cut)`, one page of the product's events at or before `cut` and
+/// strictly before `before` (None: from the cut), newest first; pipelined per node.
+pub async fn before_many(
+    redis: &RedisStore,
+    asks: &[(&ProductKeys, Option<EventId>, EventId)],
+    count: usize,
+) -> Vec<RedisResult<Page>> {
+    let items = asks
+        .iter()
+        .map(|(k, before, cut)| {
+            let end = match before {
+                Some(b) => b.exclusive(),
+                None => cut.to_string(),
+            };
+            Keyed::new(
+                &k.events,
+                redis::cmd("XREVRANGE")
+                    .arg(&k.events)
+                    .arg(end)
+                    .arg("-")
+                    .arg("COUNT")
+                    .arg(count)
+                    .clone(),
+            )
+        })
+        .collect();
+    redis
+        .pipeline(items)
+        .await
+        .into_iter()
+        .map(|r| r.map(|v| parse_page(&v, count)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::events::EventKind;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    fn entry(id: &str, k: &str, r: &str, q: &str) -> Value {
+        Value::Array(vec![
+            bulk(id),
+            Value::Array(vec![
+                bulk("k"),
+                bulk(k),
+                bulk("r"),
+                bulk(r),
+                bulk("q"),
+                bulk(q),
+            ]),
+        ])
+    }
+
+    #[test]
+    fn pages_parse_and_count_what_does_not() {
+        let v = Value::Array(vec![
+            entry("10-0", "d", "a", "2"),
+            entry("11-0", "r", "a", "2"),
+            entry("bad", "d", "b", "1"),
+            Value::Int(3),
+        ]);
+        let p = parse_page(&v, 4);
+        assert_eq!(p.events.len(), 2);
+        assert_eq!(p.events[1].kind, EventKind::Returned);
+        assert_eq!((p.bad, p.more), (2, true));
+        // The bad entry's id still moves the next page on.
+        assert_eq!(p.last, Some(EventId { ms: 11, seq: 0 }));
+        assert_eq!(parse_page(&Value::Nil, 4), Page::default());
+    }
+
+    #[test]
+    fn last_ids() {
+        assert_eq!(last_id(&Value::Array(vec![])), Some(EventId::ZERO));
+        assert_eq!(
+            last_id(&Value::Array(vec![entry("7-3", "d", "a", "1")])),
+            Some(EventId { ms: 7, seq: 3 })
+        );
+        assert_eq!(last_id(&Value::Int(1)), None);
+    }
+}

@@ -1,0 +1,113 @@
+-- The deduction as it was before the event stream (issue 10): the baseline that the footprint
+-- benchmark measures the new deduct.lua against. Not loaded by the console.
+-- seckill-console: the stock deduction. App servers run this very file with EVALSHA.
+--
+-- KEYS[1] <prefix>:{A:P}:stock   string, an integer: remaining stock
+-- KEYS[2] <prefix>:{A:P}:meta    hash: initial, limit, epoch, paused, deducted, returned
+-- KEYS[3] <prefix>:{A:P}:buyers  hash: user id -> units the user holds
+-- KEYS[4] <prefix>:{A:P}:ledger  hash: request id -> "<state>|<qty>|<ms>|<result>|<user>"
+--                                  state d = deducted, r = returned by restore.lua
+-- ARGV[1] request id (non-empty), ARGV[2] user id (non-empty), ARGV[3] quantity (1..10^9)
+--
+-- Returns the remaining stock (>= 0) on success, or
+--   -1 stock key missing (not preheated, or lost)   -2 not enough stock (sold out)
+--   -3 the user's per-user limit would be exceeded  -4 bad arguments
+--   -5 product paused (a sold-out product answers -2, paused or not)
+-- A retry of a request id that already succeeded changes nothing and returns its first result.
+-- Every check happens before the first write, because Redis does not roll back a script that
+-- fails half way: a corrupt value is an error reply with nothing written.
+
+local rid, uid, q = ARGV[1], ARGV[2], ARGV[3]
+if rid == nil or rid == '' or uid == nil or uid == '' or q == nil then
+  return -4
+end
+if #q > 10 or not string.find(q, '^[1-9]%d*$') then
+  return -4
+end
+local qty = tonumber(q)
+if qty > 1000000000 then
+  return -4
+end
+
+-- Integers above 2^53 lose precision in Lua; 15 digits stay exact.
+local function int_or_nil(v)
+  if v and #v <= 16 and string.find(v, '^-?%d+$') then
+    return tonumber(v)
+  end
+  return nil
+end
+
+-- The first result of this request id, if it already succeeded (nil otherwise). Looked up
+-- only where the answer could differ from a fresh attempt, which keeps the sold-out path, by
+-- far the most common in a flash sale, at two reads.
+local function first_result()
+  local prev = redis.call('HGET', KEYS[4], rid)
+  if not prev then
+    return nil
+  end
+  local first = string.match(prev, '^[dr]|%d+|%d+|(%d+)|')
+  if first then
+    return tonumber(first)
+  end
+  return redis.error_reply('ERR seckill: ledger entry of request ' .. rid .. ' in ' .. KEYS[4] .. ' is corrupt')
+end
+
+local raw = redis.call('GET', KEYS[1])
+-- GET answers false (not nil) for a missing key.
+local stock = nil
+if raw then
+  stock = int_or_nil(raw)
+end
+if stock == nil or stock < qty then
+  local again = first_result()
+  if again then
+    return again
+  end
+  if not raw then
+    return -1
+  end
+  if stock == nil then
+    return redis.error_reply('ERR seckill: stock in ' .. KEYS[1] .. ' is not an integer')
+  end
+  return -2
+end
+local again = first_result()
+if again then
+  return again
+end
+
+local meta = redis.call('HMGET', KEYS[2], 'paused', 'limit', 'deducted')
+if meta[1] == '1' then
+  return -5
+end
+local limit = nil
+if meta[2] then
+  limit = int_or_nil(meta[2])
+  if limit == nil or limit < 1 then
+    return redis.error_reply('ERR seckill: limit in ' .. KEYS[2] .. ' is not a positive integer')
+  end
+end
+if meta[3] and int_or_nil(meta[3]) == nil then
+  return redis.error_reply('ERR seckill: deducted in ' .. KEYS[2] .. ' is not an integer')
+end
+
+local held = 0
+local raw_held = redis.call('HGET', KEYS[3], uid)
+if raw_held then
+  held = int_or_nil(raw_held)
+  if held == nil then
+    return redis.error_reply('ERR seckill: holding of user ' .. uid .. ' in ' .. KEYS[3] .. ' is not an integer')
+  end
+end
+if limit and held + qty > limit then
+  return -3
+end
+
+-- All checks passed: the writes below cannot fail on a value we have not validated.
+local left = redis.call('DECRBY', KEYS[1], qty)
+redis.call('HINCRBY', KEYS[3], uid, qty)
+redis.call('HINCRBY', KEYS[2], 'deducted', qty)
+local t = redis.call('TIME')
+local ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('HSET', KEYS[4], rid, string.format('d|%d|%d|%d|%s', qty, ms, left, uid))
+return left
