@@ -10,7 +10,8 @@ use crate::harness::{RedisServer, Run, TestDb, console};
 use crate::preheat::dump_activity;
 use seckill_console::redis::cut;
 use serde_json::Value as Json;
-use std::process::{Child, Command, Stdio};
+use crate::harness::cli::finish;
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 fn run_with(redis_flags: &[&str], db: &str, rest: &[&str]) -> Run {
@@ -22,39 +23,10 @@ fn run_with(redis_flags: &[&str], db: &str, rest: &[&str]) -> Run {
 
 /// Starts the binary in the background (for a load that a drill interrupts).
 fn spawn(redis_flags: &[&str], db: &str, rest: &[&str]) -> Child {
-    Command::new(crate::harness::cli::binary())
-        .args(redis_flags)
-        .args(["--db", db])
-        .args(rest)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn seckill-console")
-}
-
-fn finish(child: Child, limit: Duration) -> Run {
-    let started = Instant::now();
-    let mut child = child;
-    loop {
-        if child.try_wait().ok().flatten().is_some() {
-            break;
-        }
-        assert!(
-            started.elapsed() < limit,
-            "the command hung for more than {limit:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().expect("output");
-    let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).to_string(),
-        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
-        elapsed: started.elapsed(),
-    };
-    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
-    run
+    let mut v: Vec<&str> = redis_flags.to_vec();
+    v.extend(["--db", db]);
+    v.extend_from_slice(rest);
+    crate::harness::cli::spawn(&v)
 }
 
 /// Every product balances and nothing is oversold.

@@ -1,6 +1,6 @@
 //! Runs the real binary as a process, the way an operator or cron does.
 
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// The outcome of one run of the binary.
@@ -90,4 +90,45 @@ pub async fn console_async(args: Vec<String>) -> Run {
     })
     .await
     .expect("console task")
+}
+
+/// Starts `seckill-console args...` in the background (a load that a test samples, or a drill
+/// interrupts), with a clean environment.
+pub fn spawn(args: &[&str]) -> Child {
+    let mut cmd = Command::new(binary());
+    cmd.args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SECKILL_") {
+            cmd.env_remove(&k);
+        }
+    }
+    cmd.spawn().expect("spawn seckill-console")
+}
+
+/// Waits for a background run (at most `limit`) and collects its output.
+pub fn finish(child: Child, limit: Duration) -> Run {
+    let started = Instant::now();
+    let mut child = child;
+    loop {
+        if child.try_wait().ok().flatten().is_some() {
+            break;
+        }
+        assert!(
+            started.elapsed() < limit,
+            "the command hung for more than {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("output");
+    let run = Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).to_string(),
+        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+        elapsed: started.elapsed(),
+    };
+    assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
+    run
 }
