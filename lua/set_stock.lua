@@ -7,11 +7,13 @@
 -- ARGV[1] mode:
 --   'rebase'  the stock key holds an integer. The offset X = stock - initial + deducted -
 --             returned (ARGV[2] = initial from the database) must equal ARGV[3], the offset the
---             caller saw; then stock = stock - X (never below 0).
+--             caller saw; then stock = stock - X. That is below 0 when more is held than there
+--             was (an oversell): the deduction then refuses everyone until returns pay it back.
 --   'set'     the stock key is absent, corrupt or of another type (nothing can deduct it):
 --             ARGV[3] is the guard ('!' absent, '=' .. value exactly this string, '@' .. type a
 --             non-string type). ARGV[2] is the new stock, or 'initial:' .. n for
---             n - deducted + returned as the counters stand after ARGV[6..] are written.
+--             n - deducted + returned as the counters stand after ARGV[6..] are written (below 0
+--             after an oversell, as for 'rebase').
 -- ARGV[4] 'keep' to update the meta hash in place, 'reset' to delete it first (corrupt)
 -- ARGV[5] expiry of every key, ms since the epoch; '' leaves expiries alone
 -- ARGV[6..] field, value pairs written to the meta hash
@@ -81,7 +83,7 @@ if mode == 'rebase' then
   if offset ~= want then
     return {0, offset}
   end
-  new = math.max(stock - offset, 0)
+  new = stock - offset
   change = new - stock
 else
   local first, rest = string.sub(guard, 1, 1), string.sub(guard, 2)
@@ -121,7 +123,7 @@ else
     if d == nil or r == nil then
       return redis.error_reply('ERR seckill: the counters in ' .. KEYS[2] .. ' are not integers')
     end
-    new = math.max(tonumber(from) - d + r, 0)
+    new = tonumber(from) - d + r
   else
     new = tonumber(target)
   end

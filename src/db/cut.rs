@@ -14,11 +14,19 @@ use std::collections::HashMap;
 pub const PAGE: i64 = 1000;
 
 const LIVE_SQL: &str = "status IN ('pending_payment', 'paid')";
-const DEAD_SQL: &str = "status IN ('cancelled', 'expired')";
 
-/// Opens the read snapshot, mapping a failure to the console's error.
-pub async fn begin(db: &Db) -> Result<Tx> {
-    db.begin_read().await.map_err(|e| db.error(&e))
+/// Opens the read snapshot and takes it at once (a first read pins it on every backend, so it
+/// is taken after whatever the caller read before), mapping a failure to the console's error.
+pub async fn begin(db: &Db, activity: &ActivityId) -> Result<Tx> {
+    let mut tx = db.begin_read().await.map_err(|e| db.error(&e))?;
+    let _: Vec<(i64,)> = tx
+        .fetch_all_as(
+            "SELECT COUNT(*) FROM seckill_activity WHERE activity_id = ?",
+            &[activity.as_str().into()],
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+    Ok(tx)
 }
 
 /// Units of live orders per product (of `products` only, when given). One grouped sum: the
@@ -173,43 +181,44 @@ pub async fn users(
     Ok(rows.into_iter().collect())
 }
 
-/// An order that died (cancelled or expired).
+/// An order that changed (created, paid, cancelled or expired).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Death {
+pub struct Change {
     pub product: String,
     pub request_id: String,
     pub quantity: i64,
+    pub live: bool,
     pub at: DateTime<Utc>,
 }
 
-/// One page of the activity's orders that died at or after `since` (oldest change first),
+/// One page of the activity's orders that changed at or after `since` (oldest change first),
 /// after `mark`: what changed, along the index on `updated_at`.
-pub async fn deaths_page(
+pub async fn changes_page(
     tx: &mut Tx,
     activity: &ActivityId,
     since: DateTime<Utc>,
     mark: Option<&Mark>,
-) -> Result<Vec<Death>> {
-    let mut sql = format!(
-        "SELECT product_id, request_id, quantity, updated_at FROM seckill_order \
-         WHERE activity_id = ? AND updated_at >= ? AND {DEAD_SQL}"
-    );
+) -> Result<Vec<Change>> {
+    let mut sql = "SELECT product_id, request_id, quantity, status, updated_at FROM seckill_order \
+         WHERE activity_id = ? AND updated_at >= ?"
+        .to_string();
     let mut args = vec![Arg::from(activity.as_str()), Arg::Time(since)];
     if let Some((at, rid)) = mark {
         sql.push_str(" AND (updated_at > ? OR (updated_at = ? AND request_id > ?))");
         args.extend([Arg::Time(*at), Arg::Time(*at), Arg::from(rid.as_str())]);
     }
     sql.push_str(&format!(" ORDER BY updated_at, request_id LIMIT {PAGE}"));
-    let rows: Vec<(String, String, i64, DateTime<Utc>)> = tx
+    let rows: Vec<(String, String, i64, String, DateTime<Utc>)> = tx
         .fetch_all_as(&sql, &args)
         .await
         .map_err(|e| tx.db().error(&e))?;
     Ok(rows
         .into_iter()
-        .map(|(product, request_id, quantity, at)| Death {
+        .map(|(product, request_id, quantity, status, at)| Change {
             product,
             request_id,
             quantity,
+            live: LIVE_STATUSES.contains(&status.as_str()),
             at,
         })
         .collect())

@@ -76,6 +76,9 @@ pub struct Books {
     pub unbacked: HashMap<String, Unbacked>,
     /// `V`: live orders (request id, units) without an active deduction.
     pub unledgered: HashMap<String, i64>,
+    /// Backed deductions returned by the events just applied (request id, units), whose
+    /// orders are yet to be looked up: empty between refreshes.
+    pub returned: HashMap<String, i64>,
 }
 
 impl Books {
@@ -112,17 +115,21 @@ impl Books {
         out
     }
 
-    /// Moves the books over one event after `position` (the live view, between two cuts).
-    /// Returns the request id of a backed deduction that was returned: its order must be
-    /// looked up ([`Books::on_returned`]).
-    pub fn apply(&mut self, e: &Event) -> Option<String> {
+    /// Moves the books over one event after `position` (the live view, between two cuts). A
+    /// backed deduction that is returned waits in [`Books::returned`] until its order is looked
+    /// up ([`Books::on_returned`]); one booked again before that was backed all along.
+    pub fn apply(&mut self, e: &Event) {
         self.position = self.position.max(e.id);
         match e.kind {
             EventKind::Deducted | EventKind::Booked => {
-                // A booking of an unledgered order: the order, already counted live, is now
-                // backed. Anything else is a deduction whose order is yet to be seen.
-                if e.kind == EventKind::Booked && self.unledgered.remove(&e.request_id).is_some() {
-                    return None;
+                // A deduction (a booking, or a retry after the first was lost) of an unledgered
+                // order: the order, already counted live, is now backed. A booking of an order
+                // whose deduction just went back: backed again. Anything else is a deduction
+                // whose order is yet to be seen.
+                if self.unledgered.remove(&e.request_id).is_some()
+                    || self.returned.remove(&e.request_id).is_some()
+                {
+                    return;
                 }
                 self.unbacked.insert(
                     e.request_id.clone(),
@@ -132,16 +139,13 @@ impl Books {
                         dead_at_ms: None,
                     },
                 );
-                None
             }
             EventKind::Returned => {
-                if self.unbacked.remove(&e.request_id).is_some() {
-                    None
-                } else {
-                    Some(e.request_id.clone())
+                if self.unbacked.remove(&e.request_id).is_none() {
+                    self.returned.insert(e.request_id.clone(), e.quantity);
                 }
             }
-            EventKind::Adjusted | EventKind::Other => None,
+            EventKind::Adjusted | EventKind::Other => {}
         }
     }
 
@@ -163,12 +167,27 @@ impl Books {
     /// A backed deduction of `quantity` units was returned: its order left the live units,
     /// unless it still lives (then it is a sale Redis no longer holds).
     pub fn on_returned(&mut self, rid: &str, quantity: i64, state: OrderState) {
+        self.returned.remove(rid);
         match state {
             OrderState::Live(q) => {
                 self.unledgered.insert(rid.to_string(), q);
             }
             OrderState::Dead { quantity: q, .. } => self.live_units -= q,
             OrderState::Missing => self.live_units -= quantity,
+        }
+    }
+
+    /// A live order seen among the database's recent changes, with its request's ledger entry
+    /// now. An order of no deduction active at the cut, and of none made after it, is a sale
+    /// Redis does not hold (its deduction was lost, or returned before the order landed).
+    pub fn on_live_order(&mut self, rid: &str, quantity: i64, ledger: Option<&LedgerEntry>) {
+        if self.unbacked.contains_key(rid) || self.unledgered.contains_key(rid) {
+            return;
+        }
+        let counted = ledger.is_some_and(|e| e.active_at(self.position) || e.at > self.position);
+        if !counted {
+            self.unledgered.insert(rid.to_string(), quantity);
+            self.live_units += quantity;
         }
     }
 
@@ -205,32 +224,27 @@ impl Books {
 pub enum Next {
     /// The next page of the event stream, newest first, ending before [`Settle::cursor`].
     Events,
-    /// The next page of the ledger (HSCAN), for deductions older than the stream.
-    Ledger,
     /// The next page of live orders, newest first.
     Orders,
+    /// The next page of the ledger (HSCAN), for deductions older than the stream.
+    Ledger,
     Done,
 }
 
-/// Building a product's books at a cut without a previous state: the differences are looked
-/// for from the newest end on both sides (where in-flight deductions, and the sales a failover
-/// lost, are) until `A - L = ΣU - ΣV` holds and the last page of each side scanned turned up
-/// nothing new; `full` reads both sides to the end.
+/// Building a product's books at a cut from scratch: every event up to the cut (the active
+/// deductions, each looked up), every live order (each checked against the ledger), and, if
+/// the counters still disagree, the ledger itself (deductions older than the stream). All in
+/// bounded pages; what the console reads once per product, after which it keeps the books.
 #[derive(Clone, Debug)]
 pub struct Settle {
     pub books: Books,
-    /// `A - L` at the cut.
+    /// `A - L` at the cut: what `ΣU - ΣV` must come to.
     pub target: i64,
-    pub full: bool,
     /// The stream is read before this id (exclusive); None: not started.
     pub cursor: Option<EventId>,
     pub events_done: bool,
-    pub ledger_started: bool,
     pub ledger_done: bool,
-    pub orders_started: bool,
     pub orders_done: bool,
-    last_events_clean: bool,
-    last_orders_clean: bool,
     /// Requests whose return (at or before the cut) the backward scan has passed: their
     /// deduction, further back, was not active at the cut.
     returned: HashSet<String>,
@@ -259,7 +273,6 @@ impl Settle {
         live_units: i64,
         active: i64,
         after_cut: HashSet<String>,
-        full: bool,
     ) -> Self {
         Settle {
             books: Books {
@@ -268,15 +281,10 @@ impl Settle {
                 ..Books::default()
             },
             target: active - live_units,
-            full,
             cursor: None,
             events_done: position == EventId::ZERO,
-            ledger_started: false,
             ledger_done: false,
-            orders_started: false,
             orders_done: false,
-            last_events_clean: false,
-            last_orders_clean: false,
             returned: HashSet::new(),
             examined: HashSet::new(),
             after_cut,
@@ -284,44 +292,19 @@ impl Settle {
         }
     }
 
-    /// True when `A - L = ΣU - ΣV`: every difference is accounted for.
+    /// True when `A - L = ΣU - ΣV`: the differences found account for the counters.
     pub fn explained(&self) -> bool {
         self.books.gap() == self.target
     }
 
     /// What to read next.
     pub fn next(&self) -> Next {
-        if self.full {
-            return if !self.events_done {
-                Next::Events
-            } else if !self.orders_done {
-                Next::Orders
-            } else if !self.explained() && !self.ledger_done {
-                Next::Ledger
-            } else {
-                Next::Done
-            };
-        }
-        let found = self.books.gap();
-        if found < self.target {
-            // More unbacked deductions to find: the stream, then the ledger behind it.
-            if !self.events_done {
-                Next::Events
-            } else if !self.ledger_done {
-                Next::Ledger
-            } else {
-                Next::Done
-            }
-        } else if found > self.target {
-            if self.orders_done {
-                Next::Done
-            } else {
-                Next::Orders
-            }
-        } else if self.cursor.is_some() && !self.events_done && !self.last_events_clean {
+        if !self.events_done {
             Next::Events
-        } else if self.orders_started && !self.orders_done && !self.last_orders_clean {
+        } else if !self.orders_done {
             Next::Orders
+        } else if !self.explained() && !self.ledger_done {
+            Next::Ledger
         } else {
             Next::Done
         }
@@ -370,7 +353,6 @@ impl Settle {
     /// Takes one page of the ledger (HSCAN: any order, maybe repeats); returns the entries
     /// active at the cut that the stream did not show, to look up.
     pub fn on_ledger(&mut self, page: &[LedgerEntry], exhausted: bool) -> Vec<Candidate> {
-        self.ledger_started = true;
         self.read += page.len() as u64;
         let mut out = Vec::new();
         for e in page {
@@ -388,17 +370,14 @@ impl Settle {
         out
     }
 
-    /// The database's answer for candidates of one page: those without a live order are
-    /// unbacked. `clean` tells whether the page turned anything up.
+    /// The database's answer for candidates: those without a live order are unbacked.
     pub fn on_candidates(&mut self, found: &[(Candidate, OrderState)]) {
-        let mut clean = true;
         for (c, state) in found {
             let dead_at_ms = match state {
                 OrderState::Live(_) => continue,
                 OrderState::Dead { at_ms, .. } => Some(*at_ms),
                 OrderState::Missing => None,
             };
-            clean = false;
             self.books.unbacked.insert(
                 c.request_id.clone(),
                 Unbacked {
@@ -408,16 +387,13 @@ impl Settle {
                 },
             );
         }
-        self.last_events_clean = clean;
     }
 
     /// Takes one page of live orders (request id, units), newest first, with each request's
     /// ledger entry now; `exhausted` when it reached the oldest. Orders of requests that had no
     /// active deduction at the cut are unledgered.
     pub fn on_orders(&mut self, page: &[(String, i64, Option<LedgerEntry>)], exhausted: bool) {
-        self.orders_started = true;
         self.read += page.len() as u64;
-        let mut clean = true;
         for (rid, units, entry) in page {
             if self.after_cut.contains(rid) {
                 continue;
@@ -425,11 +401,10 @@ impl Settle {
             let backed = entry
                 .as_ref()
                 .is_some_and(|e| e.active_at(self.books.position));
-            if !backed && self.books.unledgered.insert(rid.clone(), *units).is_none() {
-                clean = false;
+            if !backed {
+                self.books.unledgered.insert(rid.clone(), *units);
             }
         }
-        self.last_orders_clean = clean;
         if exhausted {
             self.orders_done = true;
         }
@@ -496,12 +471,12 @@ mod tests {
             ..Books::default()
         };
         // A deduction; its order lands; the order expires and the stock comes back.
-        assert_eq!(b.apply(&ev(2, EventKind::Deducted, "r1", 1)), None);
+        b.apply(&ev(2, EventKind::Deducted, "r1", 1));
         assert!(b.balanced(11));
         b.on_order("r1", OrderState::Live(1));
         assert_eq!((b.live_units, b.gap()), (11, 0));
-        let back = b.apply(&ev(3, EventKind::Returned, "r1", 1));
-        assert_eq!(back.as_deref(), Some("r1"));
+        b.apply(&ev(3, EventKind::Returned, "r1", 1));
+        assert_eq!(b.returned.get("r1"), Some(&1));
         b.on_returned(
             "r1",
             1,
@@ -527,12 +502,26 @@ mod tests {
         assert!(b.balanced(3));
         assert_eq!(b.split(6, 60_000).in_flight, 1);
         // The return arrives: nothing left unbacked, the order was already out of L.
-        assert_eq!(b.apply(&ev(6, EventKind::Returned, "r1", 1)), None);
+        b.apply(&ev(6, EventKind::Returned, "r1", 1));
+        assert!(b.returned.is_empty());
         assert!(b.balanced(2));
         // A death whose return the books already passed changes nothing.
         let gone = LedgerEntry::parse("r1", b"r@6-0|1|2-0|9|u").expect("entry");
         b.on_death("r1", 1, 5, Some(&gone));
         assert!(b.balanced(2) && b.unbacked.is_empty());
+    }
+
+    #[test]
+    fn a_return_and_a_booking_of_one_request_in_one_batch_leave_it_backed() {
+        let mut b = Books {
+            position: id(1, 0),
+            live_units: 1,
+            ..Books::default()
+        };
+        b.apply(&ev(2, EventKind::Returned, "r1", 1));
+        b.apply(&ev(3, EventKind::Booked, "r1", 1));
+        assert!(b.returned.is_empty() && b.unbacked.is_empty() && b.unledgered.is_empty());
+        assert!(b.balanced(1));
     }
 
     #[test]
@@ -542,75 +531,97 @@ mod tests {
             live_units: 1,
             ..Books::default()
         };
-        assert!(b.apply(&ev(2, EventKind::Returned, "r1", 1)).is_some());
+        b.apply(&ev(2, EventKind::Returned, "r1", 1));
+        assert_eq!(b.returned.len(), 1);
         b.on_returned("r1", 1, OrderState::Live(1));
         assert_eq!((b.live_units, b.unledgered_units()), (1, 1));
         assert!(b.balanced(0));
-        assert_eq!(b.apply(&ev(3, EventKind::Booked, "r1", 1)), None);
+        b.apply(&ev(3, EventKind::Booked, "r1", 1));
         assert!(b.balanced(1) && b.unledgered.is_empty());
     }
 
     #[test]
-    fn a_settle_stops_once_the_gap_is_explained_by_a_clean_page() {
-        // A = 5, L = 3: two units unbacked somewhere.
-        let mut s = Settle::new(id(9, 0), 3, 5, HashSet::new(), false);
+    fn an_order_landing_after_its_deduction_went_back_is_unledgered() {
+        let mut b = Books {
+            position: id(5, 0),
+            live_units: 0,
+            ..Books::default()
+        };
+        let returned = LedgerEntry::parse("late", b"r@4-0|1|2-0|9|u").expect("entry");
+        b.on_live_order("late", 1, Some(&returned));
+        assert_eq!((b.live_units, b.unledgered_units()), (1, 1));
+        // Seen again (the feed re-reads a margin): counted once.
+        b.on_live_order("late", 1, Some(&returned));
+        assert_eq!(b.live_units, 1);
+        // An order of a deduction after the cut waits for its event.
+        let later = LedgerEntry::parse("next", b"d|1|6-0|9|u").expect("entry");
+        b.on_live_order("next", 1, Some(&later));
+        // An order of a deduction the books count as backed already.
+        let backed = LedgerEntry::parse("old", b"d|1|3-0|9|u").expect("entry");
+        b.on_live_order("old", 1, Some(&backed));
+        assert_eq!(b.live_units, 1);
+        // The lost deduction is retried: the order is backed now.
+        b.apply(&ev(6, EventKind::Deducted, "late", 1));
+        assert!(b.unledgered.is_empty() && b.unbacked.is_empty());
+    }
+
+    #[test]
+    fn a_settle_reads_both_sides_and_finds_what_each_lacks() {
+        // Three deductions active (one in flight, one sold, one whose order lives on after
+        // its return), and two orders whose deductions a failover lost: A = 2, L = 4.
+        let mut s = Settle::new(id(9, 0), 4, 2, HashSet::new());
         assert_eq!(s.next(), Next::Events);
         let page = vec![
-            ev(9, EventKind::Deducted, "new", 2),
+            ev(9, EventKind::Deducted, "fly", 1),
             ev(8, EventKind::Returned, "back", 1),
             ev(7, EventKind::Deducted, "sold", 1),
             ev(6, EventKind::Deducted, "back", 1),
         ];
-        let c = s.on_events(&page, Some(id(6, 0)), false);
+        let c = s.on_events(&page, Some(id(6, 0)), true);
         let ids: Vec<&str> = c.iter().map(|c| c.request_id.as_str()).collect();
-        assert_eq!(ids, vec!["new", "sold"]);
+        assert_eq!(ids, vec!["fly", "sold"]);
         s.on_candidates(&[
             (c[0].clone(), OrderState::Missing),
             (c[1].clone(), OrderState::Live(1)),
         ]);
-        assert!(s.explained());
-        // The page found something: one more, which finds nothing, ends it.
-        assert_eq!(s.next(), Next::Events);
-        let c = s.on_events(
-            &[ev(5, EventKind::Deducted, "older", 1)],
-            Some(id(5, 0)),
-            false,
-        );
-        s.on_candidates(&[(c[0].clone(), OrderState::Live(1))]);
-        assert_eq!(s.next(), Next::Done);
-        assert_eq!(s.books.split(10, 60_000).in_flight, 2);
-    }
-
-    #[test]
-    fn a_settle_finds_sales_redis_lost() {
-        // Two deductions active (one in flight, one sold); three live orders, two of them for
-        // deductions a failover lost: A = 2, L = 3.
-        let mut s = Settle::new(id(9, 0), 3, 2, HashSet::new(), false);
-        let c = s.on_events(
-            &[
-                ev(9, EventKind::Deducted, "fly", 1),
-                ev(3, EventKind::Deducted, "ok", 1),
-            ],
-            Some(id(3, 0)),
-            true,
-        );
-        s.on_candidates(&[
-            (c[0].clone(), OrderState::Missing),
-            (c[1].clone(), OrderState::Live(1)),
-        ]);
-        // One unbacked found where the counters say one fewer than the orders: sales lost.
         assert_eq!(s.next(), Next::Orders);
         s.on_orders(
             &[
                 ("lost1".into(), 1, None),
                 ("lost2".into(), 1, None),
-                ("ok".into(), 1, LedgerEntry::parse("ok", b"d|1|3-0|0|u")),
+                (
+                    "back".into(),
+                    1,
+                    LedgerEntry::parse("back", b"r@8-0|1|6-0|0|u"),
+                ),
+                ("sold".into(), 1, LedgerEntry::parse("sold", b"d|1|7-0|0|u")),
             ],
             true,
         );
         assert!(s.explained());
         assert_eq!(s.next(), Next::Done);
-        assert_eq!(s.books.unledgered_units(), 2);
+        assert_eq!(s.books.unledgered_units(), 3);
         assert_eq!(s.books.split(10, 60_000).in_flight, 1);
+    }
+
+    #[test]
+    fn a_settle_reads_the_ledger_behind_the_stream_only_when_the_counters_say_so() {
+        // The stream starts after a deduction the ledger still holds (an older version).
+        let mut s = Settle::new(id(9, 0), 0, 2, HashSet::new());
+        let c = s.on_events(
+            &[ev(9, EventKind::Deducted, "new", 1)],
+            Some(id(9, 0)),
+            true,
+        );
+        s.on_candidates(&[(c[0].clone(), OrderState::Missing)]);
+        s.on_orders(&[], true);
+        assert_eq!(s.next(), Next::Ledger);
+        let old = LedgerEntry::parse("old", b"d|1|5|0|u").expect("entry");
+        let again = LedgerEntry::parse("new", b"d|1|9-0|0|u").expect("entry");
+        let c = s.on_ledger(&[old, again], true);
+        assert_eq!(c.len(), 1);
+        s.on_candidates(&[(c[0].clone(), OrderState::Missing)]);
+        assert!(s.explained());
+        assert_eq!(s.next(), Next::Done);
     }
 }

@@ -118,8 +118,7 @@ fn unchanged(seen: &Seen, now: &Seen) -> bool {
         && (now.drift.is_some() || seen.before == now.before)
 }
 
-/// Reads the products to fix at one cut: a search for differences that stops once they are
-/// accounted for, or, for a product where they are not, both sides read to the end.
+/// Reads the products to fix at one cut.
 async fn read(
     redis: &RedisStore,
     db: &Db,
@@ -128,50 +127,11 @@ async fn read(
     grace: Duration,
     only: Vec<String>,
 ) -> Result<Snapshot> {
-    let snap = snapshot::take(
-        redis,
-        db,
-        keys,
-        activity,
-        grace,
-        &Scope {
-            only: Some(only),
-            full: false,
-        },
-    )
-    .await?;
-    let unexplained: Vec<String> = snap
-        .products
-        .iter()
-        .filter(|v| !v.explained && v.cut.active().is_some())
-        .map(|v| v.product.product_id.to_string())
-        .collect();
-    if unexplained.is_empty() {
-        return Ok(snap);
-    }
-    let full = snapshot::take(
-        redis,
-        db,
-        keys,
-        activity,
-        grace,
-        &Scope {
-            only: Some(unexplained),
-            full: true,
-        },
-    )
-    .await?;
-    let mut by_id: HashMap<String, ProductView> = full
-        .products
-        .into_iter()
-        .map(|v| (v.product.product_id.to_string(), v))
-        .collect();
-    let products = snap
-        .products
-        .into_iter()
-        .map(|v| by_id.remove(v.product.product_id.as_str()).unwrap_or(v))
-        .collect();
-    Ok(Snapshot { products, ..snap })
+    let scope = Scope {
+        only: Some(only),
+        ..Scope::default()
+    };
+    snapshot::take(redis, db, keys, activity, grace, &scope).await
 }
 
 /// Plans (and unless `preview`, applies) the fix of an activity.
@@ -200,7 +160,7 @@ pub async fn fix(
         None => {
             let scope = Scope {
                 only: opts.product.clone().map(|p| vec![p]),
-                full: false,
+                ..Scope::default()
             };
             snapshot::take(redis, db, keys, activity, opts.grace, &scope)
                 .await?

@@ -10,6 +10,7 @@
 //! 4. the differences between the two sides, looked for only where they can be
 //!    ([`crate::domain::books::Settle`]).
 
+use super::tracker::{Tracker, TrackerOptions};
 use crate::db::cut::{self as db_cut, Mark};
 use crate::db::{Db, Tx, activity as activities};
 use crate::domain::books::{Books, Candidate, Next, OrderState, Settle, Split};
@@ -17,11 +18,11 @@ use crate::domain::events::EventId;
 use crate::domain::stock::{ProductStatus, Truth};
 use crate::domain::{Activity, ActivityId, Product};
 use crate::error::{Error, Result};
-use crate::redis::cut::{self, ProductCut};
+use crate::redis::cut::ProductCut;
 use crate::redis::events::{self, PAGE};
 use crate::redis::ledger::{self, Lookup};
 use crate::redis::{KeySpace, ProductKeys, RedisStore};
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -72,11 +73,64 @@ pub struct Snapshot {
 pub struct Scope {
     /// Only these product ids (an unknown id is an error naming it).
     pub only: Option<Vec<String>>,
-    /// Read both sides to the end instead of stopping once every difference is accounted for.
+    /// Settle from scratch (every event and every live order read, in pages) instead of
+    /// starting from the checkpoints.
     pub full: bool,
+    /// Save the books as the products' checkpoints (status and reconcile; never preheat or
+    /// fix, whose reads must leave Redis as they found it when they decide to write nothing).
+    pub save: bool,
+    /// Called between the reads (the model test changes the world there); none in the console.
+    pub interleave: Interleave,
 }
 
-/// Reads the activity at one cut.
+/// A point between the reads of a snapshot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// The cut was read; nothing of the database yet.
+    Cut,
+    /// The database snapshot was taken (its first statement ran).
+    Snapshot,
+    /// The events after the cut were read.
+    AfterCut,
+    /// One round of the search for differences was read.
+    Round,
+}
+
+type HookFn = dyn Fn(Stage) -> futures::future::BoxFuture<'static, ()> + Send + Sync;
+
+/// An optional hook between the reads of a snapshot, for tests that make buyers deduct, orders
+/// land and expire exactly there. The console never sets one.
+#[derive(Clone, Default)]
+pub struct Interleave(Option<std::sync::Arc<HookFn>>);
+
+impl Interleave {
+    pub fn new(
+        f: impl Fn(Stage) -> futures::future::BoxFuture<'static, ()> + Send + Sync + 'static,
+    ) -> Self {
+        Interleave(Some(std::sync::Arc::new(f)))
+    }
+
+    /// Runs the hook, if any, at `stage`.
+    pub async fn at(&self, stage: Stage) {
+        if let Some(f) = &self.0 {
+            f(stage).await;
+        }
+    }
+}
+
+impl std::fmt::Debug for Interleave {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Interleave(hook)"
+        } else {
+            "Interleave(none)"
+        })
+    }
+}
+
+/// Reads the activity at one cut: from the products' checkpoints when they are valid (what
+/// happened since is read, and the result is checked against the sum of live orders), from
+/// scratch otherwise or with `scope.full`. Saves the books as checkpoints unless read-only.
 pub async fn take(
     redis: &RedisStore,
     db: &Db,
@@ -86,79 +140,49 @@ pub async fn take(
     scope: &Scope,
 ) -> Result<Snapshot> {
     let t0 = std::time::Instant::now();
-    let activity = activities::require(db, activity_id).await?;
     let products = products_of(db, activity_id, scope.only.as_deref()).await?;
-    let product_keys: Vec<ProductKeys> = products
-        .iter()
-        .map(|p| keys.product(activity_id, &p.product_id))
-        .collect();
-    let cuts = cut::read(redis, &product_keys)
-        .await
-        .map_err(|e| redis.error(&e))?;
-    let mut tx = db_cut::begin(db).await?;
-    let mut cost = Cost::default();
-    let whole = scope.only.is_none();
-    let settled = settle(
-        redis,
-        &mut tx,
-        activity_id,
-        (&products, &product_keys, &cuts),
-        whole,
-        scope.full,
-        &mut cost,
-    )
-    .await?;
-    drop(tx);
+    let n = products.len();
+    let read_only = redis.read_only() || db.read_only();
+    let mut opts = TrackerOptions::once(grace, read_only || !scope.save);
+    opts.fresh = scope.full;
+    opts.interleave = scope.interleave.clone();
+    let mut tracker = Tracker::new(activity_id.clone(), opts);
+    let snap = tracker.refresh_products(redis, db, keys, products).await?;
+    let c = tracker.cost;
     tracing::debug!(
         ms = t0.elapsed().as_millis() as u64,
-        products = products.len(),
-        scanned = cost.scanned,
-        looked_up = cost.looked_up,
+        products = n,
+        resumed = c.resumed,
+        settled = c.settled,
+        events = c.events,
+        changes = c.changes,
+        looked_up = c.looked_up,
         "snapshot read"
     );
-
-    let taken_ms = cuts.iter().map(|c| c.now_ms).max();
-    let views = products
-        .into_iter()
-        .zip(product_keys)
-        .zip(cuts)
-        .zip(settled)
-        .map(|(((product, keys), cut), (books, explained))| {
-            view(product, keys, cut, books, explained, grace)
-        })
-        .collect();
-    Ok(Snapshot {
-        activity,
-        products: views,
-        taken_at: taken_ms
-            .and_then(|ms| Utc.timestamp_millis_opt(ms).single())
-            .unwrap_or_else(Utc::now),
-        cost,
-    })
+    Ok(snap)
 }
 
-/// Builds the books of `products` at their cuts, inside the read snapshot `tx` (begun after
-/// the cuts were read). `whole`: the products are all of the activity (one grouped sum, no IN
-/// list). Each product's books come with whether every difference was accounted for.
+/// Builds the books of `products` at their cuts from scratch, inside the read snapshot `tx`
+/// (begun after the cuts were read): every event and every live order is read, in bounded
+/// pages. Each product's books come with whether its differences account for its counters.
 pub(crate) async fn settle(
     redis: &RedisStore,
     tx: &mut Tx,
     activity: &ActivityId,
     (products, keys, cuts): (&[Product], &[ProductKeys], &[ProductCut]),
-    whole: bool,
-    full: bool,
+    hook: &Interleave,
     cost: &mut Cost,
 ) -> Result<Vec<(Books, bool)>> {
     let ids: Vec<&str> = products.iter().map(|p| p.product_id.as_str()).collect();
     let (sold, after) =
-        sold_and_after(redis, tx, activity, (products, keys, cuts), whole, cost).await?;
+        sold_and_after(redis, tx, activity, (products, keys, cuts), hook, cost).await?;
     let mut settles: Vec<Option<Settle>> = cuts
         .iter()
         .zip(after)
         .zip(&sold)
-        .map(|((c, after), &l)| Some(Settle::new(c.position?, l, c.active()?, after, full)))
+        .map(|((c, after), &l)| Some(Settle::new(c.position?, l, c.active()?, after)))
         .collect();
-    run(redis, tx, activity, (&ids, keys), &mut settles, cost).await?;
+    run(redis, tx, activity, (&ids, keys), &mut settles, hook, cost).await?;
     Ok(settles
         .into_iter()
         .zip(sold)
@@ -186,12 +210,11 @@ pub(crate) async fn sold_at_cut(
     tx: &mut Tx,
     activity: &ActivityId,
     products: (&[Product], &[ProductKeys], &[ProductCut]),
-    whole: bool,
-    cost: &mut Cost,
+    hook: &Interleave,
 ) -> Result<Vec<i64>> {
-    Ok(sold_and_after(redis, tx, activity, products, whole, cost)
-        .await?
-        .0)
+    let mut cost = Cost::default();
+    let (sold, _) = sold_and_after(redis, tx, activity, products, hook, &mut cost).await?;
+    Ok(sold)
 }
 
 async fn sold_and_after(
@@ -199,12 +222,15 @@ async fn sold_and_after(
     tx: &mut Tx,
     activity: &ActivityId,
     (products, keys, cuts): (&[Product], &[ProductKeys], &[ProductCut]),
-    whole: bool,
+    hook: &Interleave,
     cost: &mut Cost,
 ) -> Result<(Vec<i64>, Vec<HashSet<String>>)> {
     let ids: Vec<&str> = products.iter().map(|p| p.product_id.as_str()).collect();
-    let live = db_cut::live_units(tx, activity, (!whole).then_some(ids.as_slice())).await?;
+    // A few products: an IN list; many: one grouped sum over the activity.
+    let few = (ids.len() <= crate::db::IN_CHUNK).then_some(ids.as_slice());
+    let live = db_cut::live_units(tx, activity, few).await?;
     let after = after_cut(redis, keys, cuts).await?;
+    hook.at(Stage::AfterCut).await;
     let late = late_units(tx, activity, products, &after, cost).await?;
     let sold = products
         .iter()
@@ -362,11 +388,13 @@ pub(crate) async fn run(
     activity: &ActivityId,
     (ids, keys): (&[&str], &[ProductKeys]),
     settles: &mut [Option<Settle>],
+    hook: &Interleave,
     cost: &mut Cost,
 ) -> Result<()> {
     let mut hscan: Vec<u64> = vec![0; settles.len()];
     let mut marks: Vec<Option<Mark>> = vec![None; settles.len()];
     loop {
+        hook.at(Stage::Round).await;
         let mut want_events = Vec::new();
         let mut want_ledger = Vec::new();
         let mut want_orders = Vec::new();

@@ -63,7 +63,12 @@ pub async fn status(
     activity: &ActivityId,
     opts: &StatusOptions,
 ) -> Result<StatusReport> {
-    let snap = snapshot::take(redis, db, keys, activity, opts.grace, &Scope::default()).await?;
+    // The books are saved as checkpoints, so the next read starts where this one ended.
+    let scope = Scope {
+        save: true,
+        ..Scope::default()
+    };
+    let snap = snapshot::take(redis, db, keys, activity, opts.grace, &scope).await?;
     let compensation = compensation::summary(db, activity).await?;
     let outbox = outbox::summary(db, activity).await?;
     let nodes = health::redis_nodes(redis).await;

@@ -1,55 +1,82 @@
-//! The live view's truth: the books of every product of one activity kept between refreshes,
-//! so that each refresh reads only what changed since the last. Used by the TUI's pollers and
-//! by `watch`; `status` builds the same figures from scratch ([`super::snapshot`]).
+//! The books of every product of one activity, carried from one cut to the next so that each
+//! read costs what changed since the last, not what was sold. The live view (the TUI's
+//! pollers, `watch`) keeps a tracker between refreshes; `status`, `reconcile` and `fix` start
+//! one from the checkpoint the last console left in Redis ([`crate::redis::checkpoint`]).
 //!
 //! One refresh:
 //! 1. the cut of every product (a few reads each);
-//! 2. the events since the product's last cut, up to this one, applied to its books
-//!    ([`Books::apply`]);
-//! 3. in one read snapshot of the database: the orders of the deductions still unbacked and of
-//!    the returns just seen (IN lists), and the orders that died since the last refresh (a page
-//!    walk along the index on `updated_at`);
-//! 4. a product whose books disagree with its counters, or that is new, was rolled back or
-//!    lost its keys, is settled from scratch; and every `verify_every` the sums of live orders
-//!    are compared with the books, which catches what no feed shows (an order deleted, a change
-//!    committed with an old timestamp).
+//! 2. for a product without books in memory, its checkpoint, if it is still valid;
+//! 3. the events since the books' position, up to the cut, applied ([`Books::apply`]);
+//! 4. in one read snapshot of the database: the orders of the deductions still unbacked and of
+//!    the returns just seen (IN lists), and the orders created, paid or ended since the last
+//!    refresh (a page walk along the index on `updated_at`);
+//! 5. when due (every read of a command; every `verify_every` in the live view), the sum of
+//!    live orders at the cut is compared with the books, which catches what no feed shows (an
+//!    order deleted, a change committed with an old timestamp);
+//! 6. a product without books, or whose books disagree with its counters or the sum, is
+//!    settled from scratch: both sides read to the end, in bounded pages;
+//! 7. the books are saved as the product's checkpoint (not in read-only mode).
 
-use super::snapshot::{self, Cost, ProductView, Snapshot};
-use crate::db::cut::{self as db_cut, Death, Mark};
+use super::snapshot::{self, Cost, Interleave, ProductView, Snapshot, Stage};
+use crate::db::cut::{self as db_cut, Change, Mark};
 use crate::db::{Db, Tx, activity as activities};
 use crate::domain::books::{Books, OrderState};
 use crate::domain::events::{Event, EventId};
 use crate::domain::{ActivityId, Product};
 use crate::error::Result;
+use crate::redis::checkpoint::{self, Checkpoint};
 use crate::redis::cut::{self, ProductCut};
 use crate::redis::events::{self, PAGE};
 use crate::redis::ledger;
 use crate::redis::{KeySpace, ProductKeys, RedisStore};
 use chrono::{DateTime, TimeZone, Utc};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 /// Unbacked deductions older than the grace window looked up per refresh at most (an incident
 /// with many orphans costs a bounded amount per refresh; each is looked up in turn).
 const OLD_LOOKUPS: usize = 2000;
 
-/// How the tracker reads.
-#[derive(Clone, Copy, Debug)]
+/// How a tracker reads and keeps its books.
+#[derive(Clone, Debug)]
 pub struct TrackerOptions {
     pub grace: Duration,
-    /// How far back the feed of dead orders re-reads (commits that land after a later one,
-    /// clocks of different app servers).
+    /// How far back the feed of changed orders re-reads (a commit that lands after a later
+    /// one, the clocks of different app servers).
     pub margin: Duration,
-    /// How often the sums of live orders are compared with the books.
+    /// How often the sum of live orders is compared with the books; zero: every refresh.
     pub verify_every: Duration,
+    /// Start from the checkpoints in Redis (ignored with `fresh`).
+    pub load_checkpoints: bool,
+    /// Save the books as checkpoints at most this often; None: never (read-only).
+    pub save_every: Option<Duration>,
+    /// Settle every product from scratch on the first refresh, whatever is saved.
+    pub fresh: bool,
+    /// Called between the reads (tests only).
+    pub interleave: Interleave,
 }
 
 impl TrackerOptions {
-    pub fn new(grace: Duration) -> Self {
+    /// The live view: a refresh reads what changed; the sums are compared every minute; the
+    /// books are saved every ten seconds unless `read_only`.
+    pub fn live(grace: Duration, read_only: bool) -> Self {
         TrackerOptions {
             grace,
-            margin: Duration::from_secs(5),
+            margin: Duration::from_secs(2),
             verify_every: Duration::from_secs(60),
+            load_checkpoints: true,
+            save_every: (!read_only).then_some(Duration::from_secs(10)),
+            fresh: false,
+            interleave: Interleave::default(),
+        }
+    }
+
+    /// One read of a command: from the checkpoint, checked against the sums, saved.
+    pub fn once(grace: Duration, read_only: bool) -> Self {
+        TrackerOptions {
+            verify_every: Duration::ZERO,
+            save_every: (!read_only).then_some(Duration::ZERO),
+            ..Self::live(grace, read_only)
         }
     }
 }
@@ -61,9 +88,11 @@ pub struct RefreshCost {
     pub events: u64,
     /// Request ids looked up in the database.
     pub looked_up: u64,
-    /// Rows of dead orders read from the feed.
-    pub deaths: u64,
-    /// Products settled from scratch (first refresh, new products, disagreements).
+    /// Rows of changed orders read from the feed.
+    pub changes: u64,
+    /// Products whose books came from a checkpoint.
+    pub resumed: u64,
+    /// Products settled from scratch (no books, or books that did not add up).
     pub settled: u64,
     /// True when this refresh compared the sums of live orders.
     pub verified: bool,
@@ -71,14 +100,20 @@ pub struct RefreshCost {
     pub settle: Cost,
 }
 
+/// One product's books and where the feed of changed orders continues for it.
+#[derive(Clone, Debug)]
+struct Kept {
+    books: Books,
+    since: Option<DateTime<Utc>>,
+}
+
 /// The books of one activity between refreshes.
 pub struct Tracker {
     activity: ActivityId,
     opts: TrackerOptions,
-    books: HashMap<String, Books>,
-    /// The feed of dead orders starts here (the database's own clock).
-    since: Option<DateTime<Utc>>,
+    kept: HashMap<String, Kept>,
     last_verify: Option<Instant>,
+    last_save: Option<Instant>,
     /// Where the rotation of old unbacked lookups stands.
     rotation: usize,
     /// What the last refresh read.
@@ -90,9 +125,9 @@ impl Tracker {
         Tracker {
             activity,
             opts,
-            books: HashMap::new(),
-            since: None,
+            kept: HashMap::new(),
             last_verify: None,
+            last_save: None,
             rotation: 0,
             cost: RefreshCost::default(),
         }
@@ -102,16 +137,34 @@ impl Tracker {
         &self.activity
     }
 
-    /// Reads what changed and returns the activity's state at a new cut.
+    /// The same books, read with other options from now on.
+    pub fn with_options(mut self, opts: TrackerOptions) -> Self {
+        self.opts = opts;
+        self
+    }
+
+    /// Reads what changed and returns the activity's state at a new cut. `only`: these
+    /// products (checked to exist by the caller).
     pub async fn refresh(
         &mut self,
         redis: &RedisStore,
         db: &Db,
         keys: &KeySpace,
     ) -> Result<Snapshot> {
+        let products = activities::products(db, &self.activity).await?;
+        self.refresh_products(redis, db, keys, products).await
+    }
+
+    /// [`Tracker::refresh`] of the given products of the activity.
+    pub async fn refresh_products(
+        &mut self,
+        redis: &RedisStore,
+        db: &Db,
+        keys: &KeySpace,
+        products: Vec<Product>,
+    ) -> Result<Snapshot> {
         self.cost = RefreshCost::default();
         let activity = activities::require(db, &self.activity).await?;
-        let products = activities::products(db, &self.activity).await?;
         let pkeys: Vec<ProductKeys> = products
             .iter()
             .map(|p| keys.product(&self.activity, &p.product_id))
@@ -119,13 +172,16 @@ impl Tracker {
         let cuts = cut::read(redis, &pkeys)
             .await
             .map_err(|e| redis.error(&e))?;
+        self.opts.interleave.at(Stage::Cut).await;
         let result = self.advance(redis, db, (&products, &pkeys, &cuts)).await;
-        if result.is_err() {
-            // A refresh that failed half way leaves books that may be half moved: start over.
-            self.books.clear();
-            self.since = None;
-        }
-        let settled = result?;
+        let settled = match result {
+            Ok(s) => s,
+            Err(e) => {
+                // A refresh that failed half way may have moved books half way: start over.
+                self.kept.clear();
+                return Err(e);
+            }
+        };
         let grace = self.opts.grace;
         let taken_ms = cuts.iter().map(|c| c.now_ms).max();
         let views: Vec<ProductView> = products
@@ -134,7 +190,11 @@ impl Tracker {
             .zip(cuts)
             .map(|((product, k), c)| {
                 let id = product.product_id.to_string();
-                let books = self.books.get(&id).cloned().unwrap_or_default();
+                let books = self
+                    .kept
+                    .get(&id)
+                    .map(|k| k.books.clone())
+                    .unwrap_or_default();
                 let explained = settled.get(&id).copied().unwrap_or(true);
                 snapshot::view(product, k, c, books, explained, grace)
             })
@@ -149,8 +209,8 @@ impl Tracker {
         })
     }
 
-    /// Moves every product's books to its new cut; returns, for products settled from scratch,
-    /// whether every difference was accounted for.
+    /// Moves every product's books to its new cut; returns, for products settled from
+    /// scratch, whether both sides' differences account for the counters.
     async fn advance(
         &mut self,
         redis: &RedisStore,
@@ -158,88 +218,133 @@ impl Tracker {
         (products, pkeys, cuts): (&[Product], &[ProductKeys], &[ProductCut]),
     ) -> Result<HashMap<String, bool>> {
         let ids: Vec<String> = products.iter().map(|p| p.product_id.to_string()).collect();
-        self.books.retain(|id, _| ids.contains(id));
+        self.kept.retain(|id, _| ids.contains(id));
+        if self.opts.fresh {
+            self.kept.clear();
+        }
+        self.resume(redis, &ids, pkeys, cuts).await?;
 
-        // Which products continue from their books, and what happened to them since.
+        // Which products continue from their books: the stream still holds the event the
+        // books stand at (else it was rolled back, or lost and written anew).
         let mut resettle: Vec<usize> = Vec::new();
         let mut moving: Vec<usize> = Vec::new();
         for (i, (id, c)) in ids.iter().zip(cuts).enumerate() {
-            match (self.books.get(id), c.position, c.active()) {
-                (Some(b), Some(at), Some(_)) if at >= b.position => moving.push(i),
+            match (self.kept.get(id), c.position, c.active()) {
+                (Some(k), Some(at), Some(_)) if at >= k.books.position && k.since.is_some() => {
+                    moving.push(i);
+                }
                 _ => resettle.push(i),
             }
         }
+        let asks: Vec<(&ProductKeys, EventId)> = moving
+            .iter()
+            .filter_map(|&i| Some((&pkeys[i], self.kept.get(&ids[i])?.books.position)))
+            .filter(|(_, at)| *at != EventId::ZERO)
+            .collect();
+        let gone: HashSet<&str> = asks
+            .iter()
+            .zip(events::exist_many(redis, &asks).await)
+            .filter_map(|((k, _), found)| match found {
+                Ok(true) => None,
+                Ok(false) => Some(Ok(k.product.as_str())),
+                Err(e) => Some(Err(e)),
+            })
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| redis.error(&e))?;
+        if !gone.is_empty() {
+            moving.retain(|&i| {
+                let keep = !gone.contains(ids[i].as_str());
+                if !keep {
+                    resettle.push(i);
+                }
+                keep
+            });
+        }
         let since = self.read_events(redis, pkeys, cuts, &moving).await?;
-        let mut tx = db_cut::begin(db).await?;
+        let mut tx = db_cut::begin(db, &self.activity).await?;
+        self.opts.interleave.at(Stage::Snapshot).await;
         let mut returned: Vec<(usize, String, i64)> = Vec::new();
         for (&i, evs) in moving.iter().zip(&since) {
-            let Some(b) = self.books.get_mut(&ids[i]) else {
+            let Some(k) = self.kept.get_mut(&ids[i]) else {
                 continue;
             };
             for e in evs {
-                if let Some(rid) = b.apply(e) {
-                    returned.push((i, rid, e.quantity));
-                }
+                k.books.apply(e);
             }
+            returned.extend(k.books.returned.iter().map(|(r, q)| (i, r.clone(), *q)));
             // The books now stand at this cut, events or not.
-            b.position = cuts[i].position.unwrap_or(b.position);
+            k.books.position = cuts[i].position.unwrap_or(k.books.position);
         }
         self.look_up(&mut tx, &ids, &moving, &returned).await?;
-        self.deaths(redis, &mut tx, &ids, pkeys, &moving).await?;
+        self.changes(redis, &mut tx, &ids, pkeys, &moving).await?;
         let verify = self
             .last_verify
             .is_none_or(|t| t.elapsed() >= self.opts.verify_every);
         if verify && !moving.is_empty() {
             self.cost.verified = true;
             self.last_verify = Some(Instant::now());
-            resettle.extend(
-                self.verify(redis, &mut tx, products, pkeys, cuts, &moving)
-                    .await?,
-            );
+            let off = self
+                .verify(redis, &mut tx, (products, pkeys, cuts), &moving)
+                .await?;
+            resettle.extend(off);
         }
         // Books that no longer add up to the counters missed something: start them over.
         for &i in &moving {
-            let balanced = match (self.books.get(&ids[i]), cuts[i].active()) {
-                (Some(b), Some(a)) => b.balanced(a),
+            let balanced = match (self.kept.get(&ids[i]), cuts[i].active()) {
+                (Some(k), Some(a)) => k.books.balanced(a),
                 _ => false,
             };
             if !balanced && !resettle.contains(&i) {
-                tracing::debug!(product = %ids[i], "live view: books disagree with the counters; settling again");
+                tracing::debug!(product = %ids[i], "books disagree with the counters; settling again");
                 resettle.push(i);
             }
         }
-        let mut settled = HashMap::new();
-        if !resettle.is_empty() {
-            resettle.sort_unstable();
-            resettle.dedup();
-            let sub_products: Vec<Product> =
-                resettle.iter().map(|&i| products[i].clone()).collect();
-            let sub_keys: Vec<ProductKeys> = resettle.iter().map(|&i| pkeys[i].clone()).collect();
-            let sub_cuts: Vec<ProductCut> = resettle.iter().map(|&i| cuts[i].clone()).collect();
-            let whole = resettle.len() == products.len();
-            let mut cost = Cost::default();
-            let fresh = snapshot::settle(
-                redis,
-                &mut tx,
-                &self.activity,
-                (&sub_products, &sub_keys, &sub_cuts),
-                whole,
-                false,
-                &mut cost,
-            )
+        let settled = self
+            .settle(redis, &mut tx, (products, pkeys, cuts), resettle)
             .await?;
-            self.cost.settle = cost;
-            self.cost.settled = resettle.len() as u64;
-            for (&i, (mut books, explained)) in resettle.iter().zip(fresh) {
-                books.position = cuts[i].position.unwrap_or(EventId::ZERO);
-                settled.insert(ids[i].clone(), explained);
-                self.books.insert(ids[i].clone(), books);
+        drop(tx);
+        self.save(redis, &ids, pkeys, cuts).await?;
+        Ok(settled)
+    }
+
+    /// Gives products without books in memory the books of their checkpoint, if any is valid.
+    async fn resume(
+        &mut self,
+        redis: &RedisStore,
+        ids: &[String],
+        pkeys: &[ProductKeys],
+        cuts: &[ProductCut],
+    ) -> Result<()> {
+        if !self.opts.load_checkpoints || self.opts.fresh {
+            return Ok(());
+        }
+        let missing: Vec<usize> = (0..ids.len())
+            .filter(|&i| !self.kept.contains_key(&ids[i]))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let asks: Vec<&ProductKeys> = missing.iter().map(|&i| &pkeys[i]).collect();
+        let found = checkpoint::load_many(redis, &asks)
+            .await
+            .map_err(|e| redis.error(&e))?;
+        for (&i, c) in missing.iter().zip(found) {
+            let Some(c) = c else {
+                continue;
+            };
+            // A checkpoint beyond the cut was written after a newer state than Redis holds.
+            if cuts[i].position.is_some_and(|at| c.books.position <= at) {
+                self.cost.resumed += 1;
+                self.kept.insert(
+                    ids[i].clone(),
+                    Kept {
+                        books: c.books,
+                        since: c.since,
+                    },
+                );
             }
         }
-        if self.since.is_none() {
-            self.since = db_cut::latest_change(&mut tx, &self.activity).await?;
-        }
-        Ok(settled)
+        Ok(())
     }
 
     /// The events of each moving product after its books' position, up to its cut.
@@ -252,7 +357,13 @@ impl Tracker {
     ) -> Result<Vec<Vec<Event>>> {
         let asks: Vec<(&ProductKeys, EventId)> = moving
             .iter()
-            .filter_map(|&i| Some((&pkeys[i], self.books.get(&pkeys[i].product)?.position)))
+            .map(|&i| {
+                let from = self
+                    .kept
+                    .get(&pkeys[i].product)
+                    .map_or(EventId::ZERO, |k| k.books.position);
+                (&pkeys[i], from)
+            })
             .collect();
         let mut out = Vec::with_capacity(moving.len());
         for ((&i, (k, from)), page) in moving
@@ -294,8 +405,8 @@ impl Tracker {
         let now = Utc::now().timestamp_millis();
         let grace = i64::try_from(self.opts.grace.as_millis()).unwrap_or(i64::MAX);
         for &i in moving {
-            if let Some(b) = self.books.get(&ids[i]) {
-                for (rid, u) in &b.unbacked {
+            if let Some(k) = self.kept.get(&ids[i]) {
+                for (rid, u) in &k.books.unbacked {
                     if now - u.since_ms() < grace {
                         young.push(rid.clone());
                     } else {
@@ -311,8 +422,7 @@ impl Tracker {
             old.truncate(OLD_LOOKUPS);
             self.rotation = self.rotation.wrapping_add(OLD_LOOKUPS);
         }
-        let asked: std::collections::HashSet<&str> =
-            young.iter().chain(&old).map(String::as_str).collect();
+        let asked: HashSet<&str> = young.iter().chain(&old).map(String::as_str).collect();
         let mut rids: Vec<&str> = asked.iter().copied().collect();
         rids.extend(returned.iter().map(|(_, r, _)| r.as_str()));
         self.cost.looked_up += rids.len() as u64;
@@ -322,29 +432,32 @@ impl Tracker {
             _ => OrderState::Missing,
         };
         for &i in moving {
-            if let Some(b) = self.books.get_mut(&ids[i]) {
-                let mine: Vec<String> = b
+            if let Some(k) = self.kept.get_mut(&ids[i]) {
+                let mine: Vec<String> = k
+                    .books
                     .unbacked
                     .keys()
                     .filter(|r| asked.contains(r.as_str()))
                     .cloned()
                     .collect();
                 for rid in mine {
-                    b.on_order(&rid, state(&rid, &ids[i]));
+                    k.books.on_order(&rid, state(&rid, &ids[i]));
                 }
             }
         }
         for (i, rid, q) in returned {
-            if let Some(b) = self.books.get_mut(&ids[*i]) {
-                b.on_returned(rid, *q, state(rid, &ids[*i]));
+            if let Some(k) = self.kept.get_mut(&ids[*i]) {
+                k.books.on_returned(rid, *q, state(rid, &ids[*i]));
             }
         }
         Ok(())
     }
 
-    /// Reads the orders that died since the last refresh and moves each backed deduction whose
-    /// order died, and that was not yet returned at the cut, to the unbacked.
-    async fn deaths(
+    /// Reads the orders that changed since the books' watermark. A backed deduction whose
+    /// order died, and that was not returned at the cut, moves to the unbacked (a return on
+    /// its way); a new order of no deduction active at the cut is a sale Redis does not hold.
+    /// Each change is applied idempotently, so the margin read again does no harm.
+    async fn changes(
         &mut self,
         redis: &RedisStore,
         tx: &mut Tx,
@@ -352,15 +465,19 @@ impl Tracker {
         pkeys: &[ProductKeys],
         moving: &[usize],
     ) -> Result<()> {
-        let Some(since) = self.since else {
+        let Some(since) = moving
+            .iter()
+            .filter_map(|&i| self.kept.get(&ids[i]).and_then(|k| k.since))
+            .min()
+        else {
             return Ok(());
         };
         let margin = chrono::Duration::from_std(self.opts.margin).unwrap_or_default();
-        let from = since - margin;
         let mut mark: Option<Mark> = None;
-        let mut all: Vec<Death> = Vec::new();
+        let mut all: Vec<Change> = Vec::new();
         loop {
-            let page = db_cut::deaths_page(tx, &self.activity, from, mark.as_ref()).await?;
+            let page =
+                db_cut::changes_page(tx, &self.activity, since - margin, mark.as_ref()).await?;
             let full = page.len() >= usize::try_from(db_cut::PAGE).unwrap_or(usize::MAX);
             mark = page.last().map(|d| (d.at, d.request_id.clone()));
             all.extend(page);
@@ -368,52 +485,61 @@ impl Tracker {
                 break;
             }
         }
-        self.cost.deaths += all.len() as u64;
+        self.cost.changes += all.len() as u64;
         if let Some(latest) = all.iter().map(|d| d.at).max() {
-            self.since = Some(since.max(latest));
+            for &i in moving {
+                if let Some(k) = self.kept.get_mut(&ids[i]) {
+                    k.since = k.since.max(Some(latest));
+                }
+            }
         }
         let index: HashMap<&str, usize> = moving.iter().map(|&i| (ids[i].as_str(), i)).collect();
-        // Deaths the books cannot place without the request's ledger entry.
-        let mut ask: HashMap<usize, Vec<&Death>> = HashMap::new();
-        for d in &all {
-            let Some(&i) = index.get(d.product.as_str()) else {
+        // Changes the books cannot place without the request's ledger entry.
+        let mut ask: HashMap<usize, Vec<&Change>> = HashMap::new();
+        for c in &all {
+            let Some(&i) = index.get(c.product.as_str()) else {
                 continue;
             };
-            let Some(b) = self.books.get_mut(&ids[i]) else {
+            let Some(k) = self.kept.get_mut(&ids[i]) else {
                 continue;
             };
-            let at_ms = d.at.timestamp_millis();
-            if b.unbacked.contains_key(&d.request_id) || b.unledgered.contains_key(&d.request_id) {
-                b.on_death(&d.request_id, d.quantity, at_ms, None);
-            } else {
-                ask.entry(i).or_default().push(d);
+            let b = &mut k.books;
+            let known =
+                b.unbacked.contains_key(&c.request_id) || b.unledgered.contains_key(&c.request_id);
+            match (c.live, known) {
+                // The lookups placed it already.
+                (true, true) => {}
+                (false, true) => {
+                    b.on_death(&c.request_id, c.quantity, c.at.timestamp_millis(), None);
+                }
+                (_, false) => ask.entry(i).or_default().push(c),
             }
         }
         if ask.is_empty() {
             return Ok(());
         }
-        let order: Vec<(usize, Vec<&Death>)> = ask.into_iter().collect();
+        let order: Vec<(usize, Vec<&Change>)> = ask.into_iter().collect();
         let asks: Vec<(&ProductKeys, Vec<&str>)> = order
             .iter()
-            .map(|(i, ds)| {
+            .map(|(i, cs)| {
                 (
                     &pkeys[*i],
-                    ds.iter().map(|d| d.request_id.as_str()).collect(),
+                    cs.iter().map(|c| c.request_id.as_str()).collect(),
                 )
             })
             .collect();
         let found = ledger::lookup_many(redis, &asks)
             .await
             .map_err(|e| redis.error(&e))?;
-        for ((i, ds), entries) in order.iter().zip(found) {
-            if let Some(b) = self.books.get_mut(&ids[*i]) {
-                for (d, l) in ds.iter().zip(entries) {
-                    b.on_death(
-                        &d.request_id,
-                        d.quantity,
-                        d.at.timestamp_millis(),
-                        l.entry(),
-                    );
+        for ((i, cs), entries) in order.iter().zip(found) {
+            if let Some(k) = self.kept.get_mut(&ids[*i]) {
+                for (c, l) in cs.iter().zip(entries) {
+                    if c.live {
+                        k.books.on_live_order(&c.request_id, c.quantity, l.entry());
+                    } else {
+                        let at = c.at.timestamp_millis();
+                        k.books.on_death(&c.request_id, c.quantity, at, l.entry());
+                    }
                 }
             }
         }
@@ -426,23 +552,16 @@ impl Tracker {
         &mut self,
         redis: &RedisStore,
         tx: &mut Tx,
-        products: &[Product],
-        pkeys: &[ProductKeys],
-        cuts: &[ProductCut],
+        (products, pkeys, cuts): (&[Product], &[ProductKeys], &[ProductCut]),
         moving: &[usize],
     ) -> Result<Vec<usize>> {
-        let sub_products: Vec<Product> = moving.iter().map(|&i| products[i].clone()).collect();
-        let sub_keys: Vec<ProductKeys> = moving.iter().map(|&i| pkeys[i].clone()).collect();
-        let sub_cuts: Vec<ProductCut> = moving.iter().map(|&i| cuts[i].clone()).collect();
-        let whole = moving.len() == products.len();
-        let mut cost = Cost::default();
+        let sub = subset(products, pkeys, cuts, moving);
         let sums = snapshot::sold_at_cut(
             redis,
             tx,
             &self.activity,
-            (&sub_products, &sub_keys, &sub_cuts),
-            whole,
-            &mut cost,
+            (&sub.0, &sub.1, &sub.2),
+            &self.opts.interleave,
         )
         .await?;
         Ok(moving
@@ -450,12 +569,112 @@ impl Tracker {
             .zip(sums)
             .filter(|(i, sum)| {
                 let id = products[**i].product_id.as_str();
-                self.books.get(id).is_none_or(|b| b.live_units != *sum)
+                self.kept.get(id).is_none_or(|k| k.books.live_units != *sum)
             })
             .map(|(i, _)| {
-                tracing::debug!(product = %products[*i].product_id, "live view: live orders differ from the books; settling again");
+                tracing::debug!(product = %products[*i].product_id, "live orders differ from the books; settling again");
                 *i
             })
             .collect())
     }
+
+    /// Settles `which` from scratch in the refresh's snapshot; returns whether each
+    /// product's differences account for its counters.
+    async fn settle(
+        &mut self,
+        redis: &RedisStore,
+        tx: &mut Tx,
+        (products, pkeys, cuts): (&[Product], &[ProductKeys], &[ProductCut]),
+        mut which: Vec<usize>,
+    ) -> Result<HashMap<String, bool>> {
+        let mut out = HashMap::new();
+        if which.is_empty() {
+            return Ok(out);
+        }
+        which.sort_unstable();
+        which.dedup();
+        let sub = subset(products, pkeys, cuts, &which);
+        let mut cost = Cost::default();
+        let fresh = snapshot::settle(
+            redis,
+            tx,
+            &self.activity,
+            (&sub.0, &sub.1, &sub.2),
+            &self.opts.interleave,
+            &mut cost,
+        )
+        .await?;
+        let since = db_cut::latest_change(tx, &self.activity).await?;
+        self.cost.settle = cost;
+        self.cost.settled = which.len() as u64;
+        for (&i, (books, explained)) in which.iter().zip(fresh) {
+            let id = products[i].product_id.to_string();
+            out.insert(id.clone(), explained);
+            // Without a readable cut there is nothing to carry: the next refresh settles again.
+            if cuts[i].position.is_some() && cuts[i].active().is_some() {
+                self.kept.insert(
+                    id,
+                    Kept {
+                        books,
+                        since: since.or(Some(Utc::now())),
+                    },
+                );
+            } else {
+                self.kept.remove(&id);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Saves the books as the products' checkpoints, when due; each expires with its
+    /// product's keys.
+    async fn save(
+        &mut self,
+        redis: &RedisStore,
+        ids: &[String],
+        pkeys: &[ProductKeys],
+        cuts: &[ProductCut],
+    ) -> Result<()> {
+        let Some(every) = self.opts.save_every else {
+            return Ok(());
+        };
+        if redis.read_only() || self.last_save.is_some_and(|t| t.elapsed() < every) {
+            return Ok(());
+        }
+        let saves: Vec<(&ProductKeys, Checkpoint, Option<i64>)> = ids
+            .iter()
+            .zip(pkeys)
+            .zip(cuts)
+            .filter_map(|((id, k), c)| {
+                let kept = self.kept.get(id)?;
+                let checkpoint = Checkpoint {
+                    books: kept.books.clone(),
+                    since: kept.since,
+                };
+                Some((k, checkpoint, c.meta.expire_at))
+            })
+            .collect();
+        // A checkpoint only spares the next reader work: a user allowed only reads (or a
+        // failing node) costs that, not this read.
+        if let Err(e) = checkpoint::save_many(redis, &saves).await {
+            tracing::warn!(error = %crate::redis::describe(&e), "the books were not saved as checkpoints");
+        }
+        self.last_save = Some(Instant::now());
+        Ok(())
+    }
+}
+
+type Subset = (Vec<Product>, Vec<ProductKeys>, Vec<ProductCut>);
+
+fn subset(
+    products: &[Product],
+    pkeys: &[ProductKeys],
+    cuts: &[ProductCut],
+    which: &[usize],
+) -> Subset {
+    (
+        which.iter().map(|&i| products[i].clone()).collect(),
+        which.iter().map(|&i| pkeys[i].clone()).collect(),
+        which.iter().map(|&i| cuts[i].clone()).collect(),
+    )
 }

@@ -140,6 +140,42 @@ pub async fn all_after(
     }
 }
 
+/// For each `(keys, id)`, whether the product's stream still holds the event `id` (a stream
+/// rolled back past it, or lost, does not); pipelined per node. A stream of another type holds
+/// nothing.
+pub async fn exist_many(
+    redis: &RedisStore,
+    asks: &[(&ProductKeys, EventId)],
+) -> Vec<RedisResult<bool>> {
+    let items = asks
+        .iter()
+        .map(|(k, id)| {
+            let at = id.to_string();
+            Keyed::new(
+                &k.events,
+                redis::cmd("XRANGE")
+                    .arg(&k.events)
+                    .arg(&at)
+                    .arg(&at)
+                    .arg("COUNT")
+                    .arg(1)
+                    .clone(),
+            )
+        })
+        .collect();
+    redis
+        .pipeline(items)
+        .await
+        .into_iter()
+        .map(|r| match r {
+            Ok(Value::Array(found)) => Ok(!found.is_empty()),
+            Ok(_) => Ok(false),
+            Err(e) if super::reply::is_wrong_type(&e) => Ok(false),
+            Err(e) => Err(e),
+        })
+        .collect()
+}
+
 /// For each `(keys, before, cut)`, one page of the product's events at or before `cut` and
 /// strictly before `before` (None: from the cut), newest first; pipelined per node.
 pub async fn before_many(

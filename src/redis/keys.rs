@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 pub const DEFAULT_PREFIX: &str = "seckill";
 
 /// The suffixes of one product's keys, in the order the scripts take them as KEYS.
-pub const SUFFIXES: [&str; 5] = ["stock", "meta", "buyers", "ledger", "events"];
+pub const SUFFIXES: [&str; 6] = ["stock", "meta", "buyers", "ledger", "events", "books"];
 
 /// The lock key of the `lock` strategy (dry runs only).
 pub const LOCK_SUFFIX: &str = "lock";
@@ -66,6 +66,7 @@ impl KeySpace {
             buyers: format!("{base}:buyers"),
             ledger: format!("{base}:ledger"),
             events: format!("{base}:events"),
+            books: format!("{base}:books"),
             lock: format!("{base}:{LOCK_SUFFIX}"),
         }
     }
@@ -104,6 +105,9 @@ pub struct ProductKeys {
     /// Stream: every change of the product's books in order (deductions, returns, the
     /// console's corrections); the index the console reads big histories from, in pages.
     pub events: String,
+    /// Hash: the console's checkpoint of the product's books (what it had reconciled, and
+    /// up to where); written by the console only, read by the next console to start there.
+    pub books: String,
     /// String: the lock of the `lock` strategy (dry runs only; app servers never use it).
     pub lock: String,
 }

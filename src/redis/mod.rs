@@ -2,6 +2,7 @@
 //! (`--redis-cluster`), routes each command by its key's slot, pipelines per node, runs the
 //! scripts with EVALSHA and reloads them on NOSCRIPT.
 
+pub mod checkpoint;
 pub mod cut;
 pub mod events;
 pub mod keys;

@@ -65,7 +65,7 @@ pub fn spawn(
     // keeps the books between refreshes, so a refresh reads what changed, not what was sold.
     {
         let (s, tx, opts, keys) = (services.clone(), tx.clone(), opts.clone(), keys.clone());
-        let trackers = Trackers::default();
+        let trackers = Trackers::new(config.read_only);
         tasks.push(tokio::spawn(every(refresh, wake.clone(), move |current| {
             let (s, tx, opts, keys) = (s.clone(), tx.clone(), opts.clone(), keys.clone());
             let trackers = trackers.clone();
@@ -104,7 +104,7 @@ pub fn spawn(
     {
         let (s, tx, opts, keys) = (services.clone(), tx.clone(), opts.clone(), keys.clone());
         let period = refresh.max(Duration::from_secs(5));
-        let trackers = Trackers::default();
+        let trackers = Trackers::new(config.read_only);
         tasks.push(tokio::spawn(every(period, wake.clone(), move |current| {
             let (s, tx, opts, keys) = (s.clone(), tx.clone(), opts.clone(), keys.clone());
             let trackers = trackers.clone();
@@ -211,27 +211,40 @@ where
 
 /// The trackers of the activities a poller follows, shared between its polls. A poll takes an
 /// activity's tracker out and puts it back when it finished.
-#[derive(Clone, Default)]
-struct Trackers(Arc<std::sync::Mutex<HashMap<ActivityId, Tracker>>>);
+#[derive(Clone)]
+struct Trackers {
+    kept: Arc<std::sync::Mutex<HashMap<ActivityId, Tracker>>>,
+    /// A read-only console keeps its books in memory only.
+    read_only: bool,
+}
 
 impl Trackers {
+    fn new(read_only: bool) -> Self {
+        Trackers {
+            kept: Arc::default(),
+            read_only,
+        }
+    }
+
     fn take(&self, id: &ActivityId, grace: Duration) -> Tracker {
-        self.0
+        self.kept
             .lock()
             .ok()
             .and_then(|mut m| m.remove(id))
-            .unwrap_or_else(|| Tracker::new(id.clone(), TrackerOptions::new(grace)))
+            .unwrap_or_else(|| {
+                Tracker::new(id.clone(), TrackerOptions::live(grace, self.read_only))
+            })
     }
 
     fn keep(&self, t: Tracker) {
-        if let Ok(mut m) = self.0.lock() {
+        if let Ok(mut m) = self.kept.lock() {
             m.insert(t.activity().clone(), t);
         }
     }
 
     /// Forgets the trackers of activities not in `ids`.
     fn retain(&self, ids: &[ActivityId]) {
-        if let Ok(mut m) = self.0.lock() {
+        if let Ok(mut m) = self.kept.lock() {
             m.retain(|id, _| ids.contains(id));
         }
     }

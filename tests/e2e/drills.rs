@@ -2,6 +2,7 @@
 //! console shows and fixes. Each ends with the books checked: units sold in the database plus
 //! Redis remaining plus in-flight equals initial, and nothing is oversold.
 
+use crate::harness::cli::finish;
 use crate::harness::fixtures::ledger_entries;
 use crate::harness::fixtures::{buy, import, live_window, product_keys, redis_cmd};
 use crate::harness::proxy::{Mode, Proxy};
@@ -10,7 +11,6 @@ use crate::harness::{RedisServer, Run, TestDb, console};
 use crate::preheat::dump_activity;
 use seckill_console::redis::cut;
 use serde_json::Value as Json;
-use crate::harness::cli::finish;
 use std::process::Child;
 use std::time::{Duration, Instant};
 

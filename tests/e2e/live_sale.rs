@@ -146,11 +146,7 @@ fn no_false_drift(sale: &Sale, what: &str) {
         scope.spawn(|| {
             while running.load(Ordering::Relaxed) {
                 let p = sale.run(&["--json", "preheat", "live", "--force"]);
-                let doc = if p.code == 0 {
-                    p.json()
-                } else {
-                    Json::Null
-                };
+                let doc = if p.code == 0 { p.json() } else { Json::Null };
                 if doc["decision"] != "go" || doc["written"] != 0 {
                     repairs.lock().expect("lock").push(p.all_output());
                 }
@@ -179,7 +175,10 @@ fn no_false_drift(sale: &Sale, what: &str) {
         "{what}: {} of {samples} snapshots showed a drift that is not there: {false_drifts:?}",
         false_drifts.len()
     );
-    assert!(in_flight_seen > 0, "{what}: no sample caught a deduction in flight");
+    assert!(
+        in_flight_seen > 0,
+        "{what}: no sample caught a deduction in flight"
+    );
     let repairs = repairs.into_inner().expect("lock");
     assert!(
         repairs.is_empty(),

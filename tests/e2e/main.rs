@@ -11,6 +11,7 @@ mod drills;
 mod live_sale;
 mod lua_contract;
 mod malformed;
+mod model;
 mod preheat;
 mod reconcile;
 mod security;

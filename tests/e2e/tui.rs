@@ -155,10 +155,14 @@ fn key_action(code: crossterm::event::KeyCode) -> seckill_console::tui::Action {
 }
 
 /// Every key of the live activity and their values (stock, meta, buyers, ledger).
+/// The live activity's keys and their values. The console's checkpoints (`:books`, its own
+/// bookkeeping, saved by the live view as it watches) are left out: the sale's keys are what
+/// a dry run must not touch.
 fn live_keys(redis: &RedisServer) -> Vec<(String, String)> {
     let mut keys: Vec<String> = redis
         .cli(&["--scan", "--pattern", "seckill:*"])
         .lines()
+        .filter(|k| !k.ends_with(":books"))
         .map(str::to_string)
         .collect();
     keys.sort();

@@ -1,0 +1,275 @@
+//! The console's checkpoint of a product's books, kept under the product's hash tag so that it
+//! lives, fails over and rolls back with the keys it describes. A console starts from it and
+//! reads only what happened since, instead of the whole sale.
+//!
+//! `<prefix>:{A:P}:books`, a hash: `pos` (the cut, an event id), `live` (units of live orders
+//! at the cut), `since` (the database time the feed of changed orders continues from, ms),
+//! `saved` (ms), then `u|<request>` = `<units>|<deduction ms>|<death ms or ->` per unbacked
+//! deduction and `v|<request>` = `<units>` per unledgered order. Read in HSCAN pages; written
+//! to a key of its own and renamed over the old one, so a reader never sees half of one.
+
+use super::reply::{bytes, pairs};
+use super::{Keyed, ProductKeys, RedisStore};
+use crate::domain::books::{Books, Unbacked};
+use crate::domain::events::EventId;
+use chrono::{DateTime, TimeZone, Utc};
+use redis::{RedisResult, Value};
+
+/// Fields per HSET of a save, and the COUNT hint of a load's HSCAN.
+const CHUNK: usize = 500;
+
+/// A checkpoint as stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Checkpoint {
+    pub books: Books,
+    /// Where the feed of changed orders continues (the database's clock).
+    pub since: Option<DateTime<Utc>>,
+}
+
+fn parse_unbacked(v: &str) -> Option<Unbacked> {
+    let mut parts = v.split('|');
+    let quantity = parts.next()?.parse().ok()?;
+    let at_ms = parts.next()?.parse().ok()?;
+    let dead_at_ms = match parts.next()? {
+        "-" => None,
+        d => Some(d.parse().ok()?),
+    };
+    Some(Unbacked {
+        quantity,
+        at_ms,
+        dead_at_ms,
+    })
+}
+
+/// Builds a checkpoint from its fields; None when any does not parse (it is then ignored).
+pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
+    let mut books = Books::default();
+    let (mut pos, mut live, mut since) = (None, None, None);
+    for (k, v) in fields {
+        let k = std::str::from_utf8(k).ok()?;
+        let v = std::str::from_utf8(v).ok()?;
+        match k {
+            "pos" => pos = Some(EventId::parse(v)?),
+            "live" => live = Some(v.parse().ok()?),
+            "since" if v.is_empty() => {}
+            "since" => since = Some(Utc.timestamp_millis_opt(v.parse().ok()?).single()?),
+            "saved" => {}
+            _ => match k.split_once('|') {
+                Some(("u", rid)) if !rid.is_empty() => {
+                    books.unbacked.insert(rid.to_string(), parse_unbacked(v)?);
+                }
+                Some(("v", rid)) if !rid.is_empty() => {
+                    books.unledgered.insert(rid.to_string(), v.parse().ok()?);
+                }
+                _ => return None,
+            },
+        }
+    }
+    books.position = pos?;
+    books.live_units = live?;
+    Some(Checkpoint { books, since })
+}
+
+/// The fields of a checkpoint.
+pub fn to_fields(c: &Checkpoint, saved_ms: i64) -> Vec<(String, String)> {
+    let b = &c.books;
+    let mut out = Vec::with_capacity(4 + b.unbacked.len() + b.unledgered.len());
+    out.push(("pos".into(), b.position.to_string()));
+    out.push(("live".into(), b.live_units.to_string()));
+    out.push((
+        "since".into(),
+        c.since
+            .map(|t| t.timestamp_millis().to_string())
+            .unwrap_or_default(),
+    ));
+    out.push(("saved".into(), saved_ms.to_string()));
+    for (rid, u) in &b.unbacked {
+        let dead = u
+            .dead_at_ms
+            .map_or_else(|| "-".to_string(), |d| d.to_string());
+        out.push((
+            format!("u|{rid}"),
+            format!("{}|{}|{dead}", u.quantity, u.at_ms),
+        ));
+    }
+    for (rid, q) in &b.unledgered {
+        out.push((format!("v|{rid}"), q.to_string()));
+    }
+    out
+}
+
+fn hscan(k: &ProductKeys, cursor: u64) -> Keyed {
+    Keyed::new(
+        &k.books,
+        redis::cmd("HSCAN")
+            .arg(&k.books)
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(CHUNK)
+            .clone(),
+    )
+}
+
+/// Field/value pairs of a hash.
+type Fields = Vec<(Vec<u8>, Vec<u8>)>;
+
+/// One HSCAN reply: the next cursor and the fields; None for a key of another type.
+fn scanned(r: RedisResult<Value>) -> RedisResult<Option<(u64, Fields)>> {
+    let v = match r {
+        Ok(v) => v,
+        Err(e) if super::reply::is_wrong_type(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    };
+    let Value::Array(parts) = v else {
+        return Ok(None);
+    };
+    let cursor = parts
+        .first()
+        .and_then(bytes)
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    Ok(Some((cursor, parts.get(1).map(pairs).unwrap_or_default())))
+}
+
+/// Reads the checkpoint of each product and keeps those still valid: the event they stand at
+/// is in the stream (a stream rolled back past it, or lost, makes it useless). The first
+/// HSCAN page of every product goes in one pipeline; bigger checkpoints are read on, page by
+/// page.
+pub async fn load_many(
+    redis: &RedisStore,
+    keys: &[&ProductKeys],
+) -> RedisResult<Vec<Option<Checkpoint>>> {
+    let first = redis
+        .pipeline(keys.iter().map(|k| hscan(k, 0)).collect())
+        .await;
+    let mut parsed: Vec<Option<Checkpoint>> = Vec::with_capacity(keys.len());
+    for (k, r) in keys.iter().zip(first) {
+        let Some((mut cursor, mut fields)) = scanned(r)? else {
+            parsed.push(None);
+            continue;
+        };
+        while cursor != 0 {
+            let r = redis.pipeline(vec![hscan(k, cursor)]).await.pop();
+            let Some((next, more)) = scanned(r.unwrap_or(Ok(Value::Nil)))? else {
+                break;
+            };
+            fields.extend(more);
+            cursor = next;
+        }
+        // HSCAN may repeat a field; every value is the one write's.
+        fields.sort_by(|a, b| a.0.cmp(&b.0));
+        fields.dedup_by(|a, b| a.0 == b.0);
+        parsed.push(from_fields(&fields).filter(|c| c.books.position != EventId::ZERO));
+    }
+    let asks: Vec<(&ProductKeys, EventId)> = keys
+        .iter()
+        .zip(&parsed)
+        .map(|(k, c)| (*k, c.as_ref().map_or(EventId::ZERO, |c| c.books.position)))
+        .collect();
+    let mut out = Vec::with_capacity(keys.len());
+    for (c, found) in parsed
+        .into_iter()
+        .zip(super::events::exist_many(redis, &asks).await)
+    {
+        let found = found?;
+        out.push(c.filter(|_| found));
+    }
+    Ok(out)
+}
+
+/// Writes each product's checkpoint: into a key of this save's own, then renamed over the
+/// old one (a reader sees the old or the new, never a mix), with the product's expiry.
+pub async fn save_many(
+    redis: &RedisStore,
+    saves: &[(&ProductKeys, Checkpoint, Option<i64>)],
+) -> RedisResult<()> {
+    let now = Utc::now().timestamp_millis();
+    let nonce = format!("{:x}", now ^ i64::from(std::process::id()));
+    let mut fill: Vec<Keyed> = Vec::new();
+    let mut swap: Vec<Keyed> = Vec::new();
+    let mut expire: Vec<Keyed> = Vec::new();
+    for (k, c, expire_at) in saves {
+        let tmp = format!("{}-{nonce}", k.books);
+        for chunk in to_fields(c, now).chunks(CHUNK) {
+            let mut cmd = redis::cmd("HSET");
+            cmd.arg(&tmp);
+            for (f, v) in chunk {
+                cmd.arg(f).arg(v);
+            }
+            fill.push(Keyed::new(&tmp, cmd));
+        }
+        // A save that stops half way leaves nothing behind for long.
+        fill.push(Keyed::new(
+            &tmp,
+            redis::cmd("PEXPIRE").arg(&tmp).arg(60_000).clone(),
+        ));
+        swap.push(Keyed::new(
+            &tmp,
+            redis::cmd("RENAME").arg(&tmp).arg(&k.books).clone(),
+        ));
+        expire.push(Keyed::new(
+            &k.books,
+            match expire_at {
+                Some(t) => redis::cmd("PEXPIREAT").arg(&k.books).arg(t).clone(),
+                None => redis::cmd("PERSIST").arg(&k.books).clone(),
+            },
+        ));
+    }
+    for r in redis.pipeline(fill).await {
+        r?;
+    }
+    // Each step only once the one before is done: the pipelines of one node may be sent
+    // concurrently.
+    for step in [swap, expire] {
+        for r in redis.pipeline(step).await {
+            r?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_checkpoint_round_trips() {
+        let mut books = Books {
+            position: EventId { ms: 7, seq: 2 },
+            live_units: 41,
+            ..Books::default()
+        };
+        books.unbacked.insert(
+            "fly|1".into(),
+            Unbacked {
+                quantity: 2,
+                at_ms: 5,
+                dead_at_ms: None,
+            },
+        );
+        books.unbacked.insert(
+            "gone".into(),
+            Unbacked {
+                quantity: 1,
+                at_ms: 3,
+                dead_at_ms: Some(6),
+            },
+        );
+        books.unledgered.insert("lost".into(), 3);
+        let c = Checkpoint {
+            books,
+            since: Utc.timestamp_millis_opt(1_700_000_000_123).single(),
+        };
+        let fields: Vec<(Vec<u8>, Vec<u8>)> = to_fields(&c, 9)
+            .into_iter()
+            .map(|(k, v)| (k.into_bytes(), v.into_bytes()))
+            .collect();
+        assert_eq!(from_fields(&fields), Some(c));
+        // Anything unreadable makes the whole checkpoint unusable, not half of it.
+        let mut bad = fields.clone();
+        bad.push((b"u|x".to_vec(), b"1|oops|-".to_vec()));
+        assert_eq!(from_fields(&bad), None);
+        assert_eq!(from_fields(&fields[1..]), None);
+    }
+}
