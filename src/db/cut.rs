@@ -143,8 +143,11 @@ fn live_page_sql(activity: &ActivityId, product: &str, mark: Option<&Mark>) -> (
          WHERE activity_id = ? AND product_id = ? AND {LIVE_SQL}"
     );
     let mut args = vec![Arg::from(activity.as_str()), Arg::from(product)];
+    // The first condition bounds the index range (an OR alone makes some planners scan from
+    // the start for every page); the second skips the rows of the mark's own instant already
+    // read.
     if let Some((at, rid)) = mark {
-        sql.push_str(" AND (created_at < ? OR (created_at = ? AND request_id < ?))");
+        sql.push_str(" AND created_at <= ? AND (created_at < ? OR request_id < ?)");
         args.extend([Arg::Time(*at), Arg::Time(*at), Arg::from(rid.as_str())]);
     }
     sql.push_str(&format!(
@@ -188,7 +191,9 @@ pub struct Change {
     pub request_id: String,
     pub quantity: i64,
     pub live: bool,
+    /// When the order changed (`updated_at`) and when it was written (`created_at`).
     pub at: DateTime<Utc>,
+    pub created: DateTime<Utc>,
 }
 
 /// One page of the activity's orders that changed at or after `since` (oldest change first),
@@ -199,28 +204,32 @@ pub async fn changes_page(
     since: DateTime<Utc>,
     mark: Option<&Mark>,
 ) -> Result<Vec<Change>> {
-    let mut sql = "SELECT product_id, request_id, quantity, status, updated_at FROM seckill_order \
-         WHERE activity_id = ? AND updated_at >= ?"
+    let mut sql = "SELECT product_id, request_id, quantity, status, updated_at, created_at \
+         FROM seckill_order WHERE activity_id = ? AND updated_at >= ?"
         .to_string();
     let mut args = vec![Arg::from(activity.as_str()), Arg::Time(since)];
     if let Some((at, rid)) = mark {
-        sql.push_str(" AND (updated_at > ? OR (updated_at = ? AND request_id > ?))");
+        sql.push_str(" AND updated_at >= ? AND (updated_at > ? OR request_id > ?)");
         args.extend([Arg::Time(*at), Arg::Time(*at), Arg::from(rid.as_str())]);
     }
     sql.push_str(&format!(" ORDER BY updated_at, request_id LIMIT {PAGE}"));
-    let rows: Vec<(String, String, i64, String, DateTime<Utc>)> = tx
+    type Row = (String, String, i64, String, DateTime<Utc>, DateTime<Utc>);
+    let rows: Vec<Row> = tx
         .fetch_all_as(&sql, &args)
         .await
         .map_err(|e| tx.db().error(&e))?;
     Ok(rows
         .into_iter()
-        .map(|(product, request_id, quantity, status, at)| Change {
-            product,
-            request_id,
-            quantity,
-            live: LIVE_STATUSES.contains(&status.as_str()),
-            at,
-        })
+        .map(
+            |(product, request_id, quantity, status, at, created)| Change {
+                product,
+                request_id,
+                quantity,
+                live: LIVE_STATUSES.contains(&status.as_str()),
+                at,
+                created,
+            },
+        )
         .collect())
 }
 

@@ -246,25 +246,42 @@ impl Db {
     }
 }
 
-/// Count and age of the `pending` rows of an activity in a queue table (compensation, outbox).
+/// Count and age of the `pending` rows of an activity in a queue table (compensation,
+/// outbox): the count stops at [`QUEUE_COUNT_CAP`], the age is one seek along the index on
+/// `(activity_id, status, created_at)`, so a backed-up queue costs no more than a short one.
 pub(crate) async fn pending_summary(
     db: &Db,
     table: &'static str,
     activity: &crate::domain::ActivityId,
 ) -> Result<crate::domain::alerts::QueueSummary> {
-    let row: Option<(i64, Option<chrono::DateTime<chrono::Utc>>)> = db
+    use crate::domain::alerts::{QUEUE_COUNT_CAP, QueueSummary};
+    let args = [Arg::from(activity.as_str())];
+    let counted: Option<(i64,)> = db
         .fetch_optional_as(
             &format!(
-                "SELECT COUNT(*), MIN(created_at) FROM {table} WHERE activity_id = ? AND status = 'pending'"
+                "SELECT COUNT(*) FROM (SELECT 1 AS one FROM {table} WHERE activity_id = ? \
+                 AND status = 'pending' LIMIT {}) capped",
+                QUEUE_COUNT_CAP + 1
             ),
-            &[activity.as_str().into()],
+            &args,
         )
         .await
         .map_err(|e| db.error(&e))?;
-    let (pending, oldest) = row.unwrap_or((0, None));
-    Ok(crate::domain::alerts::QueueSummary {
-        pending,
-        oldest_secs: oldest.map(|t| (chrono::Utc::now() - t).num_seconds().max(0)),
+    let oldest: Option<(chrono::DateTime<chrono::Utc>,)> = db
+        .fetch_optional_as(
+            &format!(
+                "SELECT created_at FROM {table} WHERE activity_id = ? AND status = 'pending' \
+                 ORDER BY created_at LIMIT 1"
+            ),
+            &args,
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+    let counted = counted.map_or(0, |(n,)| n);
+    Ok(QueueSummary {
+        pending: counted.min(QUEUE_COUNT_CAP),
+        more: counted > QUEUE_COUNT_CAP,
+        oldest_secs: oldest.map(|(t,)| (chrono::Utc::now() - t).num_seconds().max(0)),
     })
 }
 

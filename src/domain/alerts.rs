@@ -60,9 +60,44 @@ pub struct Alert {
 /// The pending items of a queue (compensation entries, outbox messages).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct QueueSummary {
+    /// Pending items, counted up to [`QUEUE_COUNT_CAP`] (then "at least").
     pub pending: i64,
+    /// True when there are more pending items than were counted.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub more: bool,
     /// Age of the oldest pending item.
     pub oldest_secs: Option<i64>,
+}
+
+/// Pending items a summary counts at most: a queue that backs up during a sale must not make
+/// every refresh count a million rows.
+pub const QUEUE_COUNT_CAP: i64 = 10_000;
+
+/// What a drift is made of (`drift = offset - orphaned + unledgered`), for the operator.
+fn drift_causes(p: &ProductStatus) -> String {
+    let mut parts = Vec::new();
+    if let Some(x) = p.offset.filter(|x| *x != 0) {
+        parts.push(format!(
+            "the stock is {x:+} off its own counters (a write outside the scripts)"
+        ));
+    }
+    if p.unledgered > 0 {
+        parts.push(format!(
+            "{} unit(s) of live orders have no deduction in Redis (lost in a restart or failover)",
+            p.unledgered
+        ));
+    }
+    if p.orphaned > 0 {
+        parts.push(format!(
+            "{} unit(s) deducted with no order past the grace window",
+            p.orphaned
+        ));
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("; {}", parts.join("; "))
+    }
 }
 
 /// Alerts for products: one per product that is not ok (and one more for orphaned stock).
@@ -117,10 +152,11 @@ pub fn product_alerts(products: &[ProductStatus]) -> Vec<Alert> {
                     AlertKind::Drift,
                     severity,
                     format!(
-                        "{} drifts {drift:+} ({what}): Redis {} vs database truth {}",
+                        "{} drifts {drift:+} ({what}): Redis {} vs database truth {}{}",
                         p.product,
                         p.redis_remaining.unwrap_or_default(),
-                        p.expected_remaining
+                        p.expected_remaining,
+                        drift_causes(p)
                     ),
                 ));
             }
@@ -153,7 +189,11 @@ pub fn queue_alert(
         severity: Severity::Warning,
         product: None,
         node: None,
-        message: format!("{} {what} pending, the oldest for {oldest} s", q.pending),
+        message: format!(
+            "{}{} {what} pending, the oldest for {oldest} s",
+            if q.more { "more than " } else { "" },
+            q.pending
+        ),
         age_secs: Some(oldest),
     })
 }
@@ -212,6 +252,7 @@ mod tests {
     fn queue_alerts_respect_the_threshold() {
         let q = QueueSummary {
             pending: 2,
+            more: false,
             oldest_secs: Some(40),
         };
         assert!(

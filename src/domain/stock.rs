@@ -218,41 +218,6 @@ impl LedgerEntry {
     }
 }
 
-/// Deductions the ledger holds that no live order backs, split by age.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Unbacked {
-    pub in_flight: i64,
-    pub orphaned: i64,
-    /// Request ids of the orphaned deductions, oldest first.
-    pub orphans: Vec<String>,
-}
-
-/// Classifies active ledger entries without a live order: younger than `grace_ms` they are in
-/// flight (the order is on its way), older they are orphaned (stock that leaked).
-pub fn unbacked<'a>(
-    entries: impl IntoIterator<Item = &'a LedgerEntry>,
-    has_live_order: impl Fn(&str) -> bool,
-    now_ms: i64,
-    grace_ms: i64,
-) -> Unbacked {
-    let mut out = Unbacked::default();
-    let mut orphans: Vec<(i64, String)> = Vec::new();
-    for e in entries {
-        if e.returned || has_live_order(&e.request_id) {
-            continue;
-        }
-        if now_ms - e.at_ms() < grace_ms {
-            out.in_flight += e.quantity;
-        } else {
-            out.orphaned += e.quantity;
-            orphans.push((e.at_ms(), e.request_id.clone()));
-        }
-    }
-    orphans.sort();
-    out.orphans = orphans.into_iter().map(|(_, r)| r).collect();
-    out
-}
-
 /// The database truth of one product.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct Truth {
@@ -519,25 +484,6 @@ mod tests {
         ] {
             assert!(LedgerEntry::parse("r", bad).is_none(), "{bad:?}");
         }
-    }
-
-    #[test]
-    fn unbacked_splits_by_age() {
-        let entries = vec![
-            LedgerEntry::parse("ordered", b"d|1|0|9|a").expect("valid"),
-            LedgerEntry::parse("young", b"d|2|95000|7|b").expect("valid"),
-            LedgerEntry::parse("old", b"d|3|1000|4|c").expect("valid"),
-            LedgerEntry::parse("back", b"r|5|1000|4|d").expect("valid"),
-        ];
-        let u = unbacked(&entries, |r| r == "ordered", 100_000, 60_000);
-        assert_eq!(
-            u,
-            Unbacked {
-                in_flight: 2,
-                orphaned: 3,
-                orphans: vec!["old".into()]
-            }
-        );
     }
 
     proptest::proptest! {

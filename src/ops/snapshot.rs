@@ -15,7 +15,7 @@ use crate::db::cut::{self as db_cut, Mark};
 use crate::db::{Db, Tx, activity as activities};
 use crate::domain::books::{Books, Candidate, Next, OrderState, Settle, Split};
 use crate::domain::events::EventId;
-use crate::domain::stock::{ProductStatus, Truth};
+use crate::domain::stock::{LedgerEntry, ProductStatus, Truth};
 use crate::domain::{Activity, ActivityId, Product};
 use crate::error::{Error, Result};
 use crate::redis::cut::ProductCut;
@@ -379,9 +379,9 @@ async fn late_units(
         .collect())
 }
 
-/// Runs every product's search for differences, in lockstep rounds: one pipelined page of
-/// events for every product that wants one and one lookup of all their candidates per round;
-/// ledger and order pages, rarely wanted, per product.
+/// Runs every product's settle, in lockstep rounds: one pipelined page of events for every
+/// product that wants one and one lookup of all their candidates per round; pages of orders
+/// and of the ledger, and the check of the unmatched orders, per product.
 pub(crate) async fn run(
     redis: &RedisStore,
     tx: &mut Tx,
@@ -395,23 +395,34 @@ pub(crate) async fn run(
     let mut marks: Vec<Option<Mark>> = vec![None; settles.len()];
     loop {
         hook.at(Stage::Round).await;
-        let mut want_events = Vec::new();
-        let mut want_ledger = Vec::new();
-        let mut want_orders = Vec::new();
+        let mut want: HashMap<Next, Vec<usize>> = HashMap::new();
         for (i, s) in settles.iter().enumerate() {
-            match s.as_ref().map(Settle::next) {
-                Some(Next::Events) => want_events.push(i),
-                Some(Next::Ledger) => want_ledger.push(i),
-                Some(Next::Orders) => want_orders.push(i),
-                Some(Next::Done) | None => {}
+            if let Some(next) = s.as_ref().map(Settle::next)
+                && next != Next::Done
+            {
+                want.entry(next).or_default().push(i);
             }
         }
-        if want_events.is_empty() && want_ledger.is_empty() && want_orders.is_empty() {
+        if want.is_empty() {
+            cost.scanned = settles.iter().flatten().map(|s| s.read).sum();
             return Ok(());
+        }
+        for &i in want.get(&Next::Orders).into_iter().flatten() {
+            let rows = db_cut::live_page(tx, activity, ids[i], marks[i].as_ref()).await?;
+            let exhausted = rows.len() < usize::try_from(db_cut::PAGE).unwrap_or(usize::MAX);
+            marks[i] = rows.last().map(|o| o.mark.clone());
+            let page: Vec<(String, i64)> = rows
+                .into_iter()
+                .map(|o| (o.request_id, o.quantity))
+                .collect();
+            if let Some(s) = settles[i].as_mut() {
+                s.on_orders(&page, exhausted);
+            }
         }
 
         let mut candidates: Vec<(usize, Candidate)> = Vec::new();
-        let asks: Vec<(&ProductKeys, Option<EventId>, EventId)> = want_events
+        let events_for: Vec<usize> = want.get(&Next::Events).cloned().unwrap_or_default();
+        let asks: Vec<(&ProductKeys, Option<EventId>, EventId)> = events_for
             .iter()
             .filter_map(|&i| {
                 let s = settles[i].as_ref()?;
@@ -419,14 +430,14 @@ pub(crate) async fn run(
             })
             .collect();
         let pages = events::before_many(redis, &asks, PAGE).await;
-        for (&i, page) in want_events.iter().zip(pages) {
+        for (&i, page) in events_for.iter().zip(pages) {
             let page = page.map_err(|e| redis.error(&e))?;
             if let Some(s) = settles[i].as_mut() {
                 let found = s.on_events(&page.events, page.last, !page.more);
                 candidates.extend(found.into_iter().map(|c| (i, c)));
             }
         }
-        for &i in &want_ledger {
+        for &i in want.get(&Next::Ledger).into_iter().flatten() {
             let page = ledger::scan_page(redis, &keys[i], hscan[i])
                 .await
                 .map_err(|e| redis.error(&e))?;
@@ -437,52 +448,58 @@ pub(crate) async fn run(
                 candidates.extend(found.into_iter().map(|c| (i, c)));
             }
         }
-        let asked: Vec<usize> = want_events.iter().chain(&want_ledger).copied().collect();
-        look_up(tx, activity, ids, &candidates, &asked, settles, cost).await?;
+        look_up(tx, activity, ids, &candidates, settles, cost).await?;
 
-        for &i in &want_orders {
-            let Some(s) = settles[i].as_mut() else {
-                continue;
-            };
-            let rows = db_cut::live_page(tx, activity, ids[i], marks[i].as_ref()).await?;
-            let exhausted = rows.len() < usize::try_from(db_cut::PAGE).unwrap_or(usize::MAX);
-            marks[i] = rows.last().map(|o| o.mark.clone());
-            let rids: Vec<&str> = rows.iter().map(|o| o.request_id.as_str()).collect();
-            let found = ledger::lookup_many(redis, &[(&keys[i], rids)])
-                .await
-                .map_err(|e| redis.error(&e))?
-                .pop()
-                .unwrap_or_default();
-            let page: Vec<(String, i64, Option<_>)> = rows
+        let confirm: Vec<usize> = want.get(&Next::Confirm).cloned().unwrap_or_default();
+        let lists: Vec<Vec<(String, i64)>> = confirm
+            .iter()
+            .map(|&i| {
+                settles[i]
+                    .as_ref()
+                    .map(Settle::unmatched)
+                    .unwrap_or_default()
+            })
+            .collect();
+        let asks: Vec<(&ProductKeys, Vec<&str>)> = confirm
+            .iter()
+            .zip(&lists)
+            .map(|(&i, l)| (&keys[i], l.iter().map(|(r, _)| r.as_str()).collect()))
+            .collect();
+        let found = ledger::lookup_many(redis, &asks)
+            .await
+            .map_err(|e| redis.error(&e))?;
+        for ((&i, list), entries) in confirm.iter().zip(lists).zip(found) {
+            let page: Vec<(String, i64, Option<LedgerEntry>)> = list
                 .into_iter()
-                .zip(found.into_iter().chain(std::iter::repeat(Lookup::Absent)))
-                .map(|(o, l)| (o.request_id, o.quantity, l.into_entry()))
+                .zip(entries.into_iter().chain(std::iter::repeat(Lookup::Absent)))
+                .map(|((r, q), l)| (r, q, l.into_entry()))
                 .collect();
-            s.on_orders(&page, exhausted);
+            if let Some(s) = settles[i].as_mut() {
+                s.on_confirm(&page);
+            }
         }
     }
 }
 
-/// Looks up every candidate of one round in the snapshot and hands each product its answers
-/// (every product that read a page gets its call, so a page that found nothing counts as
-/// clean).
+/// Looks up every candidate of one round in the snapshot and hands each product its answers.
 async fn look_up(
     tx: &mut Tx,
     activity: &ActivityId,
     ids: &[&str],
     candidates: &[(usize, Candidate)],
-    asked: &[usize],
     settles: &mut [Option<Settle>],
     cost: &mut Cost,
 ) -> Result<()> {
+    if candidates.is_empty() {
+        return Ok(());
+    }
     let rids: Vec<&str> = candidates
         .iter()
         .map(|(_, c)| c.request_id.as_str())
         .collect();
     cost.looked_up += rids.len() as u64;
     let found = db_cut::lookup(tx, activity, &rids).await?;
-    let mut per: HashMap<usize, Vec<(Candidate, OrderState)>> =
-        asked.iter().map(|&i| (i, Vec::new())).collect();
+    let mut per: HashMap<usize, Vec<(Candidate, OrderState)>> = HashMap::new();
     for (i, c) in candidates {
         // An order of the same request id in another product backs nothing here.
         let state = match found.get(&c.request_id) {
@@ -496,6 +513,5 @@ async fn look_up(
             s.on_candidates(&answers);
         }
     }
-    cost.scanned = settles.iter().flatten().map(|s| s.read).sum();
     Ok(())
 }

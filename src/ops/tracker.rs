@@ -24,18 +24,17 @@ use crate::domain::books::{Books, OrderState};
 use crate::domain::events::{Event, EventId};
 use crate::domain::{ActivityId, Product};
 use crate::error::Result;
-use crate::redis::checkpoint::{self, Checkpoint};
+use crate::redis::checkpoint::{self, Checkpoint, Feed};
 use crate::redis::cut::{self, ProductCut};
 use crate::redis::events::{self, PAGE};
 use crate::redis::ledger;
 use crate::redis::{KeySpace, ProductKeys, RedisStore};
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{TimeZone, Utc};
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-/// Unbacked deductions older than the grace window looked up per refresh at most (an incident
-/// with many orphans costs a bounded amount per refresh; each is looked up in turn).
-const OLD_LOOKUPS: usize = 2000;
+/// Differences (unbacked deductions and unledgered orders) a checkpoint holds at most.
+const MAX_SAVED: usize = 10_000;
 
 /// How a tracker reads and keeps its books.
 #[derive(Clone, Debug)]
@@ -104,7 +103,7 @@ pub struct RefreshCost {
 #[derive(Clone, Debug)]
 struct Kept {
     books: Books,
-    since: Option<DateTime<Utc>>,
+    feed: Option<Feed>,
 }
 
 /// The books of one activity between refreshes.
@@ -114,8 +113,8 @@ pub struct Tracker {
     kept: HashMap<String, Kept>,
     last_verify: Option<Instant>,
     last_save: Option<Instant>,
-    /// Where the rotation of old unbacked lookups stands.
-    rotation: usize,
+    /// Changes (request, updated_at in µs) applied and still inside the feed's margin.
+    processed: HashSet<(String, i64)>,
     /// What the last refresh read.
     pub cost: RefreshCost,
 }
@@ -128,7 +127,7 @@ impl Tracker {
             kept: HashMap::new(),
             last_verify: None,
             last_save: None,
-            rotation: 0,
+            processed: HashSet::new(),
             cost: RefreshCost::default(),
         }
     }
@@ -230,7 +229,7 @@ impl Tracker {
         let mut moving: Vec<usize> = Vec::new();
         for (i, (id, c)) in ids.iter().zip(cuts).enumerate() {
             match (self.kept.get(id), c.position, c.active()) {
-                (Some(k), Some(at), Some(_)) if at >= k.books.position && k.since.is_some() => {
+                (Some(k), Some(at), Some(_)) if at >= k.books.position && k.feed.is_some() => {
                     moving.push(i);
                 }
                 _ => resettle.push(i),
@@ -263,7 +262,6 @@ impl Tracker {
         let since = self.read_events(redis, pkeys, cuts, &moving).await?;
         let mut tx = db_cut::begin(db, &self.activity).await?;
         self.opts.interleave.at(Stage::Snapshot).await;
-        let mut returned: Vec<(usize, String, i64)> = Vec::new();
         for (&i, evs) in moving.iter().zip(&since) {
             let Some(k) = self.kept.get_mut(&ids[i]) else {
                 continue;
@@ -271,12 +269,13 @@ impl Tracker {
             for e in evs {
                 k.books.apply(e);
             }
-            returned.extend(k.books.returned.iter().map(|(r, q)| (i, r.clone(), *q)));
             // The books now stand at this cut, events or not.
             k.books.position = cuts[i].position.unwrap_or(k.books.position);
         }
-        self.look_up(&mut tx, &ids, &moving, &returned).await?;
-        self.changes(redis, &mut tx, &ids, pkeys, &moving).await?;
+        // The feed of changed orders places the new deductions (their orders landing) and the
+        // returns (their orders ending); what it does not show is looked up.
+        self.changes(redis, &mut tx, (&ids, pkeys), &moving).await?;
+        self.returned(&mut tx, &ids, &moving).await?;
         let verify = self
             .last_verify
             .is_none_or(|t| t.elapsed() >= self.opts.verify_every);
@@ -339,7 +338,7 @@ impl Tracker {
                     ids[i].clone(),
                     Kept {
                         books: c.books,
-                        since: c.since,
+                        feed: c.feed,
                     },
                 );
             }
@@ -391,63 +390,28 @@ impl Tracker {
         Ok(out)
     }
 
-    /// Looks up the orders of every unbacked deduction (young ones each refresh, old ones in
-    /// turn) and of the backed deductions just returned.
-    async fn look_up(
-        &mut self,
-        tx: &mut Tx,
-        ids: &[String],
-        moving: &[usize],
-        returned: &[(usize, String, i64)],
-    ) -> Result<()> {
-        let mut young: Vec<String> = Vec::new();
-        let mut old: Vec<String> = Vec::new();
-        let now = Utc::now().timestamp_millis();
-        let grace = i64::try_from(self.opts.grace.as_millis()).unwrap_or(i64::MAX);
+    /// Looks up the orders of backed deductions returned since the last refresh that the feed
+    /// did not show (an order that did not change: one that lives on after its return).
+    async fn returned(&mut self, tx: &mut Tx, ids: &[String], moving: &[usize]) -> Result<()> {
+        let mut asks: Vec<(usize, String, i64)> = Vec::new();
         for &i in moving {
             if let Some(k) = self.kept.get(&ids[i]) {
-                for (rid, u) in &k.books.unbacked {
-                    if now - u.since_ms() < grace {
-                        young.push(rid.clone());
-                    } else {
-                        old.push(rid.clone());
-                    }
-                }
+                asks.extend(k.books.returned.iter().map(|(r, q)| (i, r.clone(), *q)));
             }
         }
-        if old.len() > OLD_LOOKUPS {
-            old.sort_unstable();
-            let start = self.rotation % old.len();
-            old.rotate_left(start);
-            old.truncate(OLD_LOOKUPS);
-            self.rotation = self.rotation.wrapping_add(OLD_LOOKUPS);
+        if asks.is_empty() {
+            return Ok(());
         }
-        let asked: HashSet<&str> = young.iter().chain(&old).map(String::as_str).collect();
-        let mut rids: Vec<&str> = asked.iter().copied().collect();
-        rids.extend(returned.iter().map(|(_, r, _)| r.as_str()));
+        let rids: Vec<&str> = asks.iter().map(|(_, r, _)| r.as_str()).collect();
         self.cost.looked_up += rids.len() as u64;
         let found = db_cut::lookup(tx, &self.activity, &rids).await?;
-        let state = |rid: &str, product: &str| match found.get(rid) {
-            Some((p, s)) if p == product => *s,
-            _ => OrderState::Missing,
-        };
-        for &i in moving {
-            if let Some(k) = self.kept.get_mut(&ids[i]) {
-                let mine: Vec<String> = k
-                    .books
-                    .unbacked
-                    .keys()
-                    .filter(|r| asked.contains(r.as_str()))
-                    .cloned()
-                    .collect();
-                for rid in mine {
-                    k.books.on_order(&rid, state(&rid, &ids[i]));
-                }
-            }
-        }
-        for (i, rid, q) in returned {
+        for (i, rid, q) in &asks {
+            let state = match found.get(rid) {
+                Some((p, s)) if *p == ids[*i] => *s,
+                _ => OrderState::Missing,
+            };
             if let Some(k) = self.kept.get_mut(&ids[*i]) {
-                k.books.on_returned(rid, *q, state(rid, &ids[*i]));
+                k.books.on_returned(rid, *q, state);
             }
         }
         Ok(())
@@ -461,23 +425,22 @@ impl Tracker {
         &mut self,
         redis: &RedisStore,
         tx: &mut Tx,
-        ids: &[String],
-        pkeys: &[ProductKeys],
+        (ids, pkeys): (&[String], &[ProductKeys]),
         moving: &[usize],
     ) -> Result<()> {
-        let Some(since) = moving
+        let now_ms = Utc::now().timestamp_millis();
+        let margin = chrono::Duration::from_std(self.opts.margin).unwrap_or_default();
+        let Some(from) = moving
             .iter()
-            .filter_map(|&i| self.kept.get(&ids[i]).and_then(|k| k.since))
+            .filter_map(|&i| self.kept.get(&ids[i])?.feed.map(|f| f.from(now_ms, margin)))
             .min()
         else {
             return Ok(());
         };
-        let margin = chrono::Duration::from_std(self.opts.margin).unwrap_or_default();
         let mut mark: Option<Mark> = None;
         let mut all: Vec<Change> = Vec::new();
         loop {
-            let page =
-                db_cut::changes_page(tx, &self.activity, since - margin, mark.as_ref()).await?;
+            let page = db_cut::changes_page(tx, &self.activity, from, mark.as_ref()).await?;
             let full = page.len() >= usize::try_from(db_cut::PAGE).unwrap_or(usize::MAX);
             mark = page.last().map(|d| (d.at, d.request_id.clone()));
             all.extend(page);
@@ -488,15 +451,31 @@ impl Tracker {
         self.cost.changes += all.len() as u64;
         if let Some(latest) = all.iter().map(|d| d.at).max() {
             for &i in moving {
-                if let Some(k) = self.kept.get_mut(&ids[i]) {
-                    k.since = k.since.max(Some(latest));
+                if let Some(Kept { feed: Some(f), .. }) = self.kept.get_mut(&ids[i])
+                    && latest > f.seen
+                {
+                    *f = Feed::seen(latest, now_ms);
                 }
             }
         }
+        // What an earlier refresh applied (the margin read again) is skipped; what this one
+        // applies is remembered while it is inside the margin. A change that waits for an
+        // event after the cut is not remembered: the next refresh applies it.
+        let keep_from = moving
+            .iter()
+            .filter_map(|&i| self.kept.get(&ids[i])?.feed.map(|f| f.from(now_ms, margin)))
+            .min()
+            .unwrap_or(from);
         let index: HashMap<&str, usize> = moving.iter().map(|&i| (ids[i].as_str(), i)).collect();
+        let mut applied: HashSet<(String, i64)> = HashSet::new();
         // Changes the books cannot place without the request's ledger entry.
         let mut ask: HashMap<usize, Vec<&Change>> = HashMap::new();
         for c in &all {
+            let key = (c.request_id.clone(), c.at.timestamp_micros());
+            if self.processed.contains(&key) {
+                applied.insert(key);
+                continue;
+            }
             let Some(&i) = index.get(c.product.as_str()) else {
                 continue;
             };
@@ -504,45 +483,84 @@ impl Tracker {
                 continue;
             };
             let b = &mut k.books;
-            let known =
-                b.unbacked.contains_key(&c.request_id) || b.unledgered.contains_key(&c.request_id);
-            match (c.live, known) {
-                // The lookups placed it already.
-                (true, true) => {}
-                (false, true) => {
-                    b.on_death(&c.request_id, c.quantity, c.at.timestamp_millis(), None);
+            let rid = c.request_id.as_str();
+            let at = c.at.timestamp_millis();
+            let placed = if b.unbacked.contains_key(rid) {
+                // A new deduction's order landed (or ended before it was seen live).
+                let state = if c.live {
+                    OrderState::Live(c.quantity)
+                } else {
+                    OrderState::Dead {
+                        quantity: c.quantity,
+                        at_ms: at,
+                    }
+                };
+                b.on_order(rid, state);
+                true
+            } else if let Some(&q) = b.returned.get(rid) {
+                let state = if c.live {
+                    OrderState::Live(c.quantity)
+                } else {
+                    OrderState::Dead {
+                        quantity: c.quantity,
+                        at_ms: at,
+                    }
+                };
+                b.on_returned(rid, q, state);
+                true
+            } else if b.unledgered.contains_key(rid) {
+                if !c.live {
+                    b.on_death(rid, c.quantity, at, None);
                 }
-                (_, false) => ask.entry(i).or_default().push(c),
+                true
+            } else if c.live && c.created < from {
+                // An order counted when it was written: this change is a payment.
+                true
+            } else {
+                ask.entry(i).or_default().push(c);
+                false
+            };
+            if placed {
+                applied.insert(key);
             }
         }
-        if ask.is_empty() {
-            return Ok(());
-        }
-        let order: Vec<(usize, Vec<&Change>)> = ask.into_iter().collect();
-        let asks: Vec<(&ProductKeys, Vec<&str>)> = order
-            .iter()
-            .map(|(i, cs)| {
-                (
-                    &pkeys[*i],
-                    cs.iter().map(|c| c.request_id.as_str()).collect(),
-                )
-            })
-            .collect();
-        let found = ledger::lookup_many(redis, &asks)
-            .await
-            .map_err(|e| redis.error(&e))?;
-        for ((i, cs), entries) in order.iter().zip(found) {
-            if let Some(k) = self.kept.get_mut(&ids[*i]) {
+        if !ask.is_empty() {
+            let order: Vec<(usize, Vec<&Change>)> = ask.into_iter().collect();
+            let asks: Vec<(&ProductKeys, Vec<&str>)> = order
+                .iter()
+                .map(|(i, cs)| {
+                    (
+                        &pkeys[*i],
+                        cs.iter().map(|c| c.request_id.as_str()).collect(),
+                    )
+                })
+                .collect();
+            let found = ledger::lookup_many(redis, &asks)
+                .await
+                .map_err(|e| redis.error(&e))?;
+            for ((i, cs), entries) in order.iter().zip(found) {
+                let Some(k) = self.kept.get_mut(&ids[*i]) else {
+                    continue;
+                };
                 for (c, l) in cs.iter().zip(entries) {
+                    // A request deducted after the cut waits for its event.
+                    if l.entry().is_some_and(|e| e.at > k.books.position) {
+                        continue;
+                    }
                     if c.live {
                         k.books.on_live_order(&c.request_id, c.quantity, l.entry());
                     } else {
                         let at = c.at.timestamp_millis();
                         k.books.on_death(&c.request_id, c.quantity, at, l.entry());
                     }
+                    applied.insert((c.request_id.clone(), c.at.timestamp_micros()));
                 }
             }
         }
+        applied.retain(|(_, at)| {
+            chrono::DateTime::<Utc>::from_timestamp_micros(*at).is_some_and(|t| t >= keep_from)
+        });
+        self.processed = applied;
         Ok(())
     }
 
@@ -604,7 +622,11 @@ impl Tracker {
             &mut cost,
         )
         .await?;
-        let since = db_cut::latest_change(tx, &self.activity).await?;
+        let latest = db_cut::latest_change(tx, &self.activity).await?;
+        let feed = Feed::seen(
+            latest.unwrap_or_else(Utc::now),
+            Utc::now().timestamp_millis(),
+        );
         self.cost.settle = cost;
         self.cost.settled = which.len() as u64;
         for (&i, (books, explained)) in which.iter().zip(fresh) {
@@ -616,7 +638,7 @@ impl Tracker {
                     id,
                     Kept {
                         books,
-                        since: since.or(Some(Utc::now())),
+                        feed: Some(feed),
                     },
                 );
             } else {
@@ -647,9 +669,14 @@ impl Tracker {
             .zip(cuts)
             .filter_map(|((id, k), c)| {
                 let kept = self.kept.get(id)?;
+                // Books of an incident (a million orders after a key loss) are settled again
+                // by the next reader rather than written to Redis in full.
+                if kept.books.unbacked.len() + kept.books.unledgered.len() > MAX_SAVED {
+                    return None;
+                }
                 let checkpoint = Checkpoint {
                     books: kept.books.clone(),
-                    since: kept.since,
+                    feed: kept.feed,
                 };
                 Some((k, checkpoint, c.meta.expire_at))
             })

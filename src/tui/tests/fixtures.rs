@@ -173,6 +173,7 @@ pub fn report(secs: i64, extra: i64) -> StatusReport {
     let products = products(extra);
     let compensation = QueueSummary {
         pending: 2,
+        more: false,
         oldest_secs: Some(95),
     };
     let mut alerts = alerts::product_alerts(&products);

@@ -1,0 +1,125 @@
+//! What the event stream costs the deduction (issue 10, Build 8): `redis-benchmark` running
+//! EVALSHA of `lua/deduct.lua` (which now appends each sale to the product's stream) and of
+//! the deduction as it was before (`tests/bench/baseline/deduct_v1.lua`), on one private
+//! redis-server, in the same run, alternating, three runs each:
+//!
+//! - the success path: a product with 10^9 units, random request and user ids;
+//! - the sold-out path (by far the most common in a flash sale): a product with 0 units.
+//!
+//! Targets: success path at least 0.9x of the old script's rate; sold-out path at its rate
+//! (at least 0.95x). Run with `scripts/bench deduct`; BENCH_REQUESTS changes the request count
+//! per run (default 500,000).
+
+#[path = "../e2e/harness/mod.rs"]
+#[allow(unused_imports)]
+mod harness;
+
+use harness::RedisServer;
+use harness::fixtures::product_keys;
+use std::process::{Command, Stdio};
+
+const V1: &str = include_str!("baseline/deduct_v1.lua");
+const V2: &str = include_str!("../../lua/deduct.lua");
+
+fn rate(server: &RedisServer, requests: usize, sha: &str, keys: &[&str]) -> f64 {
+    let mut cmd = Command::new("redis-benchmark");
+    cmd.args(["-h", "127.0.0.1", "-p", &server.port.to_string()]);
+    cmd.args([
+        "-n",
+        &requests.to_string(),
+        "-P",
+        "16",
+        "-r",
+        "100000000",
+        "-q",
+    ]);
+    cmd.args(["EVALSHA", sha, &keys.len().to_string()]);
+    cmd.args(keys);
+    cmd.args(["req:__rand_int__", "user:__rand_int__", "1"]);
+    let out = cmd.stderr(Stdio::null()).output().expect("redis-benchmark");
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.split(['\r', '\n'])
+        .filter(|l| l.contains("requests per second"))
+        .filter_map(|l| {
+            l.split("requests per second")
+                .next()?
+                .rsplit(':')
+                .next()?
+                .trim()
+                .parse::<f64>()
+                .ok()
+        })
+        .next_back()
+        .unwrap_or_else(|| panic!("cannot read redis-benchmark output: {text}"))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() {
+    let requests: usize = std::env::var("BENCH_REQUESTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(500_000);
+    let server = RedisServer::start();
+    let k = product_keys("bench", "item");
+    let v1 = server.cli(&["SCRIPT", "LOAD", V1]).trim().to_string();
+    let v2 = server.cli(&["SCRIPT", "LOAD", V2]).trim().to_string();
+    let old_keys = [
+        k.stock.as_str(),
+        k.meta.as_str(),
+        k.buyers.as_str(),
+        k.ledger.as_str(),
+    ];
+    let new_keys = k.script_keys();
+    // A fresh product of `stock` units before each run, as preheat leaves it.
+    let reset = |stock: &str| {
+        server.cli(&["FLUSHALL"]);
+        server.cli(&["SET", &k.stock, stock]);
+        server.cli(&["HSET", &k.meta, "initial", stock, "limit", "1000"]);
+    };
+    println!(
+        "deduct.lua benchmark: redis-server {} (private), redis-benchmark -P 16, {requests} requests per run, 3 runs each, alternating",
+        server.addr()
+    );
+    let mut results = Vec::new();
+    for (path, stock) in [("success", "1000000000"), ("sold out", "0")] {
+        let (mut before, mut after) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            reset(stock);
+            before.push(rate(&server, requests, &v1, &old_keys));
+            reset(stock);
+            after.push(rate(&server, requests, &v2, &new_keys));
+        }
+        let (b, a) = (median(before.clone()), median(after.clone()));
+        println!(
+            "{path:<9} before (4 keys, no stream) {b:>10.0}/s  runs {:?}",
+            before.iter().map(|r| r.round()).collect::<Vec<_>>()
+        );
+        println!(
+            "{path:<9} now    (5 keys, XADD)      {a:>10.0}/s  runs {:?}",
+            after.iter().map(|r| r.round()).collect::<Vec<_>>()
+        );
+        results.push((path, a / b));
+    }
+    let mut all = true;
+    for (path, ratio) in results {
+        let target = if path == "success" { 0.9 } else { 0.95 };
+        let ok = ratio >= target;
+        all &= ok;
+        println!(
+            "{path}: now / before = {ratio:.3} (target >= {target}: {})",
+            if ok { "met" } else { "MISSED" }
+        );
+    }
+    println!(
+        "summary: {}",
+        if all {
+            "every target met"
+        } else {
+            "a target was MISSED"
+        }
+    );
+}

@@ -1,0 +1,575 @@
+//! The console's footprint on what it watches (issue 10, acceptance 2). Run with
+//! `scripts/bench footprint`; BENCH_UNITS (default 1,000,000) sizes the sale, BENCH_SECS
+//! (default 30) the TUI window, BENCH_LOAD (default 200,000) each buyers' run.
+//!
+//! One product of a private redis-server (SLOWLOG at 1 ms) and a SQLite file is sold
+//! BENCH_UNITS times by `deduct.lua`, one unit to each of as many buyers; the orders of all but
+//! the newest 0.1% are written (those are "on their way"). Then:
+//!
+//! (a) `status`, the real binary, timed with /usr/bin/time: once cold (no checkpoint yet: both
+//!     sides read whole, in pages), then three times lagging (0.1% of the orders missing), the
+//!     held orders land, three times balanced. Median wall time and peak memory.
+//! (b) The TUI, headless (the binary's loop, pollers and views on a `TestBackend`), at 1 Hz
+//!     for BENCH_SECS once warm: this process's CPU; Redis's time per refresh from
+//!     `INFO commandstats` (every command the console sent, all pollers).
+//! (c) The live view's truth alone (the tracker the Stock view's poller runs), ten refreshes
+//!     once warm: rows the database returned, request ids looked up, events read, and
+//!     Redis's time per refresh.
+//! (d) Every command the console sent in (a) to (c) slower than 1 ms (SLOWLOG).
+//! (e) Memory one unit sold costs Redis (used_memory before and after the sale).
+//! (f) Buyers at full speed (`load`, the real binary, 256 in flight) with the TUI closed and
+//!     open on the sale, three runs each, alternating: median p99.
+//!
+//! Targets: no command over 1 ms; <= 5 ms of Redis per refresh; TUI <= 10% of a core;
+//! lagging status <= 1.5x balanced; < 200 MB; buyers' p99 with the TUI open within 10% of it
+//! closed.
+
+#[path = "../e2e/harness/mod.rs"]
+#[allow(unused_imports)]
+mod harness;
+
+use harness::fixtures::{import, live_window, product_keys, standalone};
+use harness::{RedisServer, TestDb};
+use ratatui::Terminal;
+use ratatui::backend::TestBackend;
+use seckill_console::commands::Ctx;
+use seckill_console::config::{Layer, resolve};
+use seckill_console::db::Db;
+use seckill_console::db::orders::{NewOrder, insert_with_outbox};
+use seckill_console::domain::ActivityId;
+use seckill_console::ops::preheat::{PreheatOptions, preheat};
+use seckill_console::ops::progress::Silent;
+use seckill_console::ops::tracker::{Tracker, TrackerOptions};
+use seckill_console::redis::scripts::DEDUCT;
+use seckill_console::redis::{KeySpace, RedisStore};
+use seckill_console::tui::{Action, Headless, TuiOptions};
+use std::cell::RefCell;
+use std::process::{Command, Stdio};
+use std::rc::Rc;
+use std::time::{Duration, Instant};
+
+const GRACE_SECS: &str = "3600";
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|v| *v > 0)
+        .unwrap_or(default)
+}
+
+fn verdict(ok: bool) -> &'static str {
+    if ok { "met" } else { "MISSED" }
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+}
+
+/// Sum of `usec` over `INFO commandstats`: Redis's time executing commands since the last
+/// CONFIG RESETSTAT.
+fn redis_usec(server: &RedisServer) -> f64 {
+    server
+        .cli(&["INFO", "commandstats"])
+        .lines()
+        .filter_map(|l| l.split("usec=").nth(1))
+        .filter_map(|rest| rest.split(',').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn used_memory(server: &RedisServer) -> f64 {
+    server
+        .cli(&["INFO", "memory"])
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// CPU time (user + system, every thread) of a process, seconds.
+fn cpu_seconds(pid: u32) -> f64 {
+    let ticks: f64 = Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0);
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| {
+            let rest = stat.get(stat.rfind(')')? + 2..)?.to_string();
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / ticks)
+        })
+        .unwrap_or(0.0)
+}
+
+/// The sale: BENCH_UNITS deductions, one per buyer, pipelined; the orders of all but the
+/// newest `held`, with their outbox rows. Returns the held orders.
+async fn sell(store: &RedisStore, db: &Db, units: usize, held: usize) -> Vec<NewOrder> {
+    let k = product_keys("fp", "item");
+    let keys: Vec<String> = k.script_keys().iter().map(|s| s.to_string()).collect();
+    let order = |i: usize| NewOrder {
+        order_id: format!("o{i}"),
+        request_id: format!("r{i}"),
+        activity_id: "fp".into(),
+        product_id: "item".into(),
+        user_id: format!("u{i}"),
+        quantity: 1,
+        status: "paid".into(),
+    };
+    let started = Instant::now();
+    for chunk in (0..units).collect::<Vec<_>>().chunks(10_000) {
+        let calls: Vec<(Vec<String>, Vec<Vec<u8>>)> = chunk
+            .iter()
+            .map(|i| {
+                (
+                    keys.clone(),
+                    vec![
+                        format!("r{i}").into_bytes(),
+                        format!("u{i}").into_bytes(),
+                        b"1".to_vec(),
+                    ],
+                )
+            })
+            .collect();
+        for r in store.eval_many(&DEDUCT, &calls).await {
+            assert!(
+                matches!(r, Ok(redis::Value::Int(n)) if n >= 0),
+                "a deduction of the sale failed: {r:?}"
+            );
+        }
+    }
+    let deducted = started.elapsed();
+    let written: Vec<usize> = (0..units - held).collect();
+    for chunk in written.chunks(5_000) {
+        let orders: Vec<NewOrder> = chunk.iter().map(|&i| order(i)).collect();
+        insert_with_outbox(db, &orders).await.expect("orders");
+    }
+    println!(
+        "sale: {units} deductions in {:.1} s, {} orders in {:.1} s more ({held} held back)",
+        deducted.as_secs_f64(),
+        units - held,
+        (started.elapsed() - deducted).as_secs_f64()
+    );
+    (units - held..units).map(order).collect()
+}
+
+/// One `status --json` of the real binary under /usr/bin/time: wall seconds, peak KB.
+fn status(server: &RedisServer, db: &TestDb) -> (f64, f64) {
+    let out = Command::new("/usr/bin/time")
+        .args(["-f", "%e %M", env!("CARGO_BIN_EXE_seckill-console")])
+        .args([
+            "--redis",
+            &server.url(),
+            "--db",
+            &db.url,
+            "--json",
+            "status",
+            "fp",
+        ])
+        .env("SECKILL_GRACE_SECS", GRACE_SECS)
+        .env(
+            "SECKILL_LOG",
+            std::env::var("BENCH_LOG").unwrap_or_else(|_| "off".into()),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("/usr/bin/time seckill-console status");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let doc: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("status: {e}: {err}"));
+    let p = &doc["products"][0];
+    assert!(p["drift"].as_i64().is_some(), "status: {doc}");
+    if std::env::var("BENCH_LOG").is_ok() {
+        eprintln!("{err}");
+    }
+    let last = err.lines().last().unwrap_or_default();
+    let mut f = last.split_whitespace();
+    let secs = f.next().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
+    let kb = f.next().and_then(|v| v.parse().ok()).unwrap_or(f64::NAN);
+    (secs, kb)
+}
+
+fn config(server: &RedisServer, db: &TestDb) -> Ctx {
+    Ctx {
+        config: resolve(&[Layer {
+            redis: Some(server.url()),
+            db: Some(db.url.clone()),
+            actor: Some("bench".into()),
+            refresh_secs: Some(1.0),
+            grace_secs: Some(3600),
+            ..Layer::default()
+        }])
+        .expect("config"),
+    }
+}
+
+/// The headless TUI on `activity` for `secs` once its first stock snapshot is on screen (and
+/// `warm` more seconds): this process's CPU share and the refreshes seen.
+async fn tui_window(ctx: &Ctx, activity: &str, warm: u64, secs: u64) -> (f64, u64) {
+    let headless = Headless::new(
+        ctx,
+        TuiOptions {
+            activity: Some(ActivityId::parse(activity).expect("id")),
+        },
+    );
+    let tx = headless.sender();
+    let mut term = Terminal::new(TestBackend::new(160, 48)).expect("terminal");
+    let snaps = Rc::new(RefCell::new((0u64, None::<Instant>)));
+    let ui = {
+        let snaps = snaps.clone();
+        headless.run(&mut term, move |app, _| {
+            let mut s = snaps.borrow_mut();
+            if app.stock.feed.received != s.1 && app.stock.report().is_some() {
+                s.1 = app.stock.feed.received;
+                s.0 += 1;
+            }
+        })
+    };
+    let control = async {
+        let started = Instant::now();
+        while snaps.borrow().0 == 0 && started.elapsed() < Duration::from_secs(600) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(Duration::from_secs(warm)).await;
+        let me = std::process::id();
+        let (cpu0, n0, t0) = (cpu_seconds(me), snaps.borrow().0, Instant::now());
+        tokio::time::sleep(Duration::from_secs(secs)).await;
+        let share = (cpu_seconds(me) - cpu0) / t0.elapsed().as_secs_f64();
+        let n = snaps.borrow().0 - n0;
+        let _ = tx.send(Action::ForceQuit);
+        (share, n)
+    };
+    let (ran, out) = tokio::join!(ui, control);
+    ran.expect("the TUI loop");
+    out
+}
+
+/// `load` at full speed on a fresh activity: the buyers' p99 (ms) and rate.
+fn load(server: &RedisServer, db: &TestDb, activity: &str, buyers: u64) -> (f64, f64) {
+    let out = Command::new(env!("CARGO_BIN_EXE_seckill-console"))
+        .args([
+            "--redis",
+            &server.url(),
+            "--db",
+            &db.url,
+            "--json",
+            "load",
+            activity,
+        ])
+        .args(["--buyers", &buyers.to_string(), "--concurrency", "256"])
+        .args(["--repeat-share", "0", "--pay-share", "1", "--yes"])
+        .output()
+        .expect("load");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("load: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+    (
+        doc["p99_ms"].as_f64().unwrap_or(f64::NAN),
+        doc["ops_per_sec"].as_f64().unwrap_or(f64::NAN),
+    )
+}
+
+fn main() {
+    let units = usize::try_from(env_num("BENCH_UNITS", 1_000_000)).unwrap_or(1_000_000);
+    let held = (units / 1000).max(1);
+    let secs = env_num("BENCH_SECS", 30);
+    let buyers = env_num("BENCH_LOAD", 200_000);
+    let server = RedisServer::start_with(&[
+        "--slowlog-log-slower-than",
+        "1000",
+        "--slowlog-max-len",
+        "4096",
+    ]);
+    let db = TestDb::sqlite();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    println!(
+        "footprint benchmark: one product sold {units} times on redis-server {} (private), SQLite",
+        server.addr()
+    );
+
+    // The sale.
+    let (held_orders, mem_before) = rt.block_on(async {
+        let lib = db.open().await;
+        let store = standalone(&server.url()).await;
+        import(&lib, "fp", &[("item", units as i64, 1)], live_window()).await;
+        let opts = PreheatOptions {
+            force: false,
+            actor: "bench".into(),
+            grace: Duration::from_secs(3600),
+            key_ttl_days: 7,
+        };
+        let id = ActivityId::parse("fp").expect("id");
+        let r = preheat(&store, &lib, &KeySpace::default(), &id, &opts, &Silent)
+            .await
+            .expect("preheat");
+        assert_eq!(r.decision, "go", "{:?}", r.reasons);
+        let before = used_memory(&server);
+        let held = sell(&store, &lib, units, held).await;
+        lib.close().await;
+        (held, before)
+    });
+    let per_unit = (used_memory(&server) - mem_before) / units as f64;
+
+    // (a) status: cold, lagging, then balanced. The sale has stopped (its last order is
+    // more than five seconds old): a reader right after a burst also reads the last two seconds
+    // of order changes again, for commits that land late; that is measured under (f).
+    std::thread::sleep(Duration::from_secs(6));
+    server.cli(&["SLOWLOG", "RESET"]);
+    let (cold_secs, cold_kb) = status(&server, &db);
+    let lagging: Vec<(f64, f64)> = (0..3).map(|_| status(&server, &db)).collect();
+    rt.block_on(async {
+        let lib = db.open().await;
+        insert_with_outbox(&lib, &held_orders)
+            .await
+            .expect("the held orders");
+        lib.close().await;
+    });
+    let balanced: Vec<(f64, f64)> = (0..3).map(|_| status(&server, &db)).collect();
+    let lag = median(lagging.iter().map(|r| r.0).collect());
+    let bal = median(balanced.iter().map(|r| r.0).collect());
+    let peak_mb = lagging
+        .iter()
+        .chain(&balanced)
+        .map(|r| r.1)
+        .fold(cold_kb, f64::max)
+        / 1024.0;
+
+    // (b) the TUI at 1 Hz, once warm.
+    let ctx = config(&server, &db);
+    let tui_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    let (share, refreshes) = tui_rt.block_on(async {
+        // Warm-up: reset Redis's counters once the loop has its books.
+        tui_window(&ctx, "fp", 0, 3).await;
+        server.cli(&["CONFIG", "RESETSTAT"]);
+        tui_window(&ctx, "fp", 3, secs).await
+    });
+    let tui_usec = redis_usec(&server) / refreshes.max(1) as f64;
+
+    // (c) the tracker alone.
+    server.cli(&["CONFIG", "RESETSTAT"]);
+    let (rows, lookups, events, settled) = rt.block_on(async {
+        let lib = db.open().await;
+        let store = standalone(&server.url()).await;
+        let id = ActivityId::parse("fp").expect("id");
+        let mut t = Tracker::new(id, TrackerOptions::live(Duration::from_secs(3600), false));
+        t.refresh(&store, &lib, &KeySpace::default())
+            .await
+            .expect("warm-up refresh");
+        server.cli(&["CONFIG", "RESETSTAT"]);
+        let (mut rows, mut lookups, mut events, mut settled) = (0, 0, 0, 0);
+        for _ in 0..10 {
+            t.refresh(&store, &lib, &KeySpace::default())
+                .await
+                .expect("refresh");
+            rows += t.cost.changes + t.cost.looked_up;
+            lookups += t.cost.looked_up;
+            events += t.cost.events;
+            settled += t.cost.settled;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        lib.close().await;
+        (rows, lookups, events, settled)
+    });
+    let tracker_usec = redis_usec(&server) / 10.0;
+
+    // (d) the slowlog of everything the console sent.
+    let slow: Vec<(i64, String)> = rt.block_on(async {
+        let store = standalone(&server.url()).await;
+        let cmd = redis::cmd("SLOWLOG").arg("GET").arg(4096).clone();
+        let reply = store.query("", &cmd).await.expect("SLOWLOG GET");
+        let redis::Value::Array(entries) = reply else {
+            return Vec::new();
+        };
+        entries
+            .iter()
+            .filter_map(|e| {
+                let redis::Value::Array(f) = e else {
+                    return None;
+                };
+                let micros = match f.get(2)? {
+                    redis::Value::Int(n) => *n,
+                    _ => return None,
+                };
+                let args = match f.get(3)? {
+                    redis::Value::Array(a) => a
+                        .iter()
+                        .take(3)
+                        .filter_map(|x| match x {
+                            redis::Value::BulkString(b) => {
+                                Some(String::from_utf8_lossy(b).chars().take(60).collect())
+                            }
+                            _ => None,
+                        })
+                        .collect::<Vec<String>>()
+                        .join(" "),
+                    _ => String::new(),
+                };
+                Some((micros, args))
+            })
+            .collect()
+    });
+    let slowest_us = slow.iter().map(|(m, _)| *m).max();
+
+    // (f) buyers at full speed, the TUI closed and open.
+    let mut closed = Vec::new();
+    let mut open = Vec::new();
+    let mut tui_cpu = Vec::new();
+    let mut redis_cpu_open = Vec::new();
+    for run in 0..3 {
+        for with_tui in [false, true] {
+            let activity = format!("hot{run}{}", u8::from(with_tui));
+            rt.block_on(async {
+                let lib = db.open().await;
+                let store = standalone(&server.url()).await;
+                import(&lib, &activity, &[("item", 10_000_000, 1)], live_window()).await;
+                let opts = PreheatOptions {
+                    force: false,
+                    actor: "bench".into(),
+                    grace: Duration::from_secs(60),
+                    key_ttl_days: 7,
+                };
+                let id = ActivityId::parse(&activity).expect("id");
+                preheat(&store, &lib, &KeySpace::default(), &id, &opts, &Silent)
+                    .await
+                    .expect("preheat");
+                lib.close().await;
+            });
+            let p99 = if with_tui {
+                let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+                let ctx = config(&server, &db);
+                let watcher = {
+                    let stop = stop.clone();
+                    let activity = activity.clone();
+                    std::thread::spawn(move || {
+                        let rt = tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                            .expect("runtime");
+                        rt.block_on(async {
+                            let headless = Headless::new(
+                                &ctx,
+                                TuiOptions {
+                                    activity: Some(ActivityId::parse(&activity).expect("id")),
+                                },
+                            );
+                            let tx = headless.sender();
+                            let mut term =
+                                Terminal::new(TestBackend::new(160, 48)).expect("terminal");
+                            let ui = headless.run(&mut term, |_, _| {});
+                            let control = async {
+                                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                                    tokio::time::sleep(Duration::from_millis(50)).await;
+                                }
+                                let _ = tx.send(Action::ForceQuit);
+                            };
+                            let (ran, ()) = tokio::join!(ui, control);
+                            ran.expect("the TUI loop");
+                        });
+                    })
+                };
+                std::thread::sleep(Duration::from_secs(2));
+                let (cpu0, redis0, t0) = (
+                    cpu_seconds(std::process::id()),
+                    server.pid().map(cpu_seconds),
+                    Instant::now(),
+                );
+                let r = load(&server, &db, &activity, buyers);
+                let wall = t0.elapsed().as_secs_f64();
+                tui_cpu.push((cpu_seconds(std::process::id()) - cpu0) / wall);
+                if let (Some(a), Some(pid)) = (redis0, server.pid()) {
+                    redis_cpu_open.push((cpu_seconds(pid) - a) / wall);
+                }
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                watcher.join().expect("the TUI thread");
+                r
+            } else {
+                load(&server, &db, &activity, buyers)
+            };
+            if with_tui {
+                open.push(p99);
+            } else {
+                closed.push(p99);
+            }
+        }
+    }
+    let p99_closed = median(closed.iter().map(|r| r.0).collect());
+    let p99_open = median(open.iter().map(|r| r.0).collect());
+
+    println!(
+        "(a) status, the real binary (median of 3; lagging = 0.1% of the orders on their way)"
+    );
+    println!(
+        "    cold, no checkpoint yet (both sides read whole, in pages): {cold_secs:.2} s, {:.0} MB",
+        cold_kb / 1024.0
+    );
+    println!(
+        "    lagging {lag:.3} s  balanced {bal:.3} s  ratio {:.2} (target <= 1.5: {})",
+        lag / bal,
+        verdict(lag / bal <= 1.5)
+    );
+    println!(
+        "    peak memory {peak_mb:.0} MB (target < 200 MB: {})",
+        verdict(peak_mb < 200.0)
+    );
+    println!("(b) the TUI, headless, 1 Hz, {refreshes} refreshes once warm");
+    println!(
+        "    this process: {:.1}% of one core (target <= 10%: {})",
+        share * 100.0,
+        verdict(share <= 0.10)
+    );
+    println!(
+        "    Redis per refresh, every poller: {:.2} ms (INFO commandstats; target <= 5 ms: {})",
+        tui_usec / 1000.0,
+        verdict(tui_usec <= 5000.0)
+    );
+    println!("(c) the live view's truth alone, 10 refreshes once warm");
+    println!(
+        "    per refresh: {:.1} rows from the database ({:.1} request ids looked up), {:.1} events read, {settled} settles; Redis {:.2} ms",
+        rows as f64 / 10.0,
+        lookups as f64 / 10.0,
+        events as f64 / 10.0,
+        tracker_usec / 1000.0
+    );
+    println!(
+        "(d) slowest command the console sent: {} (SLOWLOG at 1 ms; target none over 1 ms: {})",
+        slowest_us.map_or_else(|| "none logged".to_string(), |u| format!("{u} us")),
+        verdict(slow.is_empty())
+    );
+    for (micros, cmd) in slow.iter().take(10) {
+        println!("    {micros} us: {cmd}");
+    }
+    println!(
+        "(e) Redis memory per unit sold: {per_unit:.0} bytes ({:.0} MB for the sale)",
+        per_unit * units as f64 / 1e6
+    );
+    println!(
+        "(f) buyers at full speed ({buyers} each run, 256 in flight): p99 closed {p99_closed:.2} ms, with the TUI open {p99_open:.2} ms, ratio {:.2} (target <= 1.10: {})",
+        p99_open / p99_closed,
+        verdict(p99_open / p99_closed <= 1.10)
+    );
+    println!(
+        "    while the TUI was open: it used {:.0}% of one core, redis-server {:.0}%",
+        median(tui_cpu.clone()) * 100.0,
+        median(redis_cpu_open.clone()) * 100.0
+    );
+    println!(
+        "    runs closed {:?}, open {:?}",
+        closed
+            .iter()
+            .map(|r| (r.0, r.1.round()))
+            .collect::<Vec<_>>(),
+        open.iter().map(|r| (r.0, r.1.round())).collect::<Vec<_>>()
+    );
+}
