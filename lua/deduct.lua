@@ -7,9 +7,9 @@
 --                                  state d = deducted, r@<id> = returned (by the event <id>);
 --                                  <at> is the id of the deduction's event
 -- KEYS[5] <prefix>:{A:P}:events  stream: one entry per change of the stock's books, oldest
---                                  first (k = d deducted, r returned, b booked by the console,
---                                  a adjusted by the console, i created); r = request id,
---                                  q = units
+--                                  first, one field: its kind (d deducted, r returned, b booked
+--                                  by the console, a adjusted by the console) = "<units>|<request
+--                                  id>" (for a: "<change>|")
 -- ARGV[1] request id (non-empty), ARGV[2] user id (non-empty), ARGV[3] quantity (1..10^9)
 --
 -- Returns the remaining stock (>= 0) on success, or
@@ -109,7 +109,7 @@ end
 -- All checks passed. The event goes first: it is the one write that can still fail on a value
 -- not read above (an events key of the wrong type), and then nothing else has been written.
 -- Its id is the deduction's time and place in the product's history.
-local at = redis.call('XADD', KEYS[5], '*', 'k', 'd', 'r', rid, 'q', qty)
+local at = redis.call('XADD', KEYS[5], '*', 'd', qty .. '|' .. rid)
 local left = redis.call('DECRBY', KEYS[1], qty)
 redis.call('HINCRBY', KEYS[3], uid, qty)
 redis.call('HINCRBY', KEYS[2], 'deducted', qty)

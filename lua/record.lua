@@ -1,7 +1,7 @@
 -- seckill-console: record in Redis deductions that the database's live orders prove but the
 -- ledger lacks (lost with a restart or a failover, or returned while the order lived on). Each
--- one gets its ledger entry, its event (k = b), the buyer's holding and the 'deducted'
--- counter, exactly as if deduct.lua had run, so per-user limits, retries and later returns
+-- one gets its ledger entry, its event (b = "<units>|<request id>"), the buyer's holding and
+-- the 'deducted' counter, exactly as if deduct.lua had run, so per-user limits, retries and later returns
 -- work for it. Idempotent per request id: an entry the ledger holds as deducted is skipped.
 --
 -- KEYS[1..5] stock, meta, buyers, ledger, events of one {A:P} (as deduct.lua)
@@ -87,7 +87,7 @@ end
 local units = 0
 for _, t in ipairs(todo) do
   local rid, uid, qty = t[1], t[2], t[3]
-  local at = redis.call('XADD', KEYS[5], '*', 'k', 'b', 'r', rid, 'q', qty)
+  local at = redis.call('XADD', KEYS[5], '*', 'b', qty .. '|' .. rid)
   local left = 0
   if mode == 'absorb' then
     left = redis.call('DECRBY', KEYS[1], qty)

@@ -58,7 +58,7 @@ if raw_held then
 end
 
 -- The event first, as in deduct.lua: the one write that can fail on a key not read above.
-local ret = redis.call('XADD', KEYS[5], '*', 'k', 'r', 'r', rid, 'q', qty)
+local ret = redis.call('XADD', KEYS[5], '*', 'r', qty .. '|' .. rid)
 redis.call('INCRBY', KEYS[1], qty)
 if held - qty > 0 then
   redis.call('HSET', KEYS[3], uid, held - qty)

@@ -18,8 +18,8 @@
 -- ARGV[5] expiry of every key, ms since the epoch; '' leaves expiries alone
 -- ARGV[6..] field, value pairs written to the meta hash
 --
--- Every applied call increments meta 'rev' and appends an event (k = a, q = the change), so a
--- reader can tell that the stock changed outside a deduction.
+-- Every applied call increments meta 'rev' and appends an event (a = "<change>|"), so a reader
+-- can tell that the stock changed outside a deduction.
 -- Returns {1, new stock, change} when applied; {0, the offset found} when 'rebase' finds
 -- another offset; {0, what the key holds} when the 'set' guard fails (false when absent,
 -- '<type>' for a non-string); -4 on bad arguments.
@@ -130,7 +130,7 @@ else
   change = new - (int_or_nil(current or '') or 0)
 end
 
-redis.call('XADD', KEYS[5], '*', 'k', 'a', 'r', '', 'q', change)
+redis.call('XADD', KEYS[5], '*', 'a', change .. '|')
 if mode == 'rebase' then
   redis.call('INCRBY', KEYS[1], change)
   if #ARGV > 5 then

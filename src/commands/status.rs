@@ -149,9 +149,19 @@ fn render_fix(r: &FixReport) -> String {
         },
         r.products.len()
     );
+    let signed = |v: Option<i64>| v.map_or_else(|| "-".to_string(), |v| format!("{v:+}"));
     text.push_str(&table::render(
         &[
-            "product", "state", "before", "after", "orphans", "applied", "problem",
+            "product",
+            "state",
+            "drift",
+            "before",
+            "after",
+            "offset",
+            "orphans",
+            "lost sales",
+            "applied",
+            "problem",
         ],
         &r.products
             .iter()
@@ -159,19 +169,22 @@ fn render_fix(r: &FixReport) -> String {
                 vec![
                     p.product.clone(),
                     p.state.as_str().into(),
+                    signed(p.drift),
                     p.before.clone().unwrap_or_else(|| "(missing)".into()),
                     p.after.to_string(),
+                    signed(p.offset),
                     p.orphans.len().to_string(),
+                    p.sales_recorded.to_string(),
                     if p.applied { "yes".into() } else { "no".into() },
-                    if p.conflict {
-                        "changed concurrently on every attempt".into()
-                    } else {
-                        p.error.clone().unwrap_or_default()
-                    },
+                    p.error.clone().unwrap_or_default(),
                 ]
             })
             .collect::<Vec<_>>(),
     ));
+    text.push_str(
+        "(offset: units the stock is off its own counters; orphans: deductions without an order \
+         past the grace window, returned; lost sales: orders Redis held no deduction for, recorded)\n",
+    );
     text
 }
 

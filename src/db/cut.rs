@@ -191,45 +191,48 @@ pub struct Change {
     pub request_id: String,
     pub quantity: i64,
     pub live: bool,
-    /// When the order changed (`updated_at`) and when it was written (`created_at`).
+    /// When the order changed (`updated_at`).
     pub at: DateTime<Utc>,
-    pub created: DateTime<Utc>,
 }
 
 /// One page of the activity's orders that changed at or after `since` (oldest change first),
-/// after `mark`: what changed, along the index on `updated_at`.
+/// after `mark`: what changed, along the index on `updated_at`. Left out: live orders written
+/// before `since` (their change is a payment, which moves nothing in the books).
 pub async fn changes_page(
     tx: &mut Tx,
     activity: &ActivityId,
     since: DateTime<Utc>,
     mark: Option<&Mark>,
 ) -> Result<Vec<Change>> {
-    let mut sql = "SELECT product_id, request_id, quantity, status, updated_at, created_at \
-         FROM seckill_order WHERE activity_id = ? AND updated_at >= ?"
-        .to_string();
-    let mut args = vec![Arg::from(activity.as_str()), Arg::Time(since)];
+    let mut sql = format!(
+        "SELECT product_id, request_id, quantity, status, updated_at \
+         FROM seckill_order WHERE activity_id = ? AND updated_at >= ? \
+         AND (created_at >= ? OR NOT {LIVE_SQL})"
+    );
+    let mut args = vec![
+        Arg::from(activity.as_str()),
+        Arg::Time(since),
+        Arg::Time(since),
+    ];
     if let Some((at, rid)) = mark {
         sql.push_str(" AND updated_at >= ? AND (updated_at > ? OR request_id > ?)");
         args.extend([Arg::Time(*at), Arg::Time(*at), Arg::from(rid.as_str())]);
     }
     sql.push_str(&format!(" ORDER BY updated_at, request_id LIMIT {PAGE}"));
-    type Row = (String, String, i64, String, DateTime<Utc>, DateTime<Utc>);
+    type Row = (String, String, i64, String, DateTime<Utc>);
     let rows: Vec<Row> = tx
         .fetch_all_as(&sql, &args)
         .await
         .map_err(|e| tx.db().error(&e))?;
     Ok(rows
         .into_iter()
-        .map(
-            |(product, request_id, quantity, status, at, created)| Change {
-                product,
-                request_id,
-                quantity,
-                live: LIVE_STATUSES.contains(&status.as_str()),
-                at,
-                created,
-            },
-        )
+        .map(|(product, request_id, quantity, status, at)| Change {
+            product,
+            request_id,
+            quantity,
+            live: LIVE_STATUSES.contains(&status.as_str()),
+            at,
+        })
         .collect())
 }
 

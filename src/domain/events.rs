@@ -70,28 +70,21 @@ pub struct Event {
 }
 
 impl Event {
-    /// Builds an event from its id and field/value pairs (`k`, `r`, `q`). None when the id or a
-    /// field the kind needs does not parse.
+    /// Builds an event from its id and its one field: the kind (`d`, `r`, `b`, `a`) and
+    /// `<units>|<request id>`. None when the id or the value does not parse.
     pub fn from_fields(id: &str, fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Event> {
         let id = EventId::parse(id)?;
-        let get = |name: &[u8]| {
-            fields
-                .iter()
-                .find(|(k, _)| k.as_slice() == name)
-                .map(|(_, v)| v.as_slice())
-        };
-        let kind = match get(b"k")? {
+        let (kind, value) = fields.first()?;
+        let kind = match kind.as_slice() {
             b"d" => EventKind::Deducted,
             b"r" => EventKind::Returned,
             b"b" => EventKind::Booked,
             b"a" => EventKind::Adjusted,
             _ => EventKind::Other,
         };
-        let request_id = String::from_utf8(get(b"r").unwrap_or_default().to_vec()).ok()?;
-        let quantity = std::str::from_utf8(get(b"q").unwrap_or(b"0"))
-            .ok()?
-            .parse()
-            .ok()?;
+        let value = std::str::from_utf8(value).ok()?;
+        let (quantity, request_id) = value.split_once('|')?;
+        let quantity: i64 = quantity.parse().ok()?;
         if matches!(
             kind,
             EventKind::Deducted | EventKind::Returned | EventKind::Booked
@@ -102,7 +95,7 @@ impl Event {
         Some(Event {
             id,
             kind,
-            request_id,
+            request_id: request_id.to_string(),
             quantity,
         })
     }
@@ -153,19 +146,18 @@ mod tests {
 
     #[test]
     fn events_from_fields() {
-        let e = Event::from_fields("5-1", &pairs(&[("k", "d"), ("r", "req"), ("q", "2")]))
-            .expect("event");
+        let e = Event::from_fields("5-1", &pairs(&[("d", "2|req|with|pipes")])).expect("event");
         assert_eq!(
             (e.kind, e.request_id.as_str(), e.quantity),
-            (EventKind::Deducted, "req", 2)
+            (EventKind::Deducted, "req|with|pipes", 2)
         );
         assert!(e.activates());
-        let a = Event::from_fields("5-2", &pairs(&[("k", "a"), ("r", ""), ("q", "-7")]))
-            .expect("adjust");
+        let a = Event::from_fields("5-2", &pairs(&[("a", "-7|")])).expect("adjust");
         assert_eq!((a.kind, a.quantity), (EventKind::Adjusted, -7));
-        assert!(Event::from_fields("5-3", &pairs(&[("k", "d"), ("r", ""), ("q", "1")])).is_none());
-        assert!(Event::from_fields("x", &pairs(&[("k", "d"), ("r", "a"), ("q", "1")])).is_none());
-        assert!(Event::from_fields("5-3", &pairs(&[("r", "a")])).is_none());
+        assert!(Event::from_fields("5-3", &pairs(&[("d", "1|")])).is_none());
+        assert!(Event::from_fields("5-3", &pairs(&[("d", "x|r")])).is_none());
+        assert!(Event::from_fields("x", &pairs(&[("d", "1|a")])).is_none());
+        assert!(Event::from_fields("5-3", &[]).is_none());
     }
 
     proptest::proptest! {

@@ -262,12 +262,13 @@ async fn products_of(
     Ok(found)
 }
 
-/// Builds one product's view from its books at the cut.
+/// Builds one product's view from its books at the cut; `details`: the view keeps a copy of
+/// the books (the requests behind the figures), else only their position and live units.
 pub fn view(
     product: Product,
     keys: ProductKeys,
     cut: ProductCut,
-    books: Books,
+    (books, details): (&Books, bool),
     explained: bool,
     grace: Duration,
 ) -> ProductView {
@@ -287,6 +288,15 @@ pub fn view(
         truth,
     );
     status.unledgered = books.unledgered_units();
+    let books = if details {
+        books.clone()
+    } else {
+        Books {
+            position: books.position,
+            live_units: books.live_units,
+            ..Books::default()
+        }
+    };
     let mut v = ProductView {
         product,
         keys,

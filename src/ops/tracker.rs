@@ -51,6 +51,9 @@ pub struct TrackerOptions {
     pub save_every: Option<Duration>,
     /// Settle every product from scratch on the first refresh, whatever is saved.
     pub fresh: bool,
+    /// Hand out every unbacked deduction and unledgered order with the snapshot (a fix needs
+    /// them); else only the figures (the live view, which would copy them every second).
+    pub details: bool,
     /// Called between the reads (tests only).
     pub interleave: Interleave,
 }
@@ -61,11 +64,12 @@ impl TrackerOptions {
     pub fn live(grace: Duration, read_only: bool) -> Self {
         TrackerOptions {
             grace,
-            margin: Duration::from_secs(2),
+            margin: Duration::from_secs(1),
             verify_every: Duration::from_secs(60),
             load_checkpoints: true,
             save_every: (!read_only).then_some(Duration::from_secs(10)),
             fresh: false,
+            details: false,
             interleave: Interleave::default(),
         }
     }
@@ -74,6 +78,7 @@ impl TrackerOptions {
     pub fn once(grace: Duration, read_only: bool) -> Self {
         TrackerOptions {
             verify_every: Duration::ZERO,
+            details: true,
             save_every: (!read_only).then_some(Duration::ZERO),
             ..Self::live(grace, read_only)
         }
@@ -113,7 +118,7 @@ pub struct Tracker {
     kept: HashMap<String, Kept>,
     last_verify: Option<Instant>,
     last_save: Option<Instant>,
-    /// Changes (request, updated_at in µs) applied and still inside the feed's margin.
+    /// Changes (request, updated_at in µs) applied while inside the feed's margin.
     processed: HashSet<(String, i64)>,
     /// What the last refresh read.
     pub cost: RefreshCost,
@@ -189,13 +194,10 @@ impl Tracker {
             .zip(cuts)
             .map(|((product, k), c)| {
                 let id = product.product_id.to_string();
-                let books = self
-                    .kept
-                    .get(&id)
-                    .map(|k| k.books.clone())
-                    .unwrap_or_default();
+                let none = Books::default();
+                let books = self.kept.get(&id).map_or(&none, |k| &k.books);
                 let explained = settled.get(&id).copied().unwrap_or(true);
-                snapshot::view(product, k, c, books, explained, grace)
+                snapshot::view(product, k, c, (books, self.opts.details), explained, grace)
             })
             .collect();
         Ok(Snapshot {
@@ -467,13 +469,12 @@ impl Tracker {
             .min()
             .unwrap_or(from);
         let index: HashMap<&str, usize> = moving.iter().map(|&i| (ids[i].as_str(), i)).collect();
-        let mut applied: HashSet<(String, i64)> = HashSet::new();
+        let mut applied: Vec<(String, i64)> = Vec::new();
         // Changes the books cannot place without the request's ledger entry.
         let mut ask: HashMap<usize, Vec<&Change>> = HashMap::new();
         for c in &all {
             let key = (c.request_id.clone(), c.at.timestamp_micros());
             if self.processed.contains(&key) {
-                applied.insert(key);
                 continue;
             }
             let Some(&i) = index.get(c.product.as_str()) else {
@@ -513,15 +514,12 @@ impl Tracker {
                     b.on_death(rid, c.quantity, at, None);
                 }
                 true
-            } else if c.live && c.created < from {
-                // An order counted when it was written: this change is a payment.
-                true
             } else {
                 ask.entry(i).or_default().push(c);
                 false
             };
             if placed {
-                applied.insert(key);
+                applied.push(key);
             }
         }
         if !ask.is_empty() {
@@ -553,14 +551,14 @@ impl Tracker {
                         let at = c.at.timestamp_millis();
                         k.books.on_death(&c.request_id, c.quantity, at, l.entry());
                     }
-                    applied.insert((c.request_id.clone(), c.at.timestamp_micros()));
+                    applied.push((c.request_id.clone(), c.at.timestamp_micros()));
                 }
             }
         }
-        applied.retain(|(_, at)| {
-            chrono::DateTime::<Utc>::from_timestamp_micros(*at).is_some_and(|t| t >= keep_from)
-        });
-        self.processed = applied;
+        // Remembered until the margin has moved past them.
+        let keep = keep_from.timestamp_micros();
+        self.processed.extend(applied);
+        self.processed.retain(|(_, at)| *at >= keep);
         Ok(())
     }
 

@@ -223,14 +223,7 @@ mod tests {
     fn entry(id: &str, k: &str, r: &str, q: &str) -> Value {
         Value::Array(vec![
             bulk(id),
-            Value::Array(vec![
-                bulk("k"),
-                bulk(k),
-                bulk("r"),
-                bulk(r),
-                bulk("q"),
-                bulk(q),
-            ]),
+            Value::Array(vec![bulk(k), bulk(&format!("{q}|{r}"))]),
         ])
     }
 
