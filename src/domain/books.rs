@@ -15,8 +15,8 @@
 //! the restore script, and unledgered orders are recorded as deductions.
 
 use super::events::{Event, EventId, EventKind};
+use super::rid_hash::{RidMap, RidSet};
 use super::stock::LedgerEntry;
-use std::collections::{HashMap, HashSet};
 
 /// What the database says of one request id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,12 +73,12 @@ pub struct Books {
     /// none): `db_sold` at the cut.
     pub live_units: i64,
     /// `U`: active deductions without a live order.
-    pub unbacked: HashMap<String, Unbacked>,
+    pub unbacked: RidMap<Unbacked>,
     /// `V`: live orders (request id, units) without an active deduction.
-    pub unledgered: HashMap<String, i64>,
+    pub unledgered: RidMap<i64>,
     /// Backed deductions returned by the events just applied (request id, units), whose
     /// orders are yet to be looked up: empty between refreshes.
-    pub returned: HashMap<String, i64>,
+    pub returned: RidMap<i64>,
 }
 
 impl Books {
@@ -258,14 +258,14 @@ pub struct Settle {
     matched: Vec<bool>,
     /// Requests whose return (at or before the cut) the backward scan has passed: their
     /// deduction, further back, was not active at the cut.
-    returned: HashSet<String>,
+    returned: RidSet,
     /// The oldest event the scan read: ledger entries older than it were not in the stream.
     oldest: Option<EventId>,
     /// Ledger entries taken from HSCAN pages (which may repeat one).
-    counted: HashSet<String>,
+    counted: RidSet,
     /// Requests whose first event after the cut activates them: their orders belong to after
     /// the cut.
-    pub after_cut: HashSet<String>,
+    pub after_cut: RidSet,
     /// Events, ledger entries and orders read (what the settle cost).
     pub read: u64,
 }
@@ -281,12 +281,7 @@ pub struct Candidate {
 impl Settle {
     /// Starts at the cut `position`, with `live_units` (L) and `active` (A) read there, and
     /// the requests whose first event after the cut activates them.
-    pub fn new(
-        position: EventId,
-        live_units: i64,
-        active: i64,
-        after_cut: HashSet<String>,
-    ) -> Self {
+    pub fn new(position: EventId, live_units: i64, active: i64, after_cut: RidSet) -> Self {
         Settle {
             books: Books {
                 position,
@@ -301,9 +296,9 @@ impl Settle {
             confirmed: false,
             live: Vec::new(),
             matched: Vec::new(),
-            returned: HashSet::new(),
+            returned: RidSet::default(),
             oldest: None,
-            counted: HashSet::new(),
+            counted: RidSet::default(),
             after_cut,
             read: 0,
         }
@@ -635,7 +630,7 @@ mod tests {
     fn a_settle_matches_orders_and_events_and_looks_up_only_the_differences() {
         // Three deductions active (one in flight, one sold, one whose order lives on after
         // its return), and two orders whose deductions a failover lost: A = 2, L = 4.
-        let mut s = Settle::new(id(9, 0), 4, 2, HashSet::new());
+        let mut s = Settle::new(id(9, 0), 4, 2, RidSet::default());
         assert_eq!(s.next(), Next::Orders);
         s.on_orders(
             &[
@@ -678,7 +673,7 @@ mod tests {
     #[test]
     fn a_settle_reads_the_ledger_behind_the_stream_only_when_the_counters_say_so() {
         // The stream starts after a deduction the ledger still holds (an older version).
-        let mut s = Settle::new(id(9, 0), 1, 3, HashSet::new());
+        let mut s = Settle::new(id(9, 0), 1, 3, RidSet::default());
         s.on_orders(&[("sold-old".into(), 1)], true);
         let c = s.on_events(
             &[ev(9, EventKind::Deducted, "new", 1)],

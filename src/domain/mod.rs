@@ -9,6 +9,7 @@ pub mod events;
 pub mod ids;
 pub mod import;
 pub mod preheat;
+pub mod rid_hash;
 pub mod stock;
 
 pub use activity::{Activity, ActivityDef, Phase, Product};

@@ -15,6 +15,7 @@ use crate::db::cut::{self as db_cut, Mark};
 use crate::db::{Db, Tx, activity as activities};
 use crate::domain::books::{Books, Candidate, Next, OrderState, Settle, Split};
 use crate::domain::events::EventId;
+use crate::domain::rid_hash::RidSet;
 use crate::domain::stock::{LedgerEntry, ProductStatus, Truth};
 use crate::domain::{Activity, ActivityId, Product};
 use crate::error::{Error, Result};
@@ -224,7 +225,7 @@ async fn sold_and_after(
     (products, keys, cuts): (&[Product], &[ProductKeys], &[ProductCut]),
     hook: &Interleave,
     cost: &mut Cost,
-) -> Result<(Vec<i64>, Vec<HashSet<String>>)> {
+) -> Result<(Vec<i64>, Vec<RidSet>)> {
     let ids: Vec<&str> = products.iter().map(|p| p.product_id.as_str()).collect();
     // A few products: an IN list; many: one grouped sum over the activity.
     let few = (ids.len() <= crate::db::IN_CHUNK).then_some(ids.as_slice());
@@ -318,7 +319,7 @@ async fn after_cut(
     redis: &RedisStore,
     keys: &[ProductKeys],
     cuts: &[ProductCut],
-) -> Result<Vec<HashSet<String>>> {
+) -> Result<Vec<RidSet>> {
     let asks: Vec<(&ProductKeys, EventId)> = keys
         .iter()
         .zip(cuts)
@@ -331,7 +332,7 @@ async fn after_cut(
         .zip(events::after_many(redis, &asks, PAGE).await)
     {
         if c.position.is_none() {
-            out.push(HashSet::new());
+            out.push(RidSet::default());
             continue;
         }
         let page = page.map_err(|e| redis.error(&e))?;
@@ -367,7 +368,7 @@ async fn late_units(
     tx: &mut Tx,
     activity: &ActivityId,
     products: &[Product],
-    after: &[HashSet<String>],
+    after: &[RidSet],
     cost: &mut Cost,
 ) -> Result<Vec<i64>> {
     let rids: Vec<&str> = after.iter().flatten().map(String::as_str).collect();

@@ -22,6 +22,7 @@ use crate::db::cut::{self as db_cut, Change, Mark};
 use crate::db::{Db, Tx, activity as activities};
 use crate::domain::books::{Books, OrderState};
 use crate::domain::events::{Event, EventId};
+use crate::domain::rid_hash::{RidMap, RidState};
 use crate::domain::{ActivityId, Product};
 use crate::error::Result;
 use crate::redis::checkpoint::{self, Checkpoint, Feed};
@@ -119,7 +120,10 @@ pub struct Tracker {
     last_verify: Option<Instant>,
     last_save: Option<Instant>,
     /// Changes (request, updated_at in µs) applied while inside the feed's margin.
-    processed: HashSet<(String, i64)>,
+    processed: HashSet<(String, i64), RidState>,
+    /// Requests whose order this tracker saw land, while inside the margin (their payment is
+    /// the next change the feed shows, and moves nothing).
+    backed_recently: RidMap<i64>,
     /// What the last refresh read.
     pub cost: RefreshCost,
 }
@@ -132,7 +136,8 @@ impl Tracker {
             kept: HashMap::new(),
             last_verify: None,
             last_save: None,
-            processed: HashSet::new(),
+            processed: HashSet::default(),
+            backed_recently: RidMap::default(),
             cost: RefreshCost::default(),
         }
     }
@@ -489,6 +494,8 @@ impl Tracker {
             let placed = if b.unbacked.contains_key(rid) {
                 // A new deduction's order landed (or ended before it was seen live).
                 let state = if c.live {
+                    self.backed_recently
+                        .insert(rid.to_string(), c.at.timestamp_micros());
                     OrderState::Live(c.quantity)
                 } else {
                     OrderState::Dead {
@@ -497,6 +504,9 @@ impl Tracker {
                     }
                 };
                 b.on_order(rid, state);
+                true
+            } else if c.live && self.backed_recently.contains_key(rid) {
+                // Paid right after it landed: nothing moves.
                 true
             } else if let Some(&q) = b.returned.get(rid) {
                 let state = if c.live {
@@ -559,6 +569,7 @@ impl Tracker {
         let keep = keep_from.timestamp_micros();
         self.processed.extend(applied);
         self.processed.retain(|(_, at)| *at >= keep);
+        self.backed_recently.retain(|_, at| *at >= keep);
         Ok(())
     }
 

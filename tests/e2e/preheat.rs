@@ -183,9 +183,87 @@ async fn orders_in_the_database_and_an_empty_redis_preheat_the_remaining_truth()
                     "{p}"
                 );
             }
+            // The holdings and the ledger were rebuilt from the live orders before the stock
+            // appeared: the per-user limit (5) still counts what u-r1 bought, and the order
+            // that is still unpaid can give its unit back.
+            let k = crate::harness::fixtures::product_keys(&a, "p1");
+            let held = |user: &'static str| {
+                let (store, k) = (store.clone(), k.clone());
+                async move {
+                    crate::harness::fixtures::redis_cmd(&store, &["HGET", &k.buyers, user]).await
+                }
+            };
+            assert_eq!(held("u-r1").await, Value::BulkString(b"2".to_vec()));
+            assert_eq!(
+                held("u-r3").await,
+                Value::Nil,
+                "a cancelled order holds nothing"
+            );
+            use seckill_console::redis::stock::{Deducted, Restored, deduct, restore};
+            let over = deduct(&store, &k, "late-1", "u-r1", "4")
+                .await
+                .expect("deduct");
+            assert_eq!(over, Deducted::UserLimit, "{} {}", topo.name(), db.name());
+            let back = restore(&store, &k, "r2").await.expect("restore");
+            assert_eq!(back, Restored::Returned(1));
             lib.close().await;
         }
     }
+}
+
+/// Every key of a product expires `key_ttl_days` after the activity ends; a fix keeps it.
+#[tokio::test]
+async fn keys_expire_days_after_the_activity_and_a_fix_keeps_it() {
+    let topo = Topo::standalone();
+    let store = topo.store().await;
+    let flags = topo.flags();
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    let window = live_window();
+    import(&lib, "ttl", &[("p1", 10, 5)], window).await;
+    import(&lib, "forever", &[("p1", 10, 5)], window).await;
+    console(&args(&flags, &db, &["preheat", "ttl"])).expect_code(0);
+    crate::harness::fixtures::buy(&store, &lib, "ttl", "p1", "t-r1", "u1", 1).await;
+    let k = crate::harness::fixtures::product_keys("ttl", "p1");
+    let expiry = |k: seckill_console::redis::ProductKeys| {
+        let store = store.clone();
+        async move {
+            let mut out = Vec::new();
+            for key in k.script_keys() {
+                let v = crate::harness::fixtures::redis_cmd(&store, &["PEXPIRETIME", key]).await;
+                out.push(match v {
+                    Value::Int(n) => n,
+                    other => panic!("PEXPIRETIME {key}: {other:?}"),
+                });
+            }
+            out
+        }
+    };
+    let want = (window.1 + chrono::Duration::days(7)).timestamp_millis();
+    assert_eq!(
+        expiry(k.clone()).await,
+        vec![want; 5],
+        "every key, to the ms"
+    );
+    crate::harness::fixtures::redis_cmd(&store, &["INCRBY", &k.stock, "3"]).await;
+    let f = console(&args(&flags, &db, &["--json", "fix", "ttl", "--yes"]));
+    f.expect_code(0);
+    assert_eq!(f.json()["products"][0]["applied"], true);
+    assert_eq!(expiry(k).await, vec![want; 5], "kept by the fix");
+    // 0: never.
+    let mut v = args(&flags, &db, &["preheat", "forever"]);
+    v.insert(0, "--config");
+    let dir = tempfile::tempdir().expect("tmp");
+    let cfg = crate::harness::fixtures::write_file(dir.path(), "c.toml", "key_ttl_days = 0\n");
+    let cfg = cfg.to_str().expect("utf8").to_string();
+    v.insert(1, &cfg);
+    console(&v).expect_code(0);
+    let k = crate::harness::fixtures::product_keys("forever", "p1");
+    for key in [&k.stock, &k.meta] {
+        let v = crate::harness::fixtures::redis_cmd(&store, &["PTTL", key]).await;
+        assert_eq!(v, Value::Int(-1), "{key}");
+    }
+    lib.close().await;
 }
 
 #[tokio::test]
