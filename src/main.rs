@@ -42,6 +42,23 @@ fn main() -> ExitCode {
         }
     };
     init_logging(&env);
+    // The live view (no subcommand, or the demo) yields the CPU to the sale it watches; before
+    // the runtime and the pools start, so that their threads inherit it.
+    if matches!(
+        cli.command,
+        None | Some(seckill_console::cli::Command::Demo(_))
+    ) {
+        use seckill_console::tui::priority;
+        let nice = priority::wanted(env.get("SECKILL_NICE").map(String::as_str)).unwrap_or_else(
+            |warning| {
+                tracing::warn!("{warning}");
+                priority::DEFAULT_NICE
+            },
+        );
+        if !priority::lower(nice) {
+            tracing::warn!("could not lower the console's CPU priority (nice {nice})");
+        }
+    }
     // One thread: on a small machine the Redis server needs the other core, and a command's
     // pipelines gain nothing from hopping between worker threads (measured: preheat and load
     // are faster this way).

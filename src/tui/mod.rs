@@ -19,6 +19,7 @@ mod executor;
 mod keys;
 pub mod logs;
 mod pollers;
+pub mod priority;
 pub mod runtime;
 mod services;
 pub mod terminal;
