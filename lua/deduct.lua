@@ -34,9 +34,16 @@ if qty > 1000000000 then
   return -4
 end
 
--- A double holds every integer of up to 15 digits exactly; longer ones are refused.
+-- Redis's own integer rule (what INCRBY and HINCRBY accept): 0, or an optional minus, a digit
+-- 1-9 and more digits; at most 15 digits, which a Lua number (a double) holds exactly. `01`,
+-- `-0`, `+5` or 16 digits would pass a looser test here and then make a later INCRBY or
+-- HINCRBY fail, after the first write: so they are refused before any.
 local function int_or_nil(v)
-  if v and #v <= 16 and string.find(v, '^-?%d+$') then
+  if v == '0' then
+    return 0
+  end
+  local digits = v and string.match(v, '^%-?([1-9]%d*)$')
+  if digits and #digits <= 15 then
     return tonumber(v)
   end
   return nil
@@ -50,9 +57,10 @@ local function first_result()
   if not prev then
     return nil
   end
-  local first = string.match(prev, '^[dr][^|]*|%d+|[%d%-]+|(%d+)|')
-  if first then
-    return tonumber(first)
+  local units, first = string.match(prev, '^[dr][^|]*|([^|]*)|[%d%-]+|([^|]*)|')
+  units, first = int_or_nil(units), int_or_nil(first)
+  if units and units >= 1 and first then
+    return first
   end
   return redis.error_reply('ERR seckill: ledger entry of request ' .. rid .. ' in ' .. KEYS[4] .. ' is corrupt')
 end
@@ -89,6 +97,9 @@ end
 local meta = call('HMGET', KEYS[2], 'paused', 'limit', 'deducted')
 if meta[1] == '1' then
   return -5
+end
+if meta[1] and meta[1] ~= '0' then
+  return redis.error_reply('ERR seckill: paused in ' .. KEYS[2] .. ' is neither 0 nor 1')
 end
 local limit = nil
 if meta[2] then

@@ -28,8 +28,16 @@ if n % 3 ~= 0 or n / 3 > 500 then
   return -4
 end
 
+-- Redis's own integer rule (what INCRBY and HINCRBY accept): 0, or an optional minus, a digit
+-- 1-9 and more digits; at most 15 digits, which a Lua number (a double) holds exactly. `01`,
+-- `-0`, `+5` or 16 digits would pass a looser test here and then make a later INCRBY or
+-- HINCRBY fail, after the first write: so they are refused before any.
 local function int_or_nil(v)
-  if v and #v <= 16 and string.find(v, '^-?%d+$') then
+  if v == '0' then
+    return 0
+  end
+  local digits = v and string.match(v, '^%-?([1-9]%d*)$')
+  if digits and #digits <= 15 then
     return tonumber(v)
   end
   return nil

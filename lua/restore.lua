@@ -17,8 +17,16 @@ if rid == nil or rid == '' then
   return -4
 end
 
+-- Redis's own integer rule (what INCRBY and HINCRBY accept): 0, or an optional minus, a digit
+-- 1-9 and more digits; at most 15 digits, which a Lua number (a double) holds exactly. `01`,
+-- `-0`, `+5` or 16 digits would pass a looser test here and then make a later INCRBY or
+-- HINCRBY fail, after the first write: so they are refused before any.
 local function int_or_nil(v)
-  if v and #v <= 16 and string.find(v, '^-?%d+$') then
+  if v == '0' then
+    return 0
+  end
+  local digits = v and string.match(v, '^%-?([1-9]%d*)$')
+  if digits and #digits <= 15 then
     return tonumber(v)
   end
   return nil
@@ -35,7 +43,10 @@ end
 if state == 'r' then
   return 0
 end
-qty = tonumber(qty)
+qty = int_or_nil(qty)
+if qty == nil or qty < 1 or int_or_nil(first) == nil then
+  return redis.error_reply('ERR seckill: ledger entry of request ' .. rid .. ' in ' .. KEYS[4] .. ' is corrupt')
+end
 
 local raw = redis.call('GET', KEYS[1])
 if not raw then

@@ -14,7 +14,8 @@
 --             non-string type). ARGV[2] is the new stock, or 'initial:' .. n for
 --             n - deducted + returned as the counters stand after ARGV[6..] are written (below 0
 --             after an oversell, as for 'rebase').
--- ARGV[4] 'keep' to update the meta hash in place, 'reset' to delete it first (corrupt)
+-- ARGV[4] 'keep' to update the meta hash in place, 'reset' to rebuild it (corrupt): every field
+--         goes except paused, epoch and the bucket figures
 -- ARGV[5] expiry of every key, ms since the epoch; '' leaves expiries alone
 -- ARGV[6..] field, value pairs written to the meta hash
 --
@@ -35,8 +36,16 @@ if (#ARGV - 5) % 2 ~= 0 or (expire ~= '' and not string.find(expire, '^%d+$')) t
   return -4
 end
 
+-- Redis's own integer rule (what INCRBY and HINCRBY accept): 0, or an optional minus, a digit
+-- 1-9 and more digits; at most 15 digits, which a Lua number (a double) holds exactly. `01`,
+-- `-0`, `+5` or 16 digits would pass a looser test here and then make a later INCRBY or
+-- HINCRBY fail, after the first write: so they are refused before any.
 local function int_or_nil(v)
-  if v and #v <= 16 and string.find(v, '^-?%d+$') then
+  if v == '0' then
+    return 0
+  end
+  local digits = v and string.match(v, '^%-?([1-9]%d*)$')
+  if digits and #digits <= 15 then
     return tonumber(v)
   end
   return nil
@@ -106,7 +115,28 @@ else
     return -4
   end
   if reset then
+    -- The fields the console does not own survive the rebuild: a paused product stays paused
+    -- (a `paused` that is neither 0 nor 1 stopped every sale, so it becomes 1, not 0), and
+    -- the gateways keep their preheat epoch and token bucket.
+    local keep = {}
+    if meta_kind == 'hash' then
+      local f = redis.call('HMGET', KEYS[2], 'paused', 'epoch', 'bucket_capacity', 'bucket_rate')
+      if f[1] then
+        keep[#keep + 1] = 'paused'
+        keep[#keep + 1] = (f[1] == '0') and '0' or '1'
+      end
+      local names = { 'paused', 'epoch', 'bucket_capacity', 'bucket_rate' }
+      for i = 2, 4 do
+        if f[i] then
+          keep[#keep + 1] = names[i]
+          keep[#keep + 1] = f[i]
+        end
+      end
+    end
     redis.call('DEL', KEYS[2])
+    if #keep > 0 then
+      redis.call('HSET', KEYS[2], unpack(keep))
+    end
   end
   if events_kind ~= 'stream' and events_kind ~= 'none' then
     redis.call('DEL', KEYS[5])

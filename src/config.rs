@@ -194,7 +194,33 @@ fn default_actor() -> String {
     ["USER", "LOGNAME", "USERNAME"]
         .iter()
         .find_map(|k| std::env::var(k).ok().filter(|v| !v.is_empty()))
+        .or_else(user_of_this_uid)
         .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// The account name of the process's uid (cron jobs and systemd units often run without
+/// `$USER`): looked up in /etc/passwd, else `uid:<n>`, so the audit trail still names who.
+#[cfg(unix)]
+fn user_of_this_uid() -> Option<String> {
+    let uid = rustix::process::getuid().as_raw();
+    let passwd = std::fs::read_to_string("/etc/passwd").unwrap_or_default();
+    Some(name_in_passwd(&passwd, uid).unwrap_or_else(|| format!("uid:{uid}")))
+}
+
+#[cfg(not(unix))]
+fn user_of_this_uid() -> Option<String> {
+    None
+}
+
+/// The name of `uid` in the text of an /etc/passwd file (`name:x:uid:gid:...`).
+fn name_in_passwd(passwd: &str, uid: u32) -> Option<String> {
+    passwd.lines().find_map(|line| {
+        let mut f = line.split(':');
+        let name = f.next()?;
+        let _password = f.next()?;
+        let id: u32 = f.next()?.parse().ok()?;
+        (id == uid && !name.is_empty()).then(|| name.to_string())
+    })
 }
 
 /// Merges layers, lowest first, into a validated configuration.
@@ -308,6 +334,15 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_actor_without_user_is_the_uid_name() {
+        let passwd = "root:x:0:0:root:/root:/bin/bash\n# comment\nbroken\nops:x:1001:1001::/home/ops:/bin/sh\n";
+        assert_eq!(name_in_passwd(passwd, 0).as_deref(), Some("root"));
+        assert_eq!(name_in_passwd(passwd, 1001).as_deref(), Some("ops"));
+        assert_eq!(name_in_passwd(passwd, 7), None);
+        assert_eq!(name_in_passwd("", 0), None);
+    }
 
     fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
         pairs

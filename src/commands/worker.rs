@@ -35,6 +35,30 @@ fn check_common(buyers: usize, concurrency: usize, repeat_share: f64) -> Result<
     Ok(())
 }
 
+/// `--rate`: requests per second, a finite number from 0.01 to 10,000,000 (a rate below that
+/// would space two requests days apart; NaN or infinity mean nothing).
+fn check_rate(rate: Option<f64>) -> Result<()> {
+    match rate {
+        Some(r) if !(r.is_finite() && (0.01..=10_000_000.0).contains(&r)) => {
+            Err(Error::bad_input(format!(
+                "--rate {r} is out of range: use 0.01 to 10000000 requests per second, or leave it out for full speed"
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// `--payment-window-secs`: a finite number of seconds from 0 to 86,400 (a day).
+fn check_window(secs: f64) -> Result<Duration> {
+    if secs.is_finite() && (0.0..=86_400.0).contains(&secs) {
+        Ok(Duration::from_secs_f64(secs))
+    } else {
+        Err(Error::bad_input(format!(
+            "--payment-window-secs {secs} is out of range: use 0 to 86400 seconds"
+        )))
+    }
+}
+
 /// Prints a progress line on stderr once a second while a run goes on (terminals only), and
 /// stops on Ctrl-C by setting `stop`.
 fn spawn_progress(live: Shown, stop: Arc<AtomicBool>) -> tokio::task::JoinHandle<()> {
@@ -136,6 +160,21 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
     let activity = ActivityId::parse(&args.activity)?;
     check_common(args.buyers, args.concurrency, args.repeat_share)?;
     let faults = Faults::parse(args.faults.as_deref().unwrap_or(""))?;
+    check_rate(args.rate)?;
+    let window = check_window(args.payment_window_secs)?;
+    let strategy = match args.strategy {
+        LoadStrategyArg::Lua => Strategy::Lua,
+        LoadStrategyArg::Hincrby => Strategy::Hincrby,
+        LoadStrategyArg::Lock => Strategy::Lock,
+    };
+    // Only the HINCRBY strategy has a moment between two writes for a client to die in; the
+    // Lua deduction is one atomic step, so the fault would silently do nothing.
+    if faults.crash_between > 0.0 && strategy != Strategy::Hincrby {
+        return Err(Error::bad_input(format!(
+            "--faults crash-between applies to --strategy hincrby only (the {} deduction has no step between two writes); use timeout=P to drill unknown outcomes",
+            strategy.as_str()
+        )));
+    }
     if !(0.0..=1.0).contains(&args.pay_share) {
         return Err(Error::bad_input(format!(
             "--pay-share {} is not a share between 0 and 1",
@@ -170,11 +209,6 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
     }
     let redis = ctx.redis().await?;
     let seed = seed_or_now(args.seed);
-    let strategy = match args.strategy {
-        LoadStrategyArg::Lua => Strategy::Lua,
-        LoadStrategyArg::Hincrby => Strategy::Hincrby,
-        LoadStrategyArg::Lock => Strategy::Lock,
-    };
     let spec = LoadSpec {
         activity: activity.clone(),
         keys: ctx.config.keys.clone(),
@@ -192,7 +226,7 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
         faults,
         payment: Some(PaymentSpec {
             pay_share: args.pay_share,
-            window: Duration::from_secs_f64(args.payment_window_secs.max(0.0)),
+            window,
             seed,
         }),
         watch_negative: true,
@@ -209,10 +243,26 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
     db.close().await;
     let stats = result?;
     let mut text = stats_table(std::slice::from_ref(&stats));
+    // Only the Lua path keeps a ledger that restore.lua can give an expired order's units
+    // back by; the other strategies leave them taken.
+    let expired_note = if strategy == Strategy::Lua {
+        "stock returned"
+    } else {
+        "stock not returned: this strategy keeps no ledger to return it by"
+    };
     text.push_str(&format!(
-        "sold {} of {} units; {} paid, {} expired (stock returned); {} compensation entries\n",
+        "sold {} of {} units; {} paid, {} expired ({expired_note}); {} compensation entries\n",
         stats.sold, stats.stock, stats.paid, stats.expired, stats.compensation_entries
     ));
+    // A run in which no request got an answer from the deduction tested nothing: exit 4.
+    let answered = stats.succeeded + stats.sold_out + stats.user_limited;
+    if stats.requests > 0 && answered == 0 {
+        text.push_str(&format!(
+            "no request was answered: {} errors, {} unknown outcomes; check Redis and the keys (status)\n",
+            stats.errors, stats.unknown
+        ));
+        return Outcome::with_code(&stats, text, 4);
+    }
     Outcome::ok(&stats, text)
 }
 
@@ -220,6 +270,7 @@ pub async fn run_dry_run(ctx: &Ctx, args: DryRunArgs) -> Result<Outcome> {
     let activity = ActivityId::parse(&args.activity)?;
     check_common(args.buyers, args.concurrency, args.repeat_share)?;
     let faults = Faults::parse(args.faults.as_deref().unwrap_or(""))?;
+    check_rate(args.rate)?;
     if ctx.config.read_only {
         return Err(Error::refused(
             "read-only mode: a dry run writes shadow keys; run without --read-only",
@@ -239,6 +290,11 @@ pub async fn run_dry_run(ctx: &Ctx, args: DryRunArgs) -> Result<Outcome> {
         StrategyArg::Lock => vec![Strategy::Lock],
         StrategyArg::Sql => vec![Strategy::Sql],
     };
+    if faults.crash_between > 0.0 && !strategies.contains(&Strategy::Hincrby) {
+        return Err(Error::bad_input(
+            "--faults crash-between applies to the hincrby strategy only (add --strategy hincrby or all); use timeout=P to drill unknown outcomes",
+        ));
+    }
     let db = ctx.db().await?;
     let redis = ctx.redis().await?;
     let spec = DryRunSpec {

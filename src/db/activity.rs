@@ -52,8 +52,34 @@ fn product_from(row: ProductRow) -> Result<Product> {
 /// Writes an activity and its products in one transaction, with an audit row. Existing products
 /// are updated in place; products missing from the file are reported, never deleted.
 pub async fn import(db: &Db, def: &ActivityDef, actor: &str, source: &str) -> Result<ImportReport> {
+    // Two consoles importing a new activity at once both find it absent and insert it; the
+    // second INSERT breaks the key and its transaction rolls back whole. Once more, it finds
+    // the activity and updates it, as a re-import does.
+    let raced = std::sync::atomic::AtomicBool::new(false);
+    match import_once(db, def, actor, source, &raced).await {
+        Err(_) if raced.load(std::sync::atomic::Ordering::Relaxed) => {
+            import_once(db, def, actor, source, &raced).await
+        }
+        done => done,
+    }
+}
+
+async fn import_once(
+    db: &Db,
+    def: &ActivityDef,
+    actor: &str,
+    source: &str,
+    raced: &std::sync::atomic::AtomicBool,
+) -> Result<ImportReport> {
     db.write_guard("import an activity")?;
-    let err = |e: sqlx::Error| db.error(&e).context("import");
+    let err = |e: sqlx::Error| {
+        if let sqlx::Error::Database(d) = &e
+            && d.kind() == sqlx::error::ErrorKind::UniqueViolation
+        {
+            raced.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
+        db.error(&e).context("import")
+    };
     let a = &def.activity;
     let now = Utc::now();
     let mut tx = db.begin().await.map_err(err)?;

@@ -121,6 +121,19 @@ impl Db {
                     "database URL '{label}' names no file: use sqlite:PATH (an in-memory database cannot be shared by the console's connections)"
                 )));
             }
+            // A file in a directory that does not exist is a wrong path, not a database that
+            // is down: exit 2 naming the directory (SQLite creates the file, not its folder).
+            let dir = std::path::Path::new(path)
+                .parent()
+                .filter(|d| !d.as_os_str().is_empty());
+            if let Some(dir) = dir
+                && !dir.is_dir()
+            {
+                return Err(Error::bad_input(format!(
+                    "database URL '{label}': the directory {} does not exist; create it or give another path",
+                    dir.display()
+                )));
+            }
             let options = SqliteConnectOptions::from_str(raw)
                 .map_err(bad)?
                 .create_if_missing(true)
@@ -341,7 +354,16 @@ pub fn numbered_placeholders(query: &str) -> String {
 pub fn describe(err: &sqlx::Error) -> String {
     let text = err.to_string();
     let line = text.lines().next().unwrap_or("").trim();
-    crate::redact::redact_text(line)
+    crate::redact::redact_text(without_source_line(line))
+}
+
+/// PostgreSQL's errors carry the line of the server's C source that raised them ("... at line
+/// 768"): noise to an operator, so it is left out.
+fn without_source_line(line: &str) -> &str {
+    match line.rsplit_once(" at line ") {
+        Some((head, n)) if !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) => head,
+        _ => line,
+    }
 }
 
 /// Maps a driver error: I/O, TLS and pool timeouts are `unavailable` (exit 3).
@@ -398,6 +420,19 @@ fn is_unavailable_code(code: Option<&str>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_server_source_line_is_left_out_of_errors() {
+        assert_eq!(
+            without_source_line("duplicate key value violates unique constraint \"k\" at line 664"),
+            "duplicate key value violates unique constraint \"k\""
+        );
+        assert_eq!(
+            without_source_line("syntax error at line x"),
+            "syntax error at line x"
+        );
+        assert_eq!(without_source_line("no line here"), "no line here");
+    }
 
     #[test]
     fn numbers_placeholders_outside_quotes() {

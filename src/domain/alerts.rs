@@ -13,6 +13,7 @@ pub enum AlertKind {
     Corrupt,
     Drift,
     Orphaned,
+    LimitMismatch,
     CompensationPending,
     OutboxStale,
     ScriptMissing,
@@ -27,6 +28,7 @@ impl AlertKind {
             AlertKind::Corrupt => "corrupt",
             AlertKind::Drift => "drift",
             AlertKind::Orphaned => "orphaned",
+            AlertKind::LimitMismatch => "limit_mismatch",
             AlertKind::CompensationPending => "compensation_pending",
             AlertKind::OutboxStale => "outbox_stale",
             AlertKind::ScriptMissing => "script_missing",
@@ -162,6 +164,18 @@ pub fn product_alerts(products: &[ProductStatus]) -> Vec<Alert> {
             }
             State::Ok | State::Paused => {}
         }
+        if let Some(enforced) = p.limit_differs() {
+            out.push(alert(
+                AlertKind::LimitMismatch,
+                Severity::Warning,
+                format!(
+                    "{}: Redis enforces a per-user limit of {}, the database says {}: fix applies it",
+                    p.product,
+                    enforced.map_or_else(|| "(none)".to_string(), |l| l.to_string()),
+                    p.per_user_limit
+                ),
+            ));
+        }
         if p.orphaned > 0 {
             out.push(alert(
                 AlertKind::Orphaned,
@@ -220,9 +234,32 @@ mod tests {
     fn status(stock: StockValue, truth: Truth) -> ProductStatus {
         let meta = Meta {
             present: true,
+            limit: Some(1),
             ..Meta::default()
         };
         ProductStatus::build("p1", 1, &stock, &meta, truth)
+    }
+
+    #[test]
+    fn a_limit_redis_does_not_enforce_is_a_warning() {
+        let meta = Meta {
+            present: true,
+            limit: Some(2),
+            ..Meta::default()
+        };
+        let p = ProductStatus::build(
+            "p1",
+            5,
+            &StockValue::Value(8),
+            &meta,
+            Truth::new(10, 2, 0, 0),
+        );
+        assert!(p.needs_fix());
+        let alerts = product_alerts(&[p]);
+        assert_eq!(alerts.len(), 1);
+        assert_eq!(alerts[0].kind, AlertKind::LimitMismatch);
+        assert_eq!(alerts[0].severity, Severity::Warning);
+        assert!(alerts[0].message.contains("limit of 2") && alerts[0].message.contains("says 5"));
     }
 
     #[test]

@@ -26,6 +26,9 @@ use std::collections::HashSet;
 
 /// The largest stock one product may hold: the Lua scripts keep integers exact below 2^53.
 pub const MAX_STOCK: i64 = 1_000_000_000_000;
+/// The largest per-user limit: what one request may take (`deduct.lua` refuses a quantity
+/// above 10^9), well inside the scripts' exact integers and every backend's column.
+pub const MAX_LIMIT: i64 = 1_000_000_000;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -140,6 +143,13 @@ pub fn parse_activity_file(file: &str, text: &str) -> Result<ActivityDef> {
                 p.per_user_limit
             )));
         }
+        if p.per_user_limit > MAX_LIMIT {
+            return Err(bad(format!(
+                "{}: {} is above the maximum {MAX_LIMIT} (one request takes at most that many units)",
+                field("per_user_limit"),
+                p.per_user_limit
+            )));
+        }
         products.push(Product {
             product_id: ProductId::parse(&p.id).map_err(|e| bad(e.message))?,
             name: p.name.unwrap_or_default(),
@@ -242,6 +252,15 @@ per_user_limit = 2
         assert!(m.contains("products[0].stock") && m.contains("-5"), "{m}");
         let m = err(&GOOD.replace("per_user_limit = 2", ""));
         assert!(m.contains("per_user_limit"), "{m}");
+        for big in ["9223372036854775807", "10000000000000000", "1000000001"] {
+            let m = err(&GOOD.replace("per_user_limit = 2", &format!("per_user_limit = {big}")));
+            assert!(
+                m.contains("products[0].per_user_limit")
+                    && m.contains(big)
+                    && m.contains("maximum"),
+                "{m}"
+            );
+        }
         let m = err(&format!(
             "{GOOD}\n[[products]]\nid = \"p1\"\nstock = 1\nper_user_limit = 1\n"
         ));

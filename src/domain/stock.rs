@@ -4,14 +4,25 @@
 use super::events::EventId;
 use serde::Serialize;
 
-/// Integers the Lua scripts accept: optional minus and up to 16 digits (exact in a double).
+/// Most digits an integer may have: every integer of 15 digits is exact in a Lua number (a
+/// double); 16 digits are not all.
+pub const MAX_DIGITS: usize = 15;
+
+/// Redis's own integer rule, which the Lua scripts apply too: `0`, or an optional `-`, a digit
+/// 1-9, then digits, at most [`MAX_DIGITS`] of them. `01`, `-0`, `+5`, ` 5` and 16 digits are
+/// not integers: INCRBY and HINCRBY refuse them, so the scripts must never start on them.
 pub fn parse_int(raw: &[u8]) -> Option<i64> {
-    let s = std::str::from_utf8(raw).ok()?;
-    let digits = s.strip_prefix('-').unwrap_or(s);
-    if digits.is_empty() || s.len() > 16 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+    if raw == b"0" {
+        return Some(0);
+    }
+    let digits = raw.strip_prefix(b"-").unwrap_or(raw);
+    let ok = matches!(digits.first(), Some(b'1'..=b'9'))
+        && digits.len() <= MAX_DIGITS
+        && digits.iter().all(u8::is_ascii_digit);
+    if !ok {
         return None;
     }
-    s.parse().ok()
+    std::str::from_utf8(raw).ok()?.parse().ok()
 }
 
 /// What a stock key holds.
@@ -129,6 +140,16 @@ impl Meta {
         let returned = script_field(4, "returned", "every return of stock fails");
         if limit.is_some_and(|l| l < 1) && corrupt.is_none() {
             corrupt = Some("meta field limit is below 1: every deduction fails".into());
+        }
+        // deduct.lua reads `paused` as 0 or 1 and refuses anything else.
+        if let Some(p) = get(2)
+            && !matches!(p.as_slice(), b"0" | b"1")
+            && corrupt.is_none()
+        {
+            corrupt = Some(format!(
+                "meta field paused is '{}': every deduction fails",
+                shown(p)
+            ));
         }
         Meta {
             present: fields.iter().any(Option::is_some),
@@ -310,6 +331,9 @@ pub struct ProductStatus {
     pub drift: Option<i64>,
     pub state: State,
     pub per_user_limit: i64,
+    /// The limit the deduction enforces (the meta hash's); differs from `per_user_limit`
+    /// after a re-import changed it, until a fix or a re-preheat writes it.
+    pub redis_limit: Option<i64>,
     pub paused: bool,
     /// What is corrupt (the stock's raw text, or the meta hash) and what fails because of it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -328,7 +352,17 @@ impl ProductStatus {
     /// True when one-key fix would touch this product: its stock needs a rewrite or it holds
     /// orphaned deductions to return. The Reconcile view shows exactly these.
     pub fn needs_fix(&self) -> bool {
-        self.state.needs_rewrite() || self.orphaned > 0 || self.unledgered > 0
+        self.state.needs_rewrite()
+            || self.orphaned > 0
+            || self.unledgered > 0
+            || self.limit_differs().is_some()
+    }
+
+    /// The limit Redis enforces, when it is not the database's (a readable meta hash only:
+    /// a missing or corrupt one is its own state).
+    pub fn limit_differs(&self) -> Option<Option<i64>> {
+        let readable = !matches!(self.state, State::Missing | State::Corrupt);
+        (readable && self.redis_limit != Some(self.per_user_limit)).then_some(self.redis_limit)
     }
 
     pub fn build(
@@ -372,6 +406,7 @@ impl ProductStatus {
             drift,
             state,
             per_user_limit,
+            redis_limit: meta.limit,
             paused: meta.paused,
             corrupt_value,
             sold_percent,
@@ -396,7 +431,26 @@ mod tests {
     fn integers_follow_the_script_rules() {
         assert_eq!(parse_int(b"42"), Some(42));
         assert_eq!(parse_int(b"-3"), Some(-3));
-        for bad in [&b""[..], b"1.5", b"abc", b" 1", b"-", b"12345678901234567"] {
+        assert_eq!(parse_int(b"0"), Some(0));
+        assert_eq!(parse_int(b"999999999999999"), Some(999_999_999_999_999));
+        assert_eq!(parse_int(b"-999999999999999"), Some(-999_999_999_999_999));
+        for bad in [
+            &b""[..],
+            b"1.5",
+            b"abc",
+            b" 1",
+            b"1 ",
+            b"-",
+            b"01",
+            b"00",
+            b"-0",
+            b"-01",
+            b"+5",
+            b"0x5",
+            b"1e3",
+            b"1000000000000000",
+            b"12345678901234567",
+        ] {
             assert_eq!(parse_int(bad), None, "{bad:?}");
         }
     }

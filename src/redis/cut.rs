@@ -42,8 +42,31 @@ impl ProductCut {
     }
 }
 
-fn items(k: &ProductKeys) -> [Keyed; 4] {
-    [newest(k), get_stock(k), get_meta(k), newest(k)]
+fn items(k: &ProductKeys) -> [Keyed; 6] {
+    [
+        newest(k),
+        get_stock(k),
+        get_meta(k),
+        type_of(&k.buyers),
+        type_of(&k.ledger),
+        newest(k),
+    ]
+}
+
+/// TYPE: O(1), so the hashes every deduction writes are checked on each read without reading
+/// them (a buyers or ledger key of another type makes every deduction fail).
+fn type_of(key: &str) -> Keyed {
+    Keyed::new(key, redis::cmd("TYPE").arg(key).clone())
+}
+
+/// Names a buyers or ledger key that is not a hash (absent is fine: nothing sold yet).
+fn wrong_hash(what: &str, key: &str, reply: &RedisResult<Value>) -> RedisResult<Option<String>> {
+    let kind = match reply {
+        Ok(v) => text(v).unwrap_or_default(),
+        Err(e) => return Err(e.clone()),
+    };
+    Ok((kind != "hash" && kind != "none")
+        .then(|| format!("the {what} key {key} is a {kind}, not a hash: every deduction fails")))
 }
 
 fn position(reply: &RedisResult<Value>) -> RedisResult<Option<EventId>> {
@@ -69,8 +92,8 @@ pub async fn read(redis: &RedisStore, keys: &[ProductKeys]) -> RedisResult<Vec<P
         let batch: Vec<Keyed> = todo.iter().flat_map(|&i| items(&keys[i])).collect();
         let results = redis.pipeline(batch).await;
         let mut again = Vec::new();
-        for (&i, r) in todo.iter().zip(results.chunks(4)) {
-            let [first, stock, meta, last] = r else {
+        for (&i, r) in todo.iter().zip(results.chunks(6)) {
+            let [first, stock, meta, buyers, ledger, last] = r else {
                 return Err(RedisError::from((ErrorKind::Parse, "short pipeline reply")));
             };
             let (before, after) = (position(first)?, position(last)?);
@@ -78,9 +101,16 @@ pub async fn read(redis: &RedisStore, keys: &[ProductKeys]) -> RedisResult<Vec<P
                 again.push(i);
                 continue;
             }
+            let mut meta = meta_from(meta)?;
+            if meta.corrupt.is_none() {
+                meta.corrupt = match wrong_hash("buyers", &keys[i].buyers, buyers)? {
+                    Some(w) => Some(w),
+                    None => wrong_hash("ledger", &keys[i].ledger, ledger)?,
+                };
+            }
             out[i] = Some(ProductCut {
                 stock: stock_from(stock)?,
-                meta: meta_from(meta)?,
+                meta,
                 position: after,
                 now_ms: clock_for(redis, &clocks, &keys[i]),
             });

@@ -66,11 +66,19 @@ impl Faults {
     /// Parses `crash-between=P,timeout=P,script-flush` (any subset, comma-separated).
     pub fn parse(text: &str) -> crate::Result<Self> {
         let mut f = Faults::default();
+        let mut seen = Vec::new();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (name, value) = match part.split_once('=') {
                 Some((n, v)) => (n.trim(), Some(v.trim())),
                 None => (part, None),
             };
+            // `timeout=0.1,timeout=0.2` would silently keep one of them.
+            if seen.contains(&name) {
+                return Err(crate::Error::bad_input(format!(
+                    "fault '{name}' is given twice in '{text}': give each fault once"
+                )));
+            }
+            seen.push(name);
             let prob = |v: Option<&str>| -> crate::Result<f64> {
                 let v = v.ok_or_else(|| {
                     crate::Error::bad_input(format!(

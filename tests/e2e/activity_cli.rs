@@ -222,3 +222,55 @@ fn bad_ids_and_usage_exit_2() {
     r.expect_code(2);
     assert!(r.stderr.contains("oracle://x"), "{}", r.stderr);
 }
+
+/// Consoles importing the same new activity at the same moment (two operators, or a deploy
+/// script on several hosts) all succeed: the one that loses the race updates what the winner
+/// created, as a re-import does, instead of failing with the database's unique-key error.
+#[tokio::test]
+async fn simultaneous_imports_of_a_new_activity_all_succeed() {
+    let servers = [
+        TestDb::postgres().await.expect("SECKILL_TEST_PG_URL"),
+        TestDb::mysql().await.expect("SECKILL_TEST_MYSQL_URL"),
+    ];
+    let dir = tempfile::tempdir().expect("tmp");
+    let (s, e) = future_window();
+    for db in &servers {
+        console(&["--db", &db.url, "migrate"]).expect_code(0);
+        for round in 0..3 {
+            let id = format!("race{round}");
+            let file = write_file(
+                dir.path(),
+                &format!("{id}.toml"),
+                &activity_toml(&id, &[("p1", 10, 1), ("p2", 20, 2)], s, e),
+            );
+            let file = file.to_str().expect("utf8").to_string();
+            let children: Vec<_> = (0..6)
+                .map(|_| {
+                    std::process::Command::new(env!("CARGO_BIN_EXE_seckill-console"))
+                        .args(["--db", &db.url, "activity", "import", &file])
+                        .stdout(std::process::Stdio::piped())
+                        .stderr(std::process::Stdio::piped())
+                        .spawn()
+                        .expect("spawn")
+                })
+                .collect();
+            for c in children {
+                let out = c.wait_with_output().expect("wait");
+                assert!(
+                    out.status.success(),
+                    "{} {id}: {}",
+                    db.name(),
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            let shown = console(&["--json", "--db", &db.url, "activity", "show", &id]);
+            shown.expect_code(0);
+            assert_eq!(
+                shown.json()["products"].as_array().map(Vec::len),
+                Some(2),
+                "{}",
+                shown.stdout
+            );
+        }
+    }
+}

@@ -539,11 +539,17 @@ async fn the_database_down_during_reconcile_or_fix_exits_3_before_any_redis_writ
         proxy.set(Mode::Pass);
         run_with(&flags, &via, &["fix", &a, "--yes"]).expect_code(0);
     }
-    // SQLite: the file's directory is gone.
+    // SQLite: the file's directory is gone. That is a path to correct (exit 2, naming the
+    // directory), and still nothing reaches Redis.
     let dir = tempfile::tempdir().expect("tmp");
     let gone = format!("sqlite://{}/no/such/dir/x.db", dir.path().display());
     let r = run_with(&flags, &gone, &["--json", "reconcile", "x"]);
-    r.expect_code(3);
+    r.expect_code(2);
+    let msg = r.json_error()["error"].as_str().unwrap_or("").to_string();
+    assert!(
+        msg.contains("no/such/dir") && msg.contains("does not exist"),
+        "{msg}"
+    );
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@ mod activity_cli;
 mod buyers;
 mod demo;
 mod drills;
+mod integers;
 mod live_sale;
 mod lua_contract;
 mod malformed;

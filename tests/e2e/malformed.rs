@@ -169,6 +169,13 @@ async fn malformed_values_on(topo: &Topo) {
     lib.close().await;
 }
 
+/// `load a --buyers 5 --concurrency 1 --yes` and `extra`.
+fn load_with(extra: &[&'static str]) -> Vec<&'static str> {
+    let mut v = vec!["load", "a", "--buyers", "5", "--concurrency", "1", "--yes"];
+    v.extend_from_slice(extra);
+    v
+}
+
 #[test]
 fn malformed_input_to_every_command_is_a_clear_error() {
     let db = TestDb::sqlite();
@@ -237,6 +244,64 @@ fn malformed_input_to_every_command_is_a_clear_error() {
                 "--yes",
             ],
             "--pay-share 7",
+        ),
+        // Numbers that once panicked (a Duration out of range) or meant something silently.
+        (
+            load_with(&["--payment-window-secs", "inf"]),
+            "--payment-window-secs inf",
+        ),
+        (
+            load_with(&["--payment-window-secs", "1e20"]),
+            "--payment-window-secs 1000",
+        ),
+        (
+            load_with(&["--payment-window-secs", "18446744073709551615"]),
+            "--payment-window-secs 1844",
+        ),
+        (
+            load_with(&["--payment-window-secs", "9223372036854775807"]),
+            "--payment-window-secs 9223",
+        ),
+        (
+            load_with(&["--payment-window-secs", "NaN"]),
+            "--payment-window-secs NaN",
+        ),
+        (load_with(&["--rate", "1e-300"]), "--rate 0.000"),
+        (load_with(&["--rate", "NaN"]), "--rate NaN"),
+        (load_with(&["--rate", "0"]), "--rate 0 is out of range"),
+        (
+            load_with(&["--faults", "timeout=0.1,timeout=0.2"]),
+            "fault 'timeout' is given twice",
+        ),
+        (
+            load_with(&["--faults", "crash-between=0.5"]),
+            "crash-between applies to --strategy hincrby only",
+        ),
+        (
+            vec![
+                "dry-run",
+                "a",
+                "--buyers",
+                "5",
+                "--concurrency",
+                "1",
+                "--rate",
+                "1e-300",
+            ],
+            "--rate 0.000",
+        ),
+        (
+            vec![
+                "dry-run",
+                "a",
+                "--buyers",
+                "5",
+                "--concurrency",
+                "1",
+                "--faults",
+                "crash-between=0.5",
+            ],
+            "crash-between applies to the hincrby strategy only",
         ),
         (
             vec!["dry-run", "a", "--buyers", "5", "--concurrency", "99999"],
@@ -331,6 +396,17 @@ fn malformed_input_to_every_command_is_a_clear_error() {
             r.stderr
         );
     }
+    // A SQLite file in a directory that does not exist is a wrong path (2), not a database
+    // that is down (3).
+    let missing = dir.path().join("no-such-dir").join("x.db");
+    let url = format!("sqlite:{}", missing.display());
+    let r = console(&["--db", &url, "activity", "list"]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("no-such-dir") && r.stderr.contains("does not exist"),
+        "{}",
+        r.stderr
+    );
     // Environment variables.
     for (var, value) in [
         ("SECKILL_GRACE_SECS", "soon"),

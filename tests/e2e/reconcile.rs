@@ -736,3 +736,63 @@ fn fix_without_a_terminal_needs_yes() {
             .contains("--yes")
     );
 }
+
+/// A re-import that changes the per-user limit during a sale: `status` shows what Redis still
+/// enforces beside the database's limit with a warning, and one `fix` writes the new limit
+/// (the deduction then enforces it); nothing else moves.
+#[tokio::test]
+async fn a_changed_limit_is_shown_and_applied_by_fix() {
+    let topo = Topo::standalone();
+    let db = TestDb::sqlite();
+    let env = Env {
+        topo: &topo,
+        db: &db,
+    };
+    let lib = db.open().await;
+    setup(&env, &lib, "lim", &[("p1", 100, 2)]).await;
+    let store = topo.store().await;
+    buy(&store, &lib, "lim", "p1", "r1", "u1", 2).await;
+    import(&lib, "lim", &[("p1", 100, 5)], live_window()).await;
+    let s = env.run(&["--json", "status", "lim"]);
+    let doc = s.json();
+    let p = product(&doc, "p1");
+    assert_eq!(p["per_user_limit"], 5, "{doc}");
+    assert_eq!(p["redis_limit"], 2, "{doc}");
+    let alert = doc["alerts"]
+        .as_array()
+        .expect("alerts")
+        .iter()
+        .find(|a| a["kind"] == "limit_mismatch")
+        .unwrap_or_else(|| panic!("no limit_mismatch alert: {doc}"));
+    assert!(
+        alert["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("limit of 2")),
+        "{alert}"
+    );
+    // The limit of 2 still holds in Redis: u1 cannot buy a third.
+    let k = product_keys("lim", "p1");
+    assert_eq!(
+        seckill_console::redis::stock::deduct(&store, &k, "r2", "u1", "1")
+            .await
+            .expect("deduct"),
+        seckill_console::redis::stock::Deducted::UserLimit
+    );
+    env.run(&["--json", "fix", "lim", "--yes"]).expect_code(0);
+    let doc = env.run(&["--json", "status", "lim"]).json();
+    let p = product(&doc, "p1");
+    assert_eq!(p["redis_limit"], 5, "{doc}");
+    assert_eq!(p["state"], "ok", "{doc}");
+    assert_eq!(p["redis_remaining"], 98, "{doc}");
+    assert!(
+        !doc["alerts"].to_string().contains("limit_mismatch"),
+        "{doc}"
+    );
+    assert!(matches!(
+        seckill_console::redis::stock::deduct(&store, &k, "r3", "u1", "1")
+            .await
+            .expect("deduct"),
+        seckill_console::redis::stock::Deducted::Remaining(97)
+    ));
+    lib.close().await;
+}

@@ -126,12 +126,14 @@ fn unreachable_databases_exit_3_naming_the_redacted_url() {
         assert_one_clean_line(&r, &format!("ops:***@127.0.0.1:{port}"));
         assert!(r.elapsed < Duration::from_secs(10), "took {:?}", r.elapsed);
     }
-    // An unusable SQLite path.
+    // A SQLite path in a directory that does not exist is a wrong path (2), not a database
+    // that is down.
     let r = console(&[
         "--db",
         "sqlite:///proc/no/such/dir/x.db",
         "activity",
         "list",
     ]);
-    r.expect_code(3);
+    r.expect_code(2);
+    assert!(r.stderr.contains("/proc/no/such/dir"), "{}", r.stderr);
 }

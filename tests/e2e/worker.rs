@@ -555,3 +555,65 @@ fn bad_worker_input_exits_2() {
         assert!(r.stderr.contains(needle), "{args:?}: {}", r.stderr);
     }
 }
+
+/// A load in which no request got an answer tested nothing: exit 4, saying so. And a strategy
+/// that keeps no ledger does not claim that expired orders gave their stock back.
+#[tokio::test]
+async fn a_load_that_no_request_survived_exits_4_and_expiry_is_reported_as_it_happened() {
+    let topo = Topo::standalone();
+    let store = topo.store().await;
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    setup(&topo, &db, &lib, "dead").await;
+    for (p, _, _) in PRODUCTS {
+        let k = product_keys("dead", p);
+        // A ledger of the wrong type: every deduction answers WRONGTYPE.
+        redis_cmd(&store, &["DEL", &k.ledger]).await;
+        redis_cmd(&store, &["SET", &k.ledger, "x"]).await;
+    }
+    let l = run(
+        &topo,
+        &db,
+        &[
+            "load",
+            "dead",
+            "--buyers",
+            "50",
+            "--concurrency",
+            "4",
+            "--retries",
+            "0",
+            "--yes",
+        ],
+    );
+    l.expect_code(4);
+    assert!(l.stdout.contains("no request was answered"), "{}", l.stdout);
+
+    setup(&topo, &db, &lib, "noledger").await;
+    let l = run(
+        &topo,
+        &db,
+        &[
+            "load",
+            "noledger",
+            "--buyers",
+            "200",
+            "--concurrency",
+            "8",
+            "--strategy",
+            "hincrby",
+            "--pay-share",
+            "0",
+            "--payment-window-secs",
+            "0",
+            "--yes",
+        ],
+    );
+    l.expect_code(0);
+    assert!(
+        l.stdout.contains("stock not returned") && !l.stdout.contains("(stock returned)"),
+        "{}",
+        l.stdout
+    );
+    lib.close().await;
+}

@@ -1,0 +1,317 @@
+//! Redis's integer rule in every script and in the console (issue 11): a value INCRBY or
+//! HINCRBY would refuse (`01`, `00`, `-0`, `+5`, ` 5`, `5 `, `0x5`, `1e3`, 17 digits) in the
+//! stock, a meta field a script reads, the buyers hash or the ledger makes every script that
+//! reads it answer an error with nothing written; `status` calls a stock or meta field like
+//! that `corrupt`, and `fix` rewrites such a stock from the truth. On standalone and cluster.
+
+use crate::harness::fixtures::{import, live_window, product_keys, redis_cmd};
+use crate::harness::{TestDb, Topo, console};
+use redis::Value;
+use seckill_console::redis::stock::{
+    RecordMode, Recorded, Rewrite, StockWrite, deduct, record, restore, set_stock_many,
+};
+use seckill_console::redis::{ProductKeys, RedisStore};
+
+/// Values Redis's INCRBY refuses although a looser rule would read them as integers.
+const NOT_INTEGERS: [&str; 9] = [
+    "01",
+    "00",
+    "-0",
+    "+5",
+    " 5",
+    "5 ",
+    "0x5",
+    "1e3",
+    "12345678901234567",
+];
+
+/// Where a bad value goes, and which scripts read it there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    Stock,
+    Limit,
+    Paused,
+    Deducted,
+    Returned,
+    Holding,
+    Ledger,
+}
+
+const PLACES: [Place; 7] = [
+    Place::Stock,
+    Place::Limit,
+    Place::Paused,
+    Place::Deducted,
+    Place::Returned,
+    Place::Holding,
+    Place::Ledger,
+];
+
+async fn dump(store: &RedisStore, k: &ProductKeys) -> Vec<Value> {
+    let mut out = Vec::new();
+    for key in k.script_keys() {
+        out.push(redis_cmd(store, &["DUMP", key]).await);
+    }
+    out
+}
+
+fn text(v: &Value) -> String {
+    match v {
+        Value::BulkString(b) => String::from_utf8_lossy(b).into_owned(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Writes `bad` into `place`; returns the command that puts the good value back.
+async fn spoil(store: &RedisStore, k: &ProductKeys, place: Place, bad: &str) -> Vec<String> {
+    let (key, field) = match place {
+        Place::Stock => (k.stock.as_str(), None),
+        Place::Limit => (k.meta.as_str(), Some("limit")),
+        Place::Paused => (k.meta.as_str(), Some("paused")),
+        Place::Deducted => (k.meta.as_str(), Some("deducted")),
+        Place::Returned => (k.meta.as_str(), Some("returned")),
+        Place::Holding => (k.buyers.as_str(), Some("u1")),
+        Place::Ledger => (k.ledger.as_str(), Some("h1")),
+    };
+    let mend: Vec<String> = match field {
+        None => {
+            let v = text(&redis_cmd(store, &["GET", key]).await);
+            vec!["SET".into(), key.into(), v]
+        }
+        Some(f) => match redis_cmd(store, &["HGET", key, f]).await {
+            Value::Nil => vec!["HDEL".into(), key.into(), f.into()],
+            v => vec!["HSET".into(), key.into(), f.into(), text(&v)],
+        },
+    };
+    match (place, field) {
+        (Place::Ledger, Some(f)) => {
+            // The entry's units field: `d|<units>|<event>|<result>|<user>`.
+            let entry = text(&redis_cmd(store, &["HGET", key, f]).await);
+            let mut parts: Vec<&str> = entry.splitn(5, '|').collect();
+            assert_eq!(parts.len(), 5, "ledger entry {entry}");
+            parts[1] = bad;
+            redis_cmd(store, &["HSET", key, f, &parts.join("|")]).await;
+        }
+        (_, Some(f)) => {
+            redis_cmd(store, &["HSET", key, f, bad]).await;
+        }
+        (_, None) => {
+            redis_cmd(store, &["SET", key, bad, "KEEPTTL"]).await;
+        }
+    }
+    mend
+}
+
+/// Every script that reads `place`, run once: each must fail (or, for `record.lua absorb` on
+/// a stock that is not an integer, answer that the stock moved), and nothing may change.
+async fn every_script_refuses(store: &RedisStore, k: &ProductKeys, place: Place, label: &str) {
+    let before = dump(store, k).await;
+    let reads = |p: &[Place]| p.contains(&place);
+    if reads(&[
+        Place::Stock,
+        Place::Limit,
+        Place::Paused,
+        Place::Deducted,
+        Place::Holding,
+    ]) {
+        let r = deduct(store, k, "n1", "u1", "1").await;
+        assert!(r.is_err(), "{label}: deduct answered {r:?}");
+    }
+    if reads(&[Place::Ledger]) {
+        let r = deduct(store, k, "h1", "u1", "1").await;
+        assert!(r.is_err(), "{label}: the retry of h1 answered {r:?}");
+    }
+    if reads(&[Place::Stock, Place::Returned, Place::Holding, Place::Ledger]) {
+        let r = restore(store, k, "h1").await;
+        assert!(r.is_err(), "{label}: restore answered {r:?}");
+    }
+    if reads(&[Place::Stock, Place::Deducted, Place::Holding]) {
+        let r = record(
+            store,
+            k,
+            RecordMode::Absorb,
+            None,
+            &[("lost1".into(), "u1".into(), 1)],
+        )
+        .await;
+        assert!(
+            matches!(r, Err(_) | Ok(Recorded::StockMoved(_))),
+            "{label}: record absorb answered {r:?}"
+        );
+    }
+    if reads(&[Place::Stock, Place::Deducted, Place::Returned]) {
+        let w = StockWrite {
+            keys: k,
+            rewrite: Rewrite::Rebase {
+                initial: 10,
+                offset: 0,
+            },
+            reset_meta: false,
+            expire_at: None,
+            meta: vec![],
+        };
+        let r = set_stock_many(store, &[w]).await.pop().expect("a reply");
+        assert!(r.is_err(), "{label}: set_stock rebase answered {r:?}");
+    }
+    assert_eq!(dump(store, k).await, before, "{label}: a script wrote");
+}
+
+#[tokio::test]
+async fn values_redis_would_refuse_stop_every_script_before_its_first_write() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        let db = TestDb::sqlite();
+        let lib = db.open().await;
+        import(&lib, "ints", &[("p1", 10, 5)], live_window()).await;
+        let run = |rest: &[&str]| {
+            let mut v: Vec<String> = topo.flags();
+            v.extend(["--db".into(), db.url.clone()]);
+            v.extend(rest.iter().map(|s| s.to_string()));
+            console(&v.iter().map(String::as_str).collect::<Vec<_>>())
+        };
+        run(&["preheat", "ints"]).expect_code(0);
+        let k = product_keys("ints", "p1");
+        // History, so that every key exists: h1 deducted and returned once, h2 deducted.
+        assert!(deduct(&store, &k, "h0", "u1", "1").await.is_ok());
+        assert!(restore(&store, &k, "h0").await.is_ok());
+        assert!(deduct(&store, &k, "h1", "u1", "1").await.is_ok());
+        for place in PLACES {
+            for bad in NOT_INTEGERS {
+                let label = format!("{} {place:?} = {bad:?}", topo.name());
+                let mend = spoil(&store, &k, place, bad).await;
+                every_script_refuses(&store, &k, place, &label).await;
+                if matches!(
+                    place,
+                    Place::Stock | Place::Limit | Place::Paused | Place::Deducted | Place::Returned
+                ) {
+                    let s = run(&["--json", "status", "ints"]);
+                    let p = &s.json()["products"][0];
+                    assert_eq!(p["state"], "corrupt", "{label}: {p}");
+                }
+                if place == Place::Stock {
+                    // The fix rewrites it from the truth: 10 units, one held by h1.
+                    let f = run(&["--json", "fix", "ints", "--yes"]);
+                    f.expect_code(0);
+                    let now = text(&redis_cmd(&store, &["GET", &k.stock]).await);
+                    assert_eq!(now, "9", "{label}: after the fix");
+                    let s = run(&["--json", "status", "ints"]);
+                    assert_ne!(s.json()["products"][0]["state"], "corrupt", "{label}");
+                } else {
+                    let m: Vec<&str> = mend.iter().map(String::as_str).collect();
+                    redis_cmd(&store, &m).await;
+                }
+            }
+        }
+        // The books still hold: h1 deducted, h0 returned, 9 left, and sales go on.
+        assert_eq!(text(&redis_cmd(&store, &["GET", &k.stock]).await), "9");
+        assert!(deduct(&store, &k, "h2", "u2", "1").await.is_ok());
+        lib.close().await;
+    }
+}
+
+/// A buyers or ledger key of another type makes every deduction fail: `status` says so,
+/// naming the key, and `fix` says what it cannot repair instead of "nothing to do".
+#[tokio::test]
+async fn a_buyers_or_ledger_key_of_another_type_is_corrupt() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        let db = TestDb::sqlite();
+        let lib = db.open().await;
+        import(&lib, "types", &[("p1", 10, 5)], live_window()).await;
+        let run = |rest: &[&str]| {
+            let mut v: Vec<String> = topo.flags();
+            v.extend(["--db".into(), db.url.clone()]);
+            v.extend(rest.iter().map(|s| s.to_string()));
+            console(&v.iter().map(String::as_str).collect::<Vec<_>>())
+        };
+        run(&["preheat", "types"]).expect_code(0);
+        let k = product_keys("types", "p1");
+        for (what, key) in [("buyers", k.buyers.clone()), ("ledger", k.ledger.clone())] {
+            let label = format!("{} {what}", topo.name());
+            let saved = redis_cmd(&store, &["DUMP", &key]).await;
+            redis_cmd(&store, &["DEL", &key]).await;
+            redis_cmd(&store, &["SET", &key, "x"]).await;
+            assert!(
+                deduct(&store, &k, "n1", "u1", "1").await.is_err(),
+                "{label}"
+            );
+            let s = run(&["--json", "status", "types"]);
+            let doc = s.json();
+            assert_eq!(doc["products"][0]["state"], "corrupt", "{label}: {doc}");
+            let named = doc["alerts"]
+                .as_array()
+                .expect("alerts")
+                .iter()
+                .any(|a| a["message"].as_str().is_some_and(|m| m.contains(&key)));
+            assert!(named, "{label}: no alert names {key}: {doc}");
+            let f = run(&["--json", "fix", "types", "--yes"]);
+            assert_ne!(f.code, 0, "{label}: fix claimed success: {}", f.stdout);
+            // Put it back as it was.
+            redis_cmd(&store, &["DEL", &key]).await;
+            if let Value::BulkString(b) = saved {
+                let mut c = redis::cmd("RESTORE");
+                c.arg(&key).arg(0).arg(b);
+                store.query(&key, &c).await.expect("restore");
+            }
+            let s = run(&["--json", "status", "types"]);
+            assert_eq!(s.json()["products"][0]["state"], "ok", "{label}");
+        }
+        lib.close().await;
+    }
+}
+
+/// A fix that rebuilds a corrupt meta hash keeps what it does not own: a paused product stays
+/// paused, and the gateways keep the preheat epoch and the token bucket.
+#[tokio::test]
+async fn rebuilding_a_corrupt_meta_hash_keeps_paused_epoch_and_bucket() {
+    let topo = Topo::standalone();
+    let store = topo.store().await;
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    import(&lib, "keep", &[("p1", 1000, 5)], live_window()).await;
+    let run = |rest: &[&str]| {
+        let mut v: Vec<String> = topo.flags();
+        v.extend(["--db".into(), db.url.clone()]);
+        v.extend(rest.iter().map(|s| s.to_string()));
+        console(&v.iter().map(String::as_str).collect::<Vec<_>>())
+    };
+    run(&["preheat", "keep"]).expect_code(0);
+    let k = product_keys("keep", "p1");
+    let field = |f: &'static str| {
+        let store = &store;
+        let meta = k.meta.clone();
+        async move { text(&redis_cmd(store, &["HGET", &meta, f]).await) }
+    };
+    let (epoch, cap, rate) = (
+        field("epoch").await,
+        field("bucket_capacity").await,
+        field("bucket_rate").await,
+    );
+    assert!(
+        !epoch.is_empty() && epoch != "Nil",
+        "preheat wrote an epoch"
+    );
+    for paused in ["1", "01"] {
+        redis_cmd(
+            &store,
+            &["HSET", &k.meta, "paused", paused, "deducted", "00"],
+        )
+        .await;
+        let s = run(&["--json", "status", "keep"]);
+        assert_eq!(s.json()["products"][0]["state"], "corrupt");
+        run(&["--json", "fix", "keep", "--yes"]).expect_code(0);
+        // Still paused ("01" stopped every sale, so it stays stopped), counters readable.
+        assert_eq!(field("paused").await, "1", "paused {paused:?}");
+        assert_eq!(field("deducted").await, "0");
+        assert_eq!(field("epoch").await, epoch);
+        assert_eq!(field("bucket_capacity").await, cap);
+        assert_eq!(field("bucket_rate").await, rate);
+        assert_eq!(
+            deduct(&store, &k, &format!("r-{paused}"), "u1", "1")
+                .await
+                .expect("deduct"),
+            seckill_console::redis::stock::Deducted::Paused
+        );
+    }
+    lib.close().await;
+}
