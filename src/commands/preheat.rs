@@ -103,7 +103,7 @@ pub async fn run_preheat(ctx: &Ctx, activity: &str, force: bool) -> Result<Outco
                         yes(p.written),
                         yes(p.verified),
                         p.token_bucket.capacity.to_string(),
-                        format!("{:.3}", p.token_bucket.rate_per_sec),
+                        p.token_bucket.shown_rate(),
                     ]
                 })
                 .collect::<Vec<_>>(),

@@ -72,9 +72,21 @@ pub struct TokenBucket {
 impl TokenBucket {
     pub fn new(stock: i64, window_secs: i64) -> Self {
         let rate = stock as f64 / window_secs.max(1) as f64 * 1.2;
+        // Not rounded: a small stock over a long window is a rate far below 0.001 tokens a
+        // second, which three decimals would store as 0 (no sale ever admitted).
         TokenBucket {
             capacity: stock.saturating_mul(2),
-            rate_per_sec: (rate * 1000.0).round() / 1000.0,
+            rate_per_sec: rate,
+        }
+    }
+
+    /// The rate as tables show it: three decimals, or three significant digits below 0.001.
+    pub fn shown_rate(&self) -> String {
+        let r = self.rate_per_sec;
+        if r == 0.0 || r >= 0.001 {
+            format!("{r:.3}")
+        } else {
+            format!("{r:.3e}")
         }
     }
 }
@@ -192,7 +204,13 @@ mod tests {
     fn token_bucket() {
         let b = TokenBucket::new(1000, 3600);
         assert_eq!(b.capacity, 2000);
-        assert!((b.rate_per_sec - 0.333).abs() < 1e-9);
+        assert!((b.rate_per_sec - 1000.0 / 3600.0 * 1.2).abs() < 1e-12);
+        assert_eq!(b.shown_rate(), "0.333");
         assert_eq!(TokenBucket::new(10, 0).rate_per_sec, 12.0);
+        // One unit over a week: a rate, not zero.
+        let small = TokenBucket::new(1, 7 * 86_400);
+        assert!(small.rate_per_sec > 0.0);
+        assert!((small.rate_per_sec - 1.2 / 604_800.0).abs() < 1e-15);
+        assert_eq!(small.shown_rate(), "1.984e-6");
     }
 }

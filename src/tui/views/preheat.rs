@@ -119,7 +119,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             Cell::from(yes_no(p.written)),
             Cell::from(yes_no(p.verified)),
             num(p.token_bucket.capacity.to_string()),
-            num(format!("{:.3}", p.token_bucket.rate_per_sec)),
+            num(p.token_bucket.shown_rate()),
         ])
         .style(style)
     });
