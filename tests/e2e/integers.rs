@@ -5,7 +5,7 @@
 //! that `corrupt`, and `fix` rewrites such a stock from the truth. On standalone and cluster.
 
 use crate::harness::fixtures::{import, live_window, product_keys, redis_cmd};
-use crate::harness::{TestDb, Topo, console};
+use crate::harness::{Run, TestDb, Topo, console};
 use redis::Value;
 use seckill_console::redis::stock::{
     RecordMode, Recorded, Rewrite, StockWrite, deduct, record, restore, set_stock_many,
@@ -46,6 +46,14 @@ const PLACES: [Place; 7] = [
     Place::Holding,
     Place::Ledger,
 ];
+
+/// The binary pointed at `topo` and `db`, with `rest`.
+fn run_on(topo: &Topo, db: &TestDb, rest: &[&str]) -> Run {
+    let mut v: Vec<String> = topo.flags();
+    v.extend(["--db".into(), db.url.clone()]);
+    v.extend(rest.iter().map(|s| s.to_string()));
+    console(&v.iter().map(String::as_str).collect::<Vec<_>>())
+}
 
 async fn dump(store: &RedisStore, k: &ProductKeys) -> Vec<Value> {
     let mut out = Vec::new();
@@ -163,12 +171,7 @@ async fn values_redis_would_refuse_stop_every_script_before_its_first_write() {
         let db = TestDb::sqlite();
         let lib = db.open().await;
         import(&lib, "ints", &[("p1", 10, 5)], live_window()).await;
-        let run = |rest: &[&str]| {
-            let mut v: Vec<String> = topo.flags();
-            v.extend(["--db".into(), db.url.clone()]);
-            v.extend(rest.iter().map(|s| s.to_string()));
-            console(&v.iter().map(String::as_str).collect::<Vec<_>>())
-        };
+        let run = |rest: &[&str]| run_on(&topo, &db, rest);
         run(&["preheat", "ints"]).expect_code(0);
         let k = product_keys("ints", "p1");
         // History, so that every key exists: h1 deducted and returned once, h2 deducted.
@@ -218,12 +221,7 @@ async fn a_buyers_or_ledger_key_of_another_type_is_corrupt() {
         let db = TestDb::sqlite();
         let lib = db.open().await;
         import(&lib, "types", &[("p1", 10, 5)], live_window()).await;
-        let run = |rest: &[&str]| {
-            let mut v: Vec<String> = topo.flags();
-            v.extend(["--db".into(), db.url.clone()]);
-            v.extend(rest.iter().map(|s| s.to_string()));
-            console(&v.iter().map(String::as_str).collect::<Vec<_>>())
-        };
+        let run = |rest: &[&str]| run_on(&topo, &db, rest);
         run(&["preheat", "types"]).expect_code(0);
         let k = product_keys("types", "p1");
         for (what, key) in [("buyers", k.buyers.clone()), ("ledger", k.ledger.clone())] {
@@ -269,12 +267,7 @@ async fn rebuilding_a_corrupt_meta_hash_keeps_paused_epoch_and_bucket() {
     let db = TestDb::sqlite();
     let lib = db.open().await;
     import(&lib, "keep", &[("p1", 1000, 5)], live_window()).await;
-    let run = |rest: &[&str]| {
-        let mut v: Vec<String> = topo.flags();
-        v.extend(["--db".into(), db.url.clone()]);
-        v.extend(rest.iter().map(|s| s.to_string()));
-        console(&v.iter().map(String::as_str).collect::<Vec<_>>())
-    };
+    let run = |rest: &[&str]| run_on(&topo, &db, rest);
     run(&["preheat", "keep"]).expect_code(0);
     let k = product_keys("keep", "p1");
     let field = |f: &'static str| {
