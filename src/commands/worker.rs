@@ -187,7 +187,12 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
         ));
     }
     let db = ctx.db().await?;
-    crate::db::activity::require(&db, &activity).await?;
+    let a = crate::db::activity::require(&db, &activity).await?;
+    if a.phase(chrono::Utc::now()) == crate::domain::Phase::Cancelled {
+        return Err(Error::refused(format!(
+            "activity '{activity}' is cancelled: load would sell what nobody may buy; run `seckill-console cleanup {activity}` to delete its keys"
+        )));
+    }
     let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
     if !args.yes {
         if !interactive {

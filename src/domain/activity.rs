@@ -24,6 +24,8 @@ pub enum Phase {
     Upcoming,
     Live,
     Ended,
+    /// The row says `cancelled`: nothing of it is for sale, whatever its window says.
+    Cancelled,
 }
 
 impl Phase {
@@ -32,13 +34,16 @@ impl Phase {
             Phase::Upcoming => "upcoming",
             Phase::Live => "live",
             Phase::Ended => "ended",
+            Phase::Cancelled => "cancelled",
         }
     }
 }
 
 impl Activity {
     pub fn phase(&self, now: DateTime<Utc>) -> Phase {
-        if now < self.starts_at {
+        if self.status == "cancelled" {
+            Phase::Cancelled
+        } else if now < self.starts_at {
             Phase::Upcoming
         } else if now < self.ends_at {
             Phase::Live
@@ -99,5 +104,10 @@ mod tests {
         assert_eq!(a.phase(t(10)), Phase::Live);
         assert_eq!(a.phase(t(12)), Phase::Ended);
         assert_eq!(a.window_secs(), 7200);
+        let cancelled = Activity {
+            status: "cancelled".into(),
+            ..a
+        };
+        assert_eq!(cancelled.phase(t(11)), Phase::Cancelled);
     }
 }

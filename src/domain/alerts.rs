@@ -14,6 +14,7 @@ pub enum AlertKind {
     Drift,
     Orphaned,
     LimitMismatch,
+    CancelledOnSale,
     CompensationPending,
     OutboxStale,
     ScriptMissing,
@@ -29,6 +30,7 @@ impl AlertKind {
             AlertKind::Drift => "drift",
             AlertKind::Orphaned => "orphaned",
             AlertKind::LimitMismatch => "limit_mismatch",
+            AlertKind::CancelledOnSale => "cancelled_on_sale",
             AlertKind::CompensationPending => "compensation_pending",
             AlertKind::OutboxStale => "outbox_stale",
             AlertKind::ScriptMissing => "script_missing",
@@ -190,6 +192,37 @@ pub fn product_alerts(products: &[ProductStatus]) -> Vec<Alert> {
     out
 }
 
+/// The alerts of a cancelled activity: its keys are meant to be gone, so a missing stock is
+/// not an alert; a stock still in Redis is, because the deduction script would go on selling
+/// it (the script knows nothing of the database's status).
+pub fn for_cancelled(
+    activity: &str,
+    mut alerts: Vec<Alert>,
+    products: &[ProductStatus],
+) -> Vec<Alert> {
+    alerts.retain(|a| a.kind != AlertKind::Missing);
+    let on_sale: Vec<&str> = products
+        .iter()
+        .filter(|p| p.state != State::Missing)
+        .map(|p| p.product.as_str())
+        .collect();
+    if !on_sale.is_empty() {
+        alerts.push(Alert {
+            kind: AlertKind::CancelledOnSale,
+            severity: Severity::Critical,
+            product: None,
+            node: None,
+            message: format!(
+                "activity {activity} is cancelled but the stock of {} product(s) ({}) is still in Redis, where deductions can take it: run `seckill-console cleanup {activity}`",
+                on_sale.len(),
+                on_sale.join(", ")
+            ),
+            age_secs: None,
+        });
+    }
+    alerts
+}
+
 /// An alert when pending items are older than `threshold_secs`.
 pub fn queue_alert(
     kind: AlertKind,
@@ -238,6 +271,20 @@ mod tests {
             ..Meta::default()
         };
         ProductStatus::build("p1", 1, &stock, &meta, truth)
+    }
+
+    #[test]
+    fn a_cancelled_activity_alerts_on_stock_left_in_redis_not_on_missing_keys() {
+        let on_sale = status(StockValue::Value(1), Truth::new(1, 0, 0, 0));
+        let mut gone = status(StockValue::Missing, Truth::new(1, 0, 0, 0));
+        gone.product = "p2".into();
+        let both = [on_sale.clone(), gone.clone()];
+        let alerts = for_cancelled("a", product_alerts(&both), &both);
+        assert_eq!(alerts.len(), 1, "{alerts:?}");
+        assert_eq!(alerts[0].kind, AlertKind::CancelledOnSale);
+        assert!(alerts[0].message.contains("(p1)"), "{}", alerts[0].message);
+        let cleaned = [gone];
+        assert!(for_cancelled("a", product_alerts(&cleaned), &cleaned).is_empty());
     }
 
     #[test]

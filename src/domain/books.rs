@@ -17,6 +17,7 @@
 use super::events::{Event, EventId, EventKind};
 use super::rid_hash::{RidMap, RidSet};
 use super::stock::LedgerEntry;
+use std::collections::BTreeMap;
 
 /// What the database says of one request id.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,9 +80,81 @@ pub struct Books {
     /// Backed deductions returned by the events just applied (request id, units), whose
     /// orders are yet to be looked up: empty between refreshes.
     pub returned: RidMap<i64>,
+    /// Entries of the ledger or buyers hash found, where they were read, holding a value that
+    /// is not a ledger record or an integer (which hash and field, to the value as shown):
+    /// every script refuses that request or buyer, so the product is corrupt until they are
+    /// gone. At most [`MAX_BAD_ENTRIES`]; checked again on every refresh.
+    pub bad_entries: BTreeMap<(HashOf, String), String>,
+    /// Where the bounded sweep of the ledger and buyers hashes stands.
+    pub sweep: SweepAt,
+}
+
+/// Unreadable entries a product's books name at most (one is enough to call it corrupt; a few
+/// tell the operator where to look).
+pub const MAX_BAD_ENTRIES: usize = 16;
+
+/// A per-request or per-buyer hash of a product.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum HashOf {
+    #[default]
+    Ledger,
+    Buyers,
+}
+
+/// Where the bounded sweep of a product's ledger and buyers hashes stands: the HSCAN cursor
+/// of the next page of each (0: from the start again).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SweepAt {
+    pub ledger: u64,
+    pub buyers: u64,
+}
+
+impl SweepAt {
+    pub fn cursor(&self, hash: HashOf) -> u64 {
+        match hash {
+            HashOf::Ledger => self.ledger,
+            HashOf::Buyers => self.buyers,
+        }
+    }
+
+    pub fn set(&mut self, hash: HashOf, cursor: u64) {
+        match hash {
+            HashOf::Ledger => self.ledger = cursor,
+            HashOf::Buyers => self.buyers = cursor,
+        }
+    }
 }
 
 impl Books {
+    /// Notes an entry of the ledger (not a ledger record) or the buyers hash (not an
+    /// integer).
+    pub fn note_bad_entry(&mut self, hash: HashOf, field: &str, raw: &[u8]) {
+        let key = (hash, field.to_string());
+        if self.bad_entries.len() < MAX_BAD_ENTRIES || self.bad_entries.contains_key(&key) {
+            self.bad_entries
+                .insert(key, crate::domain::stock::shown(raw));
+        }
+    }
+
+    /// The first unreadable entry, as an operator reads it, with how many more there are.
+    pub fn bad_entry_shown(&self, ledger: &str, buyers: &str) -> Option<String> {
+        let ((hash, field), value) = self.bad_entries.iter().next()?;
+        let first = match hash {
+            HashOf::Ledger => {
+                format!(
+                    "ledger entry of request {field} in {ledger} is not a ledger record ('{value}')"
+                )
+            }
+            HashOf::Buyers => {
+                format!("holding of user {field} in {buyers} is not an integer ('{value}')")
+            }
+        };
+        Some(match self.bad_entries.len() - 1 {
+            0 => first,
+            more => format!("{first} (and {more} more)"),
+        })
+    }
+
     /// `ΣU - ΣV`: what `A - L` must equal when every difference is known.
     pub fn gap(&self) -> i64 {
         self.unbacked.values().map(|u| u.quantity).sum::<i64>() - self.unledgered_units()

@@ -199,9 +199,10 @@ impl LedgerEntry {
         let s = std::str::from_utf8(raw).ok()?;
         let mut parts = s.splitn(5, '|');
         let state = parts.next()?;
-        let quantity: i64 = parts.next()?.parse().ok()?;
+        // Redis's integer rule, as the scripts read these fields.
+        let quantity = parse_int(parts.next()?.as_bytes())?;
         let at = EventId::parse(parts.next()?)?;
-        let result = parts.next()?.parse().ok()?;
+        let result = parse_int(parts.next()?.as_bytes())?;
         let user = parts.next()?.to_string();
         let (returned, returned_by) = match state {
             "d" => (false, None),

@@ -147,6 +147,15 @@ pub async fn fix(
             "read-only mode: refused to fix; run without --read-only (or use --preview)",
         ));
     }
+    if let Some(a) = crate::db::activity::get(db, activity).await?
+        && a.phase(chrono::Utc::now()) == crate::domain::Phase::Cancelled
+    {
+        // A fix writes stock from the truth: on a cancelled activity that would put units
+        // back where the deduction script sells them.
+        return Err(Error::refused(format!(
+            "activity '{activity}' is cancelled: a fix would put its stock back on sale; run `seckill-console cleanup {activity}` to delete its keys"
+        )));
+    }
     let mut report = FixReport {
         activity: activity.to_string(),
         preview: opts.preview,
@@ -224,6 +233,9 @@ pub async fn fix(
     let mut audits = Vec::new();
     for (&i, (r, d)) in todo.iter().zip(repairs.iter().zip(&done)) {
         settle_row(&mut rows[i], d);
+        if rows[i].error.is_none() {
+            rows[i].error = unrepairable(r.view);
+        }
         audits.extend(fix_audits(&opts.actor, activity, r.view, d));
     }
     // Audited before any error returns: what was written is on record.
@@ -264,8 +276,18 @@ fn row(v: &ProductView) -> FixProduct {
         sales_recorded: v.books.unledgered_units(),
         attempts: 0,
         conflict: false,
-        error: None,
+        error: unrepairable(v),
     }
+}
+
+/// What a fix cannot rebuild from the database: an entry of the ledger or the buyers hash
+/// that is unreadable (a deduction's event id and first reply, a buyer's in-flight units, are
+/// Redis's alone). Said, never guessed at.
+fn unrepairable(v: &ProductView) -> Option<String> {
+    let shown = v.books.bad_entry_shown(&v.keys.ledger, &v.keys.buyers)?;
+    Some(format!(
+        "{shown}: fix cannot rebuild such an entry from the database, and every script refuses that request or buyer until it is set right by hand (see the README, \"Unreadable entries\")"
+    ))
 }
 
 /// Puts what the repair did on the product's row.

@@ -13,10 +13,10 @@
 use super::tracker::{Tracker, TrackerOptions};
 use crate::db::cut::{self as db_cut, Mark};
 use crate::db::{Db, Tx, activity as activities};
-use crate::domain::books::{Books, Candidate, Next, OrderState, Settle, Split};
+use crate::domain::books::{Books, Candidate, HashOf, Next, OrderState, Settle, Split};
 use crate::domain::events::EventId;
 use crate::domain::rid_hash::RidSet;
-use crate::domain::stock::{LedgerEntry, ProductStatus, Truth};
+use crate::domain::stock::{LedgerEntry, ProductStatus, State, Truth};
 use crate::domain::{Activity, ActivityId, Product};
 use crate::error::{Error, Result};
 use crate::redis::cut::ProductCut;
@@ -289,12 +289,22 @@ pub fn view(
         truth,
     );
     status.unledgered = books.unledgered_units();
+    if let Some(shown) = books.bad_entry_shown(&keys.ledger, &keys.buyers)
+        && !matches!(status.state, State::Missing | State::Corrupt)
+    {
+        // The stock and counters are fine, but a script asked about this request or buyer
+        // refuses it.
+        status.state = State::Corrupt;
+        status.corrupt_value = Some(shown);
+    }
     let books = if details {
         books.clone()
     } else {
         Books {
             position: books.position,
             live_units: books.live_units,
+            bad_entries: books.bad_entries.clone(),
+            sweep: books.sweep,
             ..Books::default()
         }
     };
@@ -454,6 +464,9 @@ pub(crate) async fn run(
                 .map_err(|e| redis.error(&e))?;
             hscan[i] = page.next;
             if let Some(s) = settles[i].as_mut() {
+                for (rid, raw) in &page.corrupt {
+                    s.books.note_bad_entry(HashOf::Ledger, rid, raw);
+                }
                 let done = page.next == 0 || page.wrong_type;
                 let found = s.on_ledger(&page.entries, done);
                 candidates.extend(found.into_iter().map(|c| (i, c)));
@@ -480,14 +493,20 @@ pub(crate) async fn run(
             .await
             .map_err(|e| redis.error(&e))?;
         for ((&i, list), entries) in confirm.iter().zip(lists).zip(found) {
+            let Some(s) = settles[i].as_mut() else {
+                continue;
+            };
             let page: Vec<(String, i64, Option<LedgerEntry>)> = list
                 .into_iter()
                 .zip(entries.into_iter().chain(std::iter::repeat(Lookup::Absent)))
-                .map(|((r, q), l)| (r, q, l.into_entry()))
+                .map(|((r, q), l)| {
+                    if let Lookup::Corrupt(raw) = &l {
+                        s.books.note_bad_entry(HashOf::Ledger, &r, raw);
+                    }
+                    (r, q, l.into_entry())
+                })
                 .collect();
-            if let Some(s) = settles[i].as_mut() {
-                s.on_confirm(&page);
-            }
+            s.on_confirm(&page);
         }
     }
 }

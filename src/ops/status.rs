@@ -136,7 +136,11 @@ pub fn build(
     opts: &StatusOptions,
 ) -> StatusReport {
     let products: Vec<ProductStatus> = snap.products.iter().map(|v| v.status.clone()).collect();
+    let phase = snap.activity.phase(snap.taken_at);
     let mut alerts = alerts::product_alerts(&products);
+    if phase == Phase::Cancelled {
+        alerts = alerts::for_cancelled(snap.activity.activity_id.as_str(), alerts, &products);
+    }
     alerts.extend(alerts::queue_alert(
         AlertKind::CompensationPending,
         "compensation entries",
@@ -171,7 +175,7 @@ pub fn build(
     }
     StatusReport {
         activity: snap.activity.activity_id.to_string(),
-        phase: snap.activity.phase(snap.taken_at),
+        phase,
         products,
         alerts,
         totals,

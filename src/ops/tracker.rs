@@ -17,10 +17,11 @@
 //!    settled from scratch: both sides read to the end, in bounded pages;
 //! 7. the books are saved as the product's checkpoint (not in read-only mode).
 
+use super::integrity;
 use super::snapshot::{self, Cost, Interleave, ProductView, Snapshot, Stage};
 use crate::db::cut::{self as db_cut, Change, Mark};
 use crate::db::{Db, Tx, activity as activities};
-use crate::domain::books::{Books, OrderState};
+use crate::domain::books::{Books, HashOf, MAX_BAD_ENTRIES, OrderState};
 use crate::domain::events::{Event, EventId};
 use crate::domain::rid_hash::{RidMap, RidState};
 use crate::domain::{ActivityId, Product};
@@ -55,6 +56,8 @@ pub struct TrackerOptions {
     /// Hand out every unbacked deduction and unledgered order with the snapshot (a fix needs
     /// them); else only the figures (the live view, which would copy them every second).
     pub details: bool,
+    /// Products whose ledger and buyers hash one refresh sweeps a page of each.
+    pub sweep_products: usize,
     /// Called between the reads (tests only).
     pub interleave: Interleave,
 }
@@ -71,6 +74,7 @@ impl TrackerOptions {
             save_every: (!read_only).then_some(Duration::from_secs(10)),
             fresh: false,
             details: false,
+            sweep_products: 2,
             interleave: Interleave::default(),
         }
     }
@@ -80,6 +84,7 @@ impl TrackerOptions {
         TrackerOptions {
             verify_every: Duration::ZERO,
             details: true,
+            sweep_products: 16,
             save_every: (!read_only).then_some(Duration::ZERO),
             ..Self::live(grace, read_only)
         }
@@ -124,6 +129,8 @@ pub struct Tracker {
     /// Requests whose order this tracker saw land, while inside the margin (their payment is
     /// the next change the feed shows, and moves nothing).
     backed_recently: RidMap<i64>,
+    /// The product the next sweep page starts at.
+    sweep_next: usize,
     /// What the last refresh read.
     pub cost: RefreshCost,
 }
@@ -138,6 +145,9 @@ impl Tracker {
             last_save: None,
             processed: HashSet::default(),
             backed_recently: RidMap::default(),
+            // Commands each read once: starting from the clock, their sweeps go round the
+            // products of an activity with more products than one sweep takes.
+            sweep_next: usize::try_from(Utc::now().timestamp()).unwrap_or(0),
             cost: RefreshCost::default(),
         }
     }
@@ -309,8 +319,40 @@ impl Tracker {
             .settle(redis, &mut tx, (products, pkeys, cuts), resettle)
             .await?;
         drop(tx);
+        self.check_entries(redis, &ids, pkeys).await?;
         self.save(redis, &ids, pkeys, cuts).await?;
         Ok(settled)
+    }
+
+    /// Reads again the entries the books hold as unreadable, then the next sweep page of a
+    /// few products (see [`integrity`]).
+    async fn check_entries(
+        &mut self,
+        redis: &RedisStore,
+        ids: &[String],
+        pkeys: &[ProductKeys],
+    ) -> Result<()> {
+        let at: HashMap<&str, usize> = ids
+            .iter()
+            .enumerate()
+            .map(|(i, id)| (id.as_str(), i))
+            .collect();
+        let mut items: Vec<(&ProductKeys, &mut Books)> = Vec::new();
+        let mut kept: Vec<(&String, &mut Kept)> = self.kept.iter_mut().collect();
+        // A fixed order, so that the sweep goes round the products.
+        kept.sort_by(|a, b| a.0.cmp(b.0));
+        for (id, k) in kept {
+            if let Some(&i) = at.get(id.as_str()) {
+                items.push((&pkeys[i], &mut k.books));
+            }
+        }
+        let fail = |e: redis::RedisError| redis.error(&e);
+        integrity::recheck(redis, &mut items).await.map_err(fail)?;
+        self.sweep_next =
+            integrity::sweep(redis, &mut items, self.sweep_next, self.opts.sweep_products)
+                .await
+                .map_err(fail)?;
+        Ok(())
     }
 
     /// Gives products without books in memory the books of their checkpoint, if any is valid.
@@ -551,6 +593,9 @@ impl Tracker {
                     continue;
                 };
                 for (c, l) in cs.iter().zip(entries) {
+                    if let ledger::Lookup::Corrupt(raw) = &l {
+                        k.books.note_bad_entry(HashOf::Ledger, &c.request_id, raw);
+                    }
                     // A request deducted after the cut waits for its event.
                     if l.entry().is_some_and(|e| e.at > k.books.position) {
                         continue;
@@ -638,9 +683,21 @@ impl Tracker {
         );
         self.cost.settle = cost;
         self.cost.settled = which.len() as u64;
-        for (&i, (books, explained)) in which.iter().zip(fresh) {
+        for (&i, (mut books, explained)) in which.iter().zip(fresh) {
             let id = products[i].product_id.to_string();
             out.insert(id.clone(), explained);
+            if let Some(old) = self.kept.get(&id) {
+                // The sweep goes on where it was; what it found is checked again anyway.
+                books.sweep = old.books.sweep;
+                for (key, shown) in &old.books.bad_entries {
+                    if books.bad_entries.len() < MAX_BAD_ENTRIES {
+                        books
+                            .bad_entries
+                            .entry(key.clone())
+                            .or_insert_with(|| shown.clone());
+                    }
+                }
+            }
             // Without a readable cut there is nothing to carry: the next refresh settles again.
             if cuts[i].position.is_some() && cuts[i].active().is_some() {
                 self.kept.insert(

@@ -5,12 +5,14 @@
 //! `<prefix>:{A:P}:books`, a hash: `pos` (the cut, an event id), `live` (units of live orders
 //! at the cut), `since` (the latest order change applied, `updated_at` in µs), `seen_at` (when
 //! that was first seen, ms), `saved` (ms), then `u|<request>` = `<units>|<deduction ms>|<death ms or ->` per unbacked
-//! deduction and `v|<request>` = `<units>` per unledgered order. Read in HSCAN pages; written
+//! deduction, `v|<request>` = `<units>` per unledgered order, `x|<request>` / `y|<user>` = the
+//! value shown per unreadable ledger entry / holding, and `sweep` (`<ledger cursor>|<buyers
+//! cursor>`: where the sweep of the two hashes stands). Read in HSCAN pages; written
 //! to a key of its own and renamed over the old one, so a reader never sees half of one.
 
 use super::reply::{bytes, pairs};
 use super::{Keyed, ProductKeys, RedisStore};
-use crate::domain::books::{Books, Unbacked};
+use crate::domain::books::{Books, HashOf, SweepAt, Unbacked};
 use crate::domain::events::EventId;
 use chrono::{DateTime, Utc};
 use redis::{RedisResult, Value};
@@ -61,6 +63,14 @@ impl Feed {
     }
 }
 
+fn parse_sweep(v: &str) -> Option<SweepAt> {
+    let (ledger, buyers) = v.split_once('|')?;
+    Some(SweepAt {
+        ledger: ledger.parse().ok()?,
+        buyers: buyers.parse().ok()?,
+    })
+}
+
 fn parse_unbacked(v: &str) -> Option<Unbacked> {
     let mut parts = v.split('|');
     let quantity = parts.next()?.parse().ok()?;
@@ -91,12 +101,23 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
             "seen_at" if v.is_empty() => {}
             "seen_at" => seen_at = Some(v.parse::<i64>().ok()?),
             "saved" => {}
+            "sweep" => books.sweep = parse_sweep(v)?,
             _ => match k.split_once('|') {
                 Some(("u", rid)) if !rid.is_empty() => {
                     books.unbacked.insert(rid.to_string(), parse_unbacked(v)?);
                 }
                 Some(("v", rid)) if !rid.is_empty() => {
                     books.unledgered.insert(rid.to_string(), v.parse().ok()?);
+                }
+                Some(("x", rid)) if !rid.is_empty() => {
+                    books
+                        .bad_entries
+                        .insert((HashOf::Ledger, rid.to_string()), v.to_string());
+                }
+                Some(("y", user)) if !user.is_empty() => {
+                    books
+                        .bad_entries
+                        .insert((HashOf::Buyers, user.to_string()), v.to_string());
                 }
                 _ => return None,
             },
@@ -140,6 +161,17 @@ pub fn to_fields(c: &Checkpoint, saved_ms: i64) -> Vec<(String, String)> {
     for (rid, q) in &b.unledgered {
         out.push((format!("v|{rid}"), q.to_string()));
     }
+    for ((hash, field), shown) in &b.bad_entries {
+        let tag = match hash {
+            HashOf::Ledger => 'x',
+            HashOf::Buyers => 'y',
+        };
+        out.push((format!("{tag}|{field}"), shown.clone()));
+    }
+    out.push((
+        "sweep".into(),
+        format!("{}|{}", b.sweep.ledger, b.sweep.buyers),
+    ));
     out
 }
 
@@ -302,6 +334,12 @@ mod tests {
             },
         );
         books.unledgered.insert("lost".into(), 3);
+        books.note_bad_entry(HashOf::Ledger, "junk|1", b"gar|bage");
+        books.note_bad_entry(HashOf::Buyers, "u|2", b"01");
+        books.sweep = SweepAt {
+            ledger: 0,
+            buyers: 17,
+        };
         let c = Checkpoint {
             books,
             feed: Some(Feed {

@@ -99,7 +99,7 @@ impl App {
         };
         let pick = list
             .iter()
-            .find(|a| a.activity.phase(at) == Phase::Live && a.activity.status != "cancelled")
+            .find(|a| a.activity.phase(at) == Phase::Live)
             .or_else(|| list.first())
             .map(|a| a.activity.activity_id.clone());
         match pick {
@@ -266,6 +266,7 @@ impl App {
         match a.activity.phase(now) {
             Phase::Live => "live",
             Phase::Ended => "ended",
+            Phase::Cancelled => "cancelled",
             Phase::Upcoming => {
                 if self.activity_preheated(a.activity.activity_id.as_str()) == Some(true) {
                     "preheated"

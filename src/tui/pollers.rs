@@ -252,7 +252,7 @@ async fn overview(
     let now = Utc::now();
     let wanted: Vec<ActivityId> = list
         .iter()
-        .filter(|a| a.activity.status != "cancelled" && a.activity.phase(now) != Phase::Ended)
+        .filter(|a| !matches!(a.activity.phase(now), Phase::Ended | Phase::Cancelled))
         // A full status of a huge activity every few seconds would cost more than its alert
         // count is worth here; it shows its alerts once selected.
         .filter(|a| a.products <= OVERVIEW_MAX_PRODUCTS)

@@ -156,6 +156,27 @@ async fn malformed_import_files_exit_2_and_write_nothing() {
             vec!["per_user_limit"],
         ),
         (
+            // A limit no Lua number holds exactly would import and then fail every deduction.
+            "huge-limit.toml",
+            base.replace(
+                "per_user_limit = 1\n",
+                "per_user_limit = 9223372036854775807\n",
+            ),
+            vec![
+                "products[1].per_user_limit",
+                "9223372036854775807",
+                "maximum",
+            ],
+        ),
+        (
+            "big-limit.toml",
+            base.replace(
+                "per_user_limit = 1\n",
+                "per_user_limit = 10000000000000000\n",
+            ),
+            vec!["products[1].per_user_limit", "10000000000000000"],
+        ),
+        (
             "not-toml.toml",
             "[activity\nid = a2 {".to_string(),
             vec!["not a valid activity file"],

@@ -9,6 +9,7 @@ mod buyers;
 mod demo;
 mod drills;
 mod integers;
+mod lifecycle;
 mod live_sale;
 mod lua_contract;
 mod malformed;

@@ -5,7 +5,7 @@ use super::error_line;
 use crate::tui::app::{App, View};
 use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
 use crate::tui::widgets::{bold, critical, dim, good, warning};
-use chrono::Utc;
+use chrono::{DateTime, Datelike, Utc};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::Style;
@@ -27,6 +27,13 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     } else {
         "No activities: import one with `seckill-console activity import FILE`.".into()
     };
+    // As wide as the longest window shown: a window across a new year needs its end's year.
+    let window_width = rows
+        .iter()
+        .map(|a| window_text(a.activity.starts_at, a.activity.ends_at).len())
+        .max()
+        .unwrap_or(0)
+        .clamp(12, 36) as u16;
     let spec = TableSpec {
         title,
         header: vec![
@@ -43,7 +50,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             Constraint::Length(1),
             Constraint::Min(12),
             Constraint::Min(10),
-            Constraint::Length(31),
+            Constraint::Length(window_width),
             Constraint::Length(9),
             Constraint::Length(8),
             Constraint::Length(9),
@@ -67,15 +74,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             Some(n) if n > 0 => critical(),
             _ => Style::default(),
         };
-        let window = format!(
-            "{} -> {}",
-            a.activity.starts_at.format("%Y-%m-%d %H:%M"),
-            if a.activity.ends_at.date_naive() == a.activity.starts_at.date_naive() {
-                a.activity.ends_at.format("%H:%M").to_string()
-            } else {
-                a.activity.ends_at.format("%m-%d %H:%M").to_string()
-            }
-        );
+        let window = window_text(a.activity.starts_at, a.activity.ends_at);
         let marker = if app.activity.as_ref() == Some(&a.activity.activity_id) {
             Cell::from(Span::styled("*", warning()))
         } else {
@@ -92,4 +91,45 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             num(alerts.map_or_else(|| "-".into(), |n| n.to_string())).style(alert_style),
         ])
     });
+}
+
+/// The window as an operator reads it: the end leaves out what it shares with the start (the
+/// date, or the year), never more.
+fn window_text(starts: DateTime<Utc>, ends: DateTime<Utc>) -> String {
+    let end = if ends.date_naive() == starts.date_naive() {
+        ends.format("%H:%M")
+    } else if ends.year() == starts.year() {
+        ends.format("%m-%d %H:%M")
+    } else {
+        ends.format("%Y-%m-%d %H:%M")
+    };
+    format!("{} -> {end}", starts.format("%Y-%m-%d %H:%M"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn a_window_end_shows_its_year_when_it_is_another() {
+        let at = |y, m, d, h| {
+            Utc.with_ymd_and_hms(y, m, d, h, 0, 0)
+                .single()
+                .expect("time")
+        };
+        let start = at(2026, 12, 31, 20);
+        assert_eq!(
+            window_text(start, at(2026, 12, 31, 22)),
+            "2026-12-31 20:00 -> 22:00"
+        );
+        assert_eq!(
+            window_text(at(2026, 11, 30, 20), start),
+            "2026-11-30 20:00 -> 12-31 20:00"
+        );
+        assert_eq!(
+            window_text(start, at(2027, 1, 1, 2)),
+            "2026-12-31 20:00 -> 2027-01-01 02:00"
+        );
+    }
 }

@@ -48,12 +48,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             first.push(Span::raw("activity "));
             first.push(Span::styled(id.to_string(), bold().fg(Color::Cyan)));
             if let Some(r) = app.stock.report() {
-                let phase = match r.phase {
-                    crate::domain::Phase::Upcoming => "upcoming",
-                    crate::domain::Phase::Live => "live",
-                    crate::domain::Phase::Ended => "ended",
-                };
-                first.push(Span::raw(format!(" ({phase})")));
+                first.push(Span::raw(format!(" ({})", r.phase.as_str())));
             }
         }
         None => first.push(Span::styled("no activity", dim())),

@@ -1,0 +1,235 @@
+//! An activity's keys through their life: lost and preheated again (the holdings come back with
+//! the stock), and cancelled (nothing sells, cleanup may delete the keys). On standalone and
+//! cluster, SQLite and PostgreSQL.
+
+use crate::harness::fixtures::{buy, import, live_window, product_keys, redis_cmd};
+use crate::harness::{Run, TestDb, Topo, console};
+use redis::Value;
+use seckill_console::redis::stock::{Deducted, deduct};
+
+fn run(topo: &Topo, db: &TestDb, rest: &[&str]) -> Run {
+    let flags = topo.flags();
+    let mut v: Vec<&str> = flags.iter().map(String::as_str).collect();
+    v.extend(["--db", db.url.as_str()]);
+    v.extend_from_slice(rest);
+    console(&v)
+}
+
+async fn text(store: &seckill_console::redis::RedisStore, args: &[&str]) -> Option<String> {
+    match redis_cmd(store, args).await {
+        Value::BulkString(b) => Some(String::from_utf8_lossy(&b).into_owned()),
+        Value::SimpleString(s) => Some(s),
+        Value::Int(n) => Some(n.to_string()),
+        _ => None,
+    }
+}
+
+/// Keys lost (cleanup --force, or a Redis restarted empty) and preheated again: a buyer who
+/// already holds the limit cannot buy more, and the books balance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preheat_after_key_loss_brings_back_what_each_buyer_holds() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        for db in TestDb::sqlite_and_postgres().await {
+            let label = format!("{} {}", topo.name(), db.name());
+            let lib = db.open().await;
+            let a = format!("loss{}", db.name());
+            import(&lib, &a, &[("p1", 10, 2)], live_window()).await;
+            run(&topo, &db, &["preheat", &a]).expect_code(0);
+            let r = buy(&store, &lib, &a, "p1", "r1", "u1", 2).await;
+            assert_eq!(r, Deducted::Remaining(8), "{label}");
+            buy(&store, &lib, &a, "p1", "r2", "u2", 1).await;
+
+            run(&topo, &db, &["cleanup", &a, "--force"]).expect_code(0);
+            let k = product_keys(&a, "p1");
+            assert_eq!(text(&store, &["GET", &k.stock]).await, None, "{label}");
+
+            let p = run(&topo, &db, &["--json", "preheat", &a]);
+            p.expect_code(0);
+            assert_eq!(p.json()["decision"], "go", "{label}: {}", p.all_output());
+            assert_eq!(
+                text(&store, &["GET", &k.stock]).await.as_deref(),
+                Some("7"),
+                "{label}"
+            );
+            assert_eq!(
+                text(&store, &["HGET", &k.buyers, "u1"]).await.as_deref(),
+                Some("2"),
+                "{label}: the holding of u1 was not brought back"
+            );
+            let again = buy(&store, &lib, &a, "p1", "r3", "u1", 1).await;
+            assert_eq!(again, Deducted::UserLimit, "{label}");
+            // A retry of a request made before the loss is answered as a success (the rebuilt
+            // entry cannot know the first reply's remaining stock), and sells nothing again.
+            let retry = deduct(&store, &k, "r2", "u2", "1").await.expect("retry");
+            assert!(
+                matches!(retry, Deducted::Remaining(_)),
+                "{label}: {retry:?}"
+            );
+            assert_eq!(
+                text(&store, &["GET", &k.stock]).await.as_deref(),
+                Some("7"),
+                "{label}"
+            );
+            let s = run(&topo, &db, &["--json", "reconcile", &a, "--fail-on-drift"]);
+            s.expect_code(0);
+            let p1 = &s.json()["products"][0];
+            assert_eq!(p1["state"], "ok", "{label}: {p1}");
+            assert_eq!(p1["drift"], 0, "{label}: {p1}");
+        }
+    }
+}
+
+/// A cancelled activity: status says so and alerts while its stock is still in Redis (where
+/// the script would sell it), load and fix refuse it, cleanup deletes its keys without --force
+/// inside the window, and then status has nothing to alert about.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_activity_sells_nothing_and_can_be_cleaned_up() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        for db in TestDb::sqlite_and_postgres().await {
+            let label = format!("{} {}", topo.name(), db.name());
+            let lib = db.open().await;
+            let a = format!("cxl{}", db.name());
+            import(&lib, &a, &[("p1", 10, 2), ("p2", 5, 1)], live_window()).await;
+            run(&topo, &db, &["preheat", &a]).expect_code(0);
+            buy(&store, &lib, &a, "p1", "r1", "u1", 1).await;
+            lib.execute(
+                "UPDATE seckill_activity SET status = 'cancelled' WHERE activity_id = ?",
+                &[a.as_str().into()],
+            )
+            .await
+            .expect("cancel");
+
+            let s = run(&topo, &db, &["--json", "status", &a]);
+            s.expect_code(0);
+            let doc = s.json();
+            assert_eq!(doc["phase"], "cancelled", "{label}: {doc}");
+            let alerts = doc["alerts"].as_array().cloned().unwrap_or_default();
+            assert!(
+                alerts
+                    .iter()
+                    .any(|x| x["kind"] == "cancelled_on_sale" && x["severity"] == "critical"),
+                "{label}: {doc}"
+            );
+            let listed = run(&topo, &db, &["--json", "activity", "show", &a]);
+            assert_eq!(listed.json()["phase"], "cancelled", "{label}");
+
+            let k = product_keys(&a, "p1");
+            let l = run(
+                &topo,
+                &db,
+                &[
+                    "--json",
+                    "load",
+                    &a,
+                    "--yes",
+                    "--buyers",
+                    "5",
+                    "--concurrency",
+                    "2",
+                ],
+            );
+            l.expect_code(5);
+            assert!(
+                l.json_error()["error"]
+                    .as_str()
+                    .is_some_and(|e| e.contains("cancelled")),
+                "{label}: {}",
+                l.all_output()
+            );
+            assert_eq!(
+                text(&store, &["GET", &k.stock]).await.as_deref(),
+                Some("9"),
+                "{label}: load sold a cancelled activity"
+            );
+            redis_cmd(&store, &["SET", &k.stock, "3"]).await;
+            run(&topo, &db, &["fix", &a, "--yes"]).expect_code(5);
+            assert_eq!(
+                text(&store, &["GET", &k.stock]).await.as_deref(),
+                Some("3"),
+                "{label}: fix wrote the stock of a cancelled activity"
+            );
+
+            // Inside its window, and still no --force needed.
+            run(&topo, &db, &["cleanup", &a]).expect_code(0);
+            assert_eq!(text(&store, &["GET", &k.stock]).await, None, "{label}");
+            let s = run(&topo, &db, &["--json", "status", &a]);
+            s.expect_code(0);
+            assert_eq!(s.json()["alerts"], serde_json::json!([]), "{label}");
+        }
+    }
+}
+
+/// A small stock over a long window: the gateway's token-bucket rate is stored as it is (five
+/// units over thirty days, with the 20% headroom, is about 2.3e-6 a second), never rounded to
+/// 0, which would let no request through.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_stock_over_a_long_window_keeps_its_bucket_rate() {
+    let topo = Topo::standalone();
+    let store = topo.store().await;
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    let start = chrono::Utc::now() + chrono::Duration::days(1);
+    let end = start + chrono::Duration::days(30);
+    import(&lib, "slow", &[("p1", 5, 1)], (start, end)).await;
+    run(&topo, &db, &["preheat", "slow"]).expect_code(0);
+    let k = product_keys("slow", "p1");
+    let stored = text(&store, &["HGET", &k.meta, "bucket_rate"])
+        .await
+        .expect("bucket_rate");
+    let rate: f64 = stored.parse().expect("a number");
+    let wanted = 5.0 / (30.0 * 86_400.0) * 1.2;
+    assert!(
+        (rate - wanted).abs() < wanted * 1e-6,
+        "bucket_rate {stored}, wanted about {wanted}"
+    );
+}
+
+/// With no `$USER`, `$LOGNAME` or `$USERNAME` (a cron job, a systemd unit) the audit trail
+/// still names who wrote: the name of the process's uid, not "unknown".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_names_the_uid_when_no_user_variable_is_set() {
+    let topo = Topo::standalone();
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    import(&lib, "who", &[("p1", 5, 1)], live_window()).await;
+    let who = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .expect("id -un");
+    let who = String::from_utf8_lossy(&who.stdout).trim().to_string();
+    let mut args = topo.flags();
+    args.extend([
+        "--db".into(),
+        db.url.clone(),
+        "preheat".into(),
+        "who".into(),
+    ]);
+    let mut cmd = std::process::Command::new(crate::harness::cli::binary());
+    cmd.args(&args).stdin(std::process::Stdio::null());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("SECKILL_") || ["USER", "LOGNAME", "USERNAME"].contains(&k.as_str()) {
+            cmd.env_remove(&k);
+        }
+    }
+    let out = cmd.output().expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let a = seckill_console::domain::ActivityId::parse("who").expect("id");
+    let audit = seckill_console::db::audit::recent(&lib, Some(&a), 5)
+        .await
+        .expect("audit");
+    let preheat: Vec<_> = audit
+        .iter()
+        .filter(|e| e.action.starts_with("preheat"))
+        .collect();
+    assert!(!preheat.is_empty(), "{audit:?}");
+    for e in preheat {
+        assert_eq!(e.actor, who, "{e:?}");
+    }
+}
