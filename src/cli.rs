@@ -163,6 +163,41 @@ pub enum Command {
         #[arg(long)]
         force: bool,
     },
+    /// Stop selling: every product of the activity, or those given (deductions answer -5)
+    Pause(PauseArgs),
+    /// Sell again what pause stopped: every product of the activity, or those given
+    Resume(PauseArgs),
+    /// The audit trail: every write the console made, newest first
+    Audit(AuditArgs),
+}
+
+/// `pause` and `resume`.
+#[derive(Debug, Args)]
+pub struct PauseArgs {
+    /// Activity id
+    pub activity: String,
+    /// Only this product (repeat for more); without it, every product of the activity
+    #[arg(long = "product", value_name = "P")]
+    pub products: Vec<String>,
+    /// Do not ask for confirmation (required without a terminal)
+    #[arg(long)]
+    pub yes: bool,
+    /// Why, for the audit trail
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub reason: String,
+}
+
+/// `audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Only this activity
+    pub activity: Option<String>,
+    /// Only entries newer than this: a duration (30m, 2h, 1d) or an RFC 3339 time
+    #[arg(long, value_name = "DURATION|TIME")]
+    pub since: Option<String>,
+    /// At most this many entries
+    #[arg(long, default_value_t = 100)]
+    pub limit: i64,
 }
 
 /// `activity ...`

@@ -2,6 +2,7 @@
 //! as one JSON document, with the contract's exit codes.
 
 pub mod activity;
+pub mod control;
 pub mod demo;
 pub mod ping;
 pub mod preheat;
@@ -183,6 +184,9 @@ async fn dispatch(ctx: &Ctx, command: Option<Command>) -> Result<Outcome> {
         Some(Command::Compensation(cmd)) => status::run_compensation(ctx, cmd).await,
         Some(Command::Load(args)) => worker::run_load_command(ctx, args).await,
         Some(Command::DryRun(args)) => worker::run_dry_run(ctx, args).await,
+        Some(Command::Pause(args)) => control::run_pause(ctx, args, true).await,
+        Some(Command::Resume(args)) => control::run_pause(ctx, args, false).await,
+        Some(Command::Audit(args)) => control::run_audit(ctx, args).await,
     }
 }
 

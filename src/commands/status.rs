@@ -112,10 +112,7 @@ fn render(r: &StatusReport, title: &str) -> String {
     if !r.alerts.is_empty() {
         text.push_str("\nalerts\n");
         for a in &r.alerts {
-            let severity = match a.severity {
-                crate::domain::alerts::Severity::Critical => "critical",
-                crate::domain::alerts::Severity::Warning => "warning",
-            };
+            let severity = a.severity.as_str();
             text.push_str(&format!("  [{severity}] {}\n", a.message));
         }
     }

@@ -110,6 +110,7 @@ fn stats_table(runs: &[RunStats]) -> String {
             "sold",
             "sold_out",
             "limited",
+            "paused",
             "errors",
             "unknown",
             "ops/s",
@@ -130,6 +131,7 @@ fn stats_table(runs: &[RunStats]) -> String {
                     r.succeeded.to_string(),
                     r.sold_out.to_string(),
                     r.user_limited.to_string(),
+                    r.paused.to_string(),
                     r.errors.to_string(),
                     r.unknown.to_string(),
                     format!("{:.0}", r.ops_per_sec),
@@ -259,8 +261,14 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
         "sold {} of {} units; {} paid, {} expired ({expired_note}); {} compensation entries\n",
         stats.sold, stats.stock, stats.paid, stats.expired, stats.compensation_entries
     ));
+    if stats.paused > 0 {
+        text.push_str(&format!(
+            "{} request(s) answered paused: nothing of a paused product sells (`seckill-console resume {}`)\n",
+            stats.paused, activity
+        ));
+    }
     // A run in which no request got an answer from the deduction tested nothing: exit 4.
-    let answered = stats.succeeded + stats.sold_out + stats.user_limited;
+    let answered = stats.succeeded + stats.sold_out + stats.user_limited + stats.paused;
     if stats.requests > 0 && answered == 0 {
         text.push_str(&format!(
             "no request was answered: {} errors, {} unknown outcomes; check Redis and the keys (status)\n",
@@ -336,6 +344,12 @@ pub async fn run_dry_run(ctx: &Ctx, args: DryRunArgs) -> Result<Outcome> {
     db.close().await;
     let runs = result?;
     let mut text = stats_table(&runs);
+    if let Some(r) = runs.iter().find(|r| !r.paused_products.is_empty()) {
+        text.push_str(&format!(
+            "paused in Redis: {}; their copies are paused too, so the lua strategy sells nothing of them (the others do not read the flag)\n",
+            r.paused_products.join(", ")
+        ));
+    }
     for r in &runs {
         for i in r.invariants.iter().filter(|i| !i.ok) {
             text.push_str(&format!(

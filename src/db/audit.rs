@@ -102,24 +102,33 @@ pub async fn recent(
     activity: Option<&ActivityId>,
     limit: i64,
 ) -> Result<Vec<AuditEntry>, sqlx::Error> {
-    let select = "SELECT at, actor, action, activity_id, product_id, before_value, after_value, reason, detail \
-                  FROM seckill_audit";
-    let rows: Vec<Row> = match activity {
-        Some(a) => {
-            db.fetch_all_as(
-                &format!("{select} WHERE activity_id = ? ORDER BY id DESC LIMIT ?"),
-                &[a.as_str().into(), Arg::Int(limit)],
-            )
-            .await?
-        }
-        None => {
-            db.fetch_all_as(
-                &format!("{select} ORDER BY id DESC LIMIT ?"),
-                &[Arg::Int(limit)],
-            )
-            .await?
-        }
-    };
+    recent_since(db, activity, None, limit).await
+}
+
+/// The newest `limit` entries (of one activity, and at or after `since`, when given), newest
+/// first: a walk back along the primary key that stops after `limit` rows.
+pub async fn recent_since(
+    db: &Db,
+    activity: Option<&ActivityId>,
+    since: Option<DateTime<Utc>>,
+    limit: i64,
+) -> Result<Vec<AuditEntry>, sqlx::Error> {
+    let mut sql = String::from(
+        "SELECT at, actor, action, activity_id, product_id, before_value, after_value, reason, detail \
+         FROM seckill_audit WHERE 1 = 1",
+    );
+    let mut args: Vec<Arg> = Vec::new();
+    if let Some(a) = activity {
+        sql.push_str(" AND activity_id = ?");
+        args.push(a.as_str().into());
+    }
+    if let Some(t) = since {
+        sql.push_str(" AND at >= ?");
+        args.push(Arg::Time(t));
+    }
+    sql.push_str(" ORDER BY id DESC LIMIT ?");
+    args.push(Arg::Int(limit));
+    let rows: Vec<Row> = db.fetch_all_as(&sql, &args).await?;
     Ok(rows
         .into_iter()
         .map(|r| AuditEntry {

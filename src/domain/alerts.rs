@@ -15,6 +15,7 @@ pub enum AlertKind {
     Orphaned,
     LimitMismatch,
     CancelledOnSale,
+    Paused,
     CompensationPending,
     OutboxStale,
     ScriptMissing,
@@ -31,6 +32,7 @@ impl AlertKind {
             AlertKind::Orphaned => "orphaned",
             AlertKind::LimitMismatch => "limit_mismatch",
             AlertKind::CancelledOnSale => "cancelled_on_sale",
+            AlertKind::Paused => "paused",
             AlertKind::CompensationPending => "compensation_pending",
             AlertKind::OutboxStale => "outbox_stale",
             AlertKind::ScriptMissing => "script_missing",
@@ -42,8 +44,20 @@ impl AlertKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Severity {
+    /// Worth knowing, nothing wrong (a product paused on purpose).
+    Info,
     Warning,
     Critical,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Info => "info",
+            Severity::Warning => "warning",
+            Severity::Critical => "critical",
+        }
+    }
 }
 
 /// One alert.
@@ -165,6 +179,16 @@ pub fn product_alerts(products: &[ProductStatus]) -> Vec<Alert> {
                 ));
             }
             State::Ok | State::Paused => {}
+        }
+        if p.paused {
+            out.push(alert(
+                AlertKind::Paused,
+                Severity::Info,
+                format!(
+                    "{} is paused: every deduction answers -5 and nothing sells until it is resumed",
+                    p.product
+                ),
+            ));
         }
         if let Some(enforced) = p.limit_differs() {
             out.push(alert(

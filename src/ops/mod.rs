@@ -6,6 +6,7 @@ pub mod compensation;
 pub mod fix;
 pub mod health;
 pub mod integrity;
+pub mod pause;
 pub mod preheat;
 pub mod progress;
 pub mod repair;

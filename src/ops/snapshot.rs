@@ -242,7 +242,7 @@ async fn sold_and_after(
 }
 
 /// The products of the activity, or of `only` (sorted, each checked to exist).
-async fn products_of(
+pub(crate) async fn products_of(
     db: &Db,
     activity_id: &ActivityId,
     only: Option<&[String]>,

@@ -48,9 +48,19 @@ pub struct StatusReport {
 }
 
 impl StatusReport {
-    /// True when every product is `ok`.
+    /// True when every product is `ok` (or `paused` with the right numbers).
     pub fn all_ok(&self) -> bool {
-        self.products.iter().all(|p| p.state == State::Ok)
+        self.products
+            .iter()
+            .all(|p| matches!(p.state, State::Ok | State::Paused))
+    }
+
+    /// Alerts that ask for action (warnings and critical ones; not the informational).
+    pub fn alarms(&self) -> usize {
+        self.alerts
+            .iter()
+            .filter(|a| a.severity > alerts::Severity::Info)
+            .count()
     }
 }
 

@@ -48,12 +48,15 @@ pub static SET_STOCK: LuaScript =
 /// fix of sales Redis forgot).
 pub static RECORD: LuaScript = LuaScript::new("record", include_str!("../../lua/record.lua"));
 
+/// Pauses or resumes one product (the deduction answers -5 while paused).
+pub static PAUSE: LuaScript = LuaScript::new("pause", include_str!("../../lua/pause.lua"));
+
 /// Compare-and-delete of a lock (the `lock` strategy of dry runs).
 pub static UNLOCK: LuaScript = LuaScript::new("unlock", include_str!("../../lua/unlock.lua"));
 
 /// Every script the console loads on every node.
-pub fn all() -> [&'static LuaScript; 5] {
-    [&DEDUCT, &RESTORE, &SET_STOCK, &RECORD, &UNLOCK]
+pub fn all() -> [&'static LuaScript; 6] {
+    [&DEDUCT, &RESTORE, &SET_STOCK, &RECORD, &PAUSE, &UNLOCK]
 }
 
 #[cfg(test)]

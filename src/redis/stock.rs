@@ -454,3 +454,48 @@ mod tests {
         assert!(parse_restore(Value::Nil).is_err());
     }
 }
+
+/// What `pause.lua` answered for one product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PauseReply {
+    /// Written; whether the product was paused before.
+    Written { was_paused: bool },
+    /// The stock key is absent: nothing to pause (nothing written).
+    Missing,
+}
+
+/// Reads a reply of `pause.lua`.
+pub fn parse_pause(reply: Value) -> RedisResult<PauseReply> {
+    match reply {
+        Value::Array(items) => match items.as_slice() {
+            [Value::Int(1), Value::BulkString(b)] => Ok(PauseReply::Written {
+                was_paused: b.as_slice() == b"1",
+            }),
+            [Value::Int(0), Value::BulkString(b)] if b.as_slice() == b"missing" => {
+                Ok(PauseReply::Missing)
+            }
+            _ => Err(unknown_reply("pause.lua", &items)),
+        },
+        Value::Int(code) => Err(unexpected(code)),
+        other => Err(unknown_reply("pause.lua", &other)),
+    }
+}
+
+/// Pauses (or resumes) each product given, pipelined per node; results keep the input order.
+pub async fn set_paused_many(
+    redis: &RedisStore,
+    products: &[&ProductKeys],
+    paused: bool,
+) -> Vec<RedisResult<PauseReply>> {
+    let flag = if paused { b"1".to_vec() } else { b"0".to_vec() };
+    let calls: Vec<(Vec<String>, Vec<Vec<u8>>)> = products
+        .iter()
+        .map(|k| (script_keys(k), vec![flag.clone()]))
+        .collect();
+    redis
+        .eval_many(&super::scripts::PAUSE, &calls)
+        .await
+        .into_iter()
+        .map(|r| r.and_then(parse_pause))
+        .collect()
+}

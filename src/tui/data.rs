@@ -299,7 +299,7 @@ impl App {
         if self.activity.as_ref().is_some_and(|a| a.as_str() == id)
             && let Some(r) = self.stock.report()
         {
-            return Some(r.alerts.len());
+            return Some(r.alarms());
         }
         self.overview_of(id).map(|o| o.alerts)
     }

@@ -91,6 +91,19 @@ pub async fn dry_run(
             spec.activity
         )));
     }
+    // A product paused live is paused in the copy too: a dry run shows what the sale would do.
+    let live_pkeys: Vec<_> = products
+        .iter()
+        .map(|p| live_keys.product(&spec.activity, &p.product_id))
+        .collect();
+    let paused: Vec<usize> = crate::redis::cut::read(redis, &live_pkeys)
+        .await
+        .map_err(|e| redis.error(&e))?
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.meta.paused)
+        .map(|(i, _)| i)
+        .collect();
     let run_id = format!(
         "{:08x}",
         mix(spec.seed ^ Utc::now().timestamp_micros() as u64) as u32
@@ -127,7 +140,7 @@ pub async fn dry_run(
             &db,
             &shadow,
             &source,
-            &products,
+            (&products, &paused),
             spec,
             strategy,
             &run_id,
@@ -160,7 +173,7 @@ async fn one_strategy(
     db: &Db,
     shadow: &KeySpace,
     source: &Activity,
-    products: &[Product],
+    (products, paused): (&[Product], &[usize]),
     spec: &DryRunSpec,
     strategy: Strategy,
     run_id: &str,
@@ -207,6 +220,14 @@ async fn one_strategy(
                 report.reasons.join("; ")
             )));
         }
+        let keys: Vec<_> = paused
+            .iter()
+            .map(|&i| shadow.product(&spec.activity, &products[i].product_id))
+            .collect();
+        let refs: Vec<_> = keys.iter().collect();
+        for r in crate::redis::stock::set_paused_many(redis, &refs, true).await {
+            r.map_err(|e| redis.error(&e))?;
+        }
     }
     let demand = Demand {
         buyers: spec.buyers,
@@ -231,6 +252,10 @@ async fn one_strategy(
     let live = Arc::new(Live::default());
     observer(strategy, live.clone());
     let mut stats = run_load(redis, db, &load, live, stop).await?;
+    stats.paused_products = paused
+        .iter()
+        .map(|&i| products[i].product_id.to_string())
+        .collect();
     stats.invariants = check(redis, db, shadow, spec, strategy, products, &demand, &stats).await?;
     stats.ok = stats.invariants.iter().all(|i| i.ok);
     Ok(stats)
@@ -265,7 +290,17 @@ async fn check(
     let definite = stats.unknown == 0 && stats.errors == 0;
     let mut mismatches = Vec::new();
     for (i, p) in products.iter().enumerate() {
-        let want = p.initial_stock.min(allowed.get(i).copied().unwrap_or(0));
+        // The Lua deduction sells nothing of a paused product (the others ignore the flag).
+        let paused = strategy == Strategy::Lua
+            && stats
+                .paused_products
+                .iter()
+                .any(|x| x == p.product_id.as_str());
+        let want = if paused {
+            0
+        } else {
+            p.initial_stock.min(allowed.get(i).copied().unwrap_or(0))
+        };
         let got = sold.get(p.product_id.as_str()).copied().unwrap_or(0);
         let ok = if definite { got == want } else { got <= want };
         if !ok {

@@ -7,6 +7,9 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// The refusal of a paused product (-5).
+pub const PAUSED: &str = "paused";
+
 /// What one attempt came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -44,6 +47,8 @@ pub struct RunStats {
     pub succeeded: u64,
     pub sold_out: u64,
     pub user_limited: u64,
+    /// Answered -5: the product is paused.
+    pub paused: u64,
     pub errors: u64,
     pub unknown: u64,
     pub ops_per_sec: f64,
@@ -66,6 +71,10 @@ pub struct RunStats {
     pub compensation_entries: u64,
     /// Requests sent again (same request id) after an unknown outcome.
     pub retries: u64,
+    /// Products paused live, whose shadow copies a dry run paused too (the Lua deduction sells
+    /// nothing of them; the other strategies do not read the flag).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub paused_products: Vec<String>,
     /// Invariants checked (dry runs), and whether all held.
     pub invariants: Vec<Invariant>,
     pub ok: bool,
@@ -78,6 +87,7 @@ pub struct Counters {
     pub succeeded: AtomicU64,
     pub sold_out: AtomicU64,
     pub user_limited: AtomicU64,
+    pub paused: AtomicU64,
     pub errors: AtomicU64,
     pub unknown: AtomicU64,
     pub lock_failures: AtomicU64,
@@ -98,6 +108,7 @@ impl Counters {
             Outcome::Sold(_) => &self.succeeded,
             Outcome::SoldOut => &self.sold_out,
             Outcome::UserLimited => &self.user_limited,
+            Outcome::Refused(PAUSED) => &self.paused,
             Outcome::Unknown(_) | Outcome::GaveUp(_) => &self.unknown,
             Outcome::LockBusy => {
                 self.lock_failures.fetch_add(1, Ordering::Relaxed);
@@ -259,6 +270,7 @@ impl RunStats {
             succeeded: Counters::get(&c.succeeded),
             sold_out: Counters::get(&c.sold_out),
             user_limited: Counters::get(&c.user_limited),
+            paused: Counters::get(&c.paused),
             errors: Counters::get(&c.errors),
             unknown: Counters::get(&c.unknown),
             ops_per_sec: (requests as f64 / secs * 10.0).round() / 10.0,
@@ -280,6 +292,7 @@ impl RunStats {
             expired: Counters::get(&c.expired),
             compensation_entries: Counters::get(&c.compensation_entries),
             retries: Counters::get(&c.retries),
+            paused_products: Vec::new(),
             invariants: Vec::new(),
             ok: true,
         }

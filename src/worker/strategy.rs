@@ -120,7 +120,7 @@ impl Attempter {
             Ok(Deducted::SoldOut) => Outcome::SoldOut,
             Ok(Deducted::UserLimit) => Outcome::UserLimited,
             Ok(Deducted::Missing) => Outcome::Refused("stock key missing"),
-            Ok(Deducted::Paused) => Outcome::Refused("paused"),
+            Ok(Deducted::Paused) => Outcome::Refused(super::stats::PAUSED),
             Ok(Deducted::BadArgs) => Outcome::Error("bad arguments".into()),
             Err(e) => redis_outcome(&e),
         };

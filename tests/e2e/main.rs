@@ -6,6 +6,7 @@ mod harness;
 
 mod activity_cli;
 mod buyers;
+mod controls;
 mod demo;
 mod drills;
 mod integers;

@@ -403,6 +403,7 @@ pub fn run_stats(
         succeeded: 1000 - lock_failures,
         sold_out: 0,
         user_limited: 100,
+        paused: 0,
         errors: lock_failures,
         unknown: 0,
         ops_per_sec: ops,
@@ -421,6 +422,7 @@ pub fn run_stats(
         compensation_entries: 0,
         retries: 0,
         ok: invariants.iter().all(|i| i.ok),
+        paused_products: Vec::new(),
         invariants,
     }
 }

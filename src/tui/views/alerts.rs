@@ -41,6 +41,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         let (severity, style) = match a.severity {
             Severity::Critical => ("critical", critical()),
             Severity::Warning => ("warning", warning()),
+            Severity::Info => ("info", dim()),
         };
         let subject = a
             .product

@@ -48,7 +48,7 @@ fn tab_spans(app: &App, current: View, short: bool) -> Vec<Span<'static>> {
         match v {
             View::Alerts => {
                 if let Some(r) = app.stock.report() {
-                    label = format!("{label}({})", r.alerts.len());
+                    label = format!("{label}({})", r.alarms());
                 }
             }
             View::Compensation => {

@@ -1,0 +1,270 @@
+//! The operator's controls: `pause`, `resume` and the audit trail (`audit`).
+
+use super::{Ctx, Outcome, table};
+use crate::cli::{AuditArgs, PauseArgs};
+use crate::domain::{ActivityId, ProductId};
+use crate::error::{Error, Result};
+use crate::ops::pause::{PauseReport, set_paused};
+use chrono::{DateTime, Duration, Utc};
+use serde::Serialize;
+use std::io::{BufRead, IsTerminal, Write};
+
+/// Asks on the terminal: the activity id for a whole activity, `y` for named products.
+fn confirm(action: &str, activity: &ActivityId, products: &[String]) -> Result<bool> {
+    let mut err = std::io::stderr();
+    let whole = products.is_empty();
+    let _ = if whole {
+        write!(
+            err,
+            "{action} every product of '{activity}'? Type the activity id to confirm: "
+        )
+    } else {
+        write!(
+            err,
+            "{action} {} of '{activity}'? [y/N] ",
+            products.join(", ")
+        )
+    };
+    let _ = err.flush();
+    let mut line = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut line)
+        .map_err(|e| Error::bad_input(format!("cannot read the confirmation: {e}")))?;
+    let line = line.trim();
+    Ok(if whole {
+        line == activity.as_str()
+    } else {
+        line.eq_ignore_ascii_case("y") || line.eq_ignore_ascii_case("yes")
+    })
+}
+
+pub async fn run_pause(ctx: &Ctx, args: PauseArgs, pause: bool) -> Result<Outcome> {
+    let verb = if pause { "pause" } else { "resume" };
+    let activity = ActivityId::parse(&args.activity)?;
+    for p in &args.products {
+        ProductId::parse(p)?;
+    }
+    if ctx.config.read_only {
+        return Err(Error::refused(format!(
+            "read-only mode: refused to {verb}; run without --read-only"
+        )));
+    }
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !args.yes {
+        if !interactive {
+            return Err(Error::refused(format!(
+                "{verb} writes Redis and there is no terminal to confirm on: pass --yes"
+            )));
+        }
+        let title = if pause { "Pause" } else { "Resume" };
+        if !confirm(title, &activity, &args.products)? {
+            return Err(Error::refused("not confirmed: nothing was written"));
+        }
+    }
+    let db = ctx.db().await?;
+    let redis = ctx.redis().await?;
+    let only = (!args.products.is_empty()).then_some(args.products.as_slice());
+    let r = set_paused(
+        &redis,
+        &db,
+        &ctx.config.keys,
+        &activity,
+        only,
+        pause,
+        (&ctx.config.actor, &args.reason),
+    )
+    .await;
+    db.close().await;
+    let r = r?;
+    let text = render_pause(&r);
+    let code = if r.failed() { 4 } else { 0 };
+    Outcome::with_code(&r, text, code)
+}
+
+fn render_pause(r: &PauseReport) -> String {
+    let shown = |p: Option<bool>| match p {
+        Some(true) => "paused",
+        Some(false) => "selling",
+        None => "-",
+    };
+    let rows: Vec<Vec<String>> = r
+        .products
+        .iter()
+        .map(|p| {
+            vec![
+                p.product.clone(),
+                shown(p.was_paused).into(),
+                shown(p.paused).into(),
+                match (&p.error, p.changed) {
+                    (Some(e), _) => e.clone(),
+                    (None, true) => format!("{}d", r.action),
+                    (None, false) => "already so".into(),
+                },
+            ]
+        })
+        .collect();
+    let mut out = table::render(&["product", "before", "after", "result"], &rows);
+    out.push_str(&format!(
+        "{}: {} of {} product(s) of {} {}\n",
+        r.action,
+        r.products.len() - r.errors,
+        r.products.len(),
+        r.activity,
+        if r.errors > 0 {
+            "done; the others could not be changed (see result)"
+        } else {
+            "done"
+        }
+    ));
+    out
+}
+
+/// Reads `--since`: a duration back from now (`90s`, `30m`, `2h`, `7d`) or an RFC 3339 time.
+pub fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
+    let bad = || {
+        Error::bad_input(format!(
+            "--since '{text}' is neither a duration (90s, 30m, 2h, 7d) nor an RFC 3339 time (2026-11-30T12:00:00+08:00)"
+        ))
+    };
+    if let Ok(t) = DateTime::parse_from_rfc3339(text) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (n, unit) = text.split_at(split);
+    let n: i64 = n.parse().map_err(|_| bad())?;
+    let secs = match unit {
+        "s" => Some(n),
+        "m" => n.checked_mul(60),
+        "h" => n.checked_mul(3600),
+        "d" => n.checked_mul(86_400),
+        _ => None,
+    }
+    .filter(|s| *s <= 100 * 365 * 86_400)
+    .ok_or_else(bad)?;
+    Ok(now - Duration::seconds(secs))
+}
+
+#[derive(Serialize)]
+struct AuditDoc {
+    entries: Vec<AuditRow>,
+}
+
+#[derive(Serialize)]
+struct AuditRow {
+    at: DateTime<chrono::FixedOffset>,
+    actor: String,
+    action: String,
+    activity: String,
+    product: Option<String>,
+    before: Option<String>,
+    after: Option<String>,
+    reason: String,
+}
+
+pub async fn run_audit(ctx: &Ctx, args: AuditArgs) -> Result<Outcome> {
+    let activity = args
+        .activity
+        .as_deref()
+        .map(ActivityId::parse)
+        .transpose()?;
+    if !(1..=100_000).contains(&args.limit) {
+        return Err(Error::bad_input(format!(
+            "--limit {} is not between 1 and 100000",
+            args.limit
+        )));
+    }
+    let since = args
+        .since
+        .as_deref()
+        .map(|s| parse_since(s, Utc::now()))
+        .transpose()?;
+    let db = ctx.db().await?;
+    let entries = crate::db::audit::recent_since(&db, activity.as_ref(), since, args.limit)
+        .await
+        .map_err(|e| db.error(&e));
+    db.close().await;
+    let entries = entries?;
+    let doc = AuditDoc {
+        entries: entries
+            .into_iter()
+            .map(|e| AuditRow {
+                at: e.at.fixed_offset(),
+                actor: e.actor,
+                action: e.action,
+                activity: e.activity_id,
+                product: e.product_id,
+                before: e.before_value,
+                after: e.after_value,
+                reason: e.reason,
+            })
+            .collect(),
+    };
+    let rows: Vec<Vec<String>> = doc
+        .entries
+        .iter()
+        .map(|e| {
+            vec![
+                e.at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                e.actor.clone(),
+                e.action.clone(),
+                e.activity.clone(),
+                e.product.clone().unwrap_or_default(),
+                e.before.clone().unwrap_or_default(),
+                e.after.clone().unwrap_or_default(),
+                e.reason.clone(),
+            ]
+        })
+        .collect();
+    let text = if rows.is_empty() {
+        "no audit entries\n".to_string()
+    } else {
+        table::render(
+            &[
+                "at (UTC)", "actor", "action", "activity", "product", "before", "after", "reason",
+            ],
+            &rows,
+        )
+    };
+    Outcome::ok(&doc, text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn since_takes_a_duration_or_a_time_and_names_a_bad_value() {
+        let now = Utc
+            .with_ymd_and_hms(2026, 11, 30, 12, 0, 0)
+            .single()
+            .expect("time");
+        assert_eq!(
+            parse_since("90s", now).ok(),
+            Some(now - Duration::seconds(90))
+        );
+        assert_eq!(parse_since("2h", now).ok(), Some(now - Duration::hours(2)));
+        assert_eq!(parse_since("7d", now).ok(), Some(now - Duration::days(7)));
+        assert_eq!(
+            parse_since("2026-11-30T18:00:00+08:00", now).ok(),
+            Some(
+                Utc.with_ymd_and_hms(2026, 11, 30, 10, 0, 0)
+                    .single()
+                    .expect("time")
+            )
+        );
+        for bad in [
+            "",
+            "h",
+            "5",
+            "5w",
+            "-5m",
+            "99999999999999999999d",
+            "1000000d",
+        ] {
+            let e = parse_since(bad, now).expect_err(bad);
+            assert!(e.message.contains(&format!("'{bad}'")), "{}", e.message);
+        }
+    }
+}
