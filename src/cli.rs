@@ -169,6 +169,28 @@ pub enum Command {
     Resume(PauseArgs),
     /// The audit trail: every write the console made, newest first
     Audit(AuditArgs),
+    /// Add units to a product during its sale (or take unsold ones away): the database and
+    /// Redis move together
+    Topup(TopupArgs),
+}
+
+/// `topup`.
+#[derive(Debug, Args)]
+pub struct TopupArgs {
+    /// Activity id
+    pub activity: String,
+    /// The product
+    #[arg(long, value_name = "P")]
+    pub product: String,
+    /// Units to add; negative takes unsold units away
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub add: i64,
+    /// Do not ask for confirmation (required without a terminal)
+    #[arg(long)]
+    pub yes: bool,
+    /// Why, for the audit trail
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub reason: String,
 }
 
 /// `pause` and `resume`.

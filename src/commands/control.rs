@@ -1,10 +1,11 @@
 //! The operator's controls: `pause`, `resume` and the audit trail (`audit`).
 
 use super::{Ctx, Outcome, table};
-use crate::cli::{AuditArgs, PauseArgs};
+use crate::cli::{AuditArgs, PauseArgs, TopupArgs};
 use crate::domain::{ActivityId, ProductId};
 use crate::error::{Error, Result};
 use crate::ops::pause::{PauseReport, set_paused};
+use crate::ops::topup::{TopupReport, topup};
 use chrono::{DateTime, Duration, Utc};
 use serde::Serialize;
 use std::io::{BufRead, IsTerminal, Write};
@@ -117,6 +118,70 @@ fn render_pause(r: &PauseReport) -> String {
             "done"
         }
     ));
+    out
+}
+
+pub async fn run_topup(ctx: &Ctx, args: TopupArgs) -> Result<Outcome> {
+    let activity = ActivityId::parse(&args.activity)?;
+    let product = ProductId::parse(&args.product)?;
+    if ctx.config.read_only {
+        return Err(Error::refused(
+            "read-only mode: refused to top up; run without --read-only",
+        ));
+    }
+    let interactive = std::io::stdin().is_terminal() && std::io::stderr().is_terminal();
+    if !args.yes {
+        if !interactive {
+            return Err(Error::refused(
+                "topup writes the database and Redis and there is no terminal to confirm on: pass --yes",
+            ));
+        }
+        let mut err = std::io::stderr();
+        let _ = write!(
+            err,
+            "Change the initial stock of {product} in '{activity}' by {:+}, in the database and in Redis? [y/N] ",
+            args.add
+        );
+        let _ = err.flush();
+        let mut line = String::new();
+        let _ = std::io::stdin().lock().read_line(&mut line);
+        if !matches!(line.trim(), "y" | "Y" | "yes") {
+            return Err(Error::refused("not confirmed: nothing was written"));
+        }
+    }
+    let db = ctx.db().await?;
+    let redis = ctx.redis().await?;
+    let r = topup(
+        &redis,
+        &db,
+        &ctx.config.keys,
+        (&activity, &product),
+        args.add,
+        (&ctx.config.actor, &args.reason),
+        ctx.config.grace,
+    )
+    .await;
+    db.close().await;
+    let r = r?;
+    let text = render_topup(&r);
+    Outcome::ok(&r, text)
+}
+
+fn render_topup(r: &TopupReport) -> String {
+    let shown = |s: Option<i64>| s.map_or_else(|| "(no key)".to_string(), |s| s.to_string());
+    let mut out = table::render(
+        &["product", "change", "initial", "redis stock"],
+        &[vec![
+            r.product.clone(),
+            format!("{:+}", r.change),
+            format!("{} -> {}", r.initial_before, r.initial_after),
+            format!("{} -> {}", shown(r.redis_before), shown(r.redis_after)),
+        ]],
+    );
+    if let Some(n) = &r.note {
+        out.push_str(n);
+        out.push('\n');
+    }
     out
 }
 

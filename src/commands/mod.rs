@@ -187,6 +187,7 @@ async fn dispatch(ctx: &Ctx, command: Option<Command>) -> Result<Outcome> {
         Some(Command::Pause(args)) => control::run_pause(ctx, args, true).await,
         Some(Command::Resume(args)) => control::run_pause(ctx, args, false).await,
         Some(Command::Audit(args)) => control::run_audit(ctx, args).await,
+        Some(Command::Topup(args)) => control::run_topup(ctx, args).await,
     }
 }
 

@@ -12,9 +12,10 @@ use crate::redis::reply::{bytes, is_wrong_type, pairs};
 use crate::redis::{Keyed, ProductKeys, RedisStore};
 use redis::{RedisResult, Value};
 
-/// The COUNT hint of a sweep page: half of what a settle reads per page (about 0.1 ms of
-/// Redis), because the sweep runs on every refresh of the live view.
-const SWEEP_COUNT: usize = 100;
+/// The COUNT hint of a sweep page: small, because the sweep runs on every refresh of the live
+/// view: 100 took 1.6 ms of Redis on a million-entry ledger of a slow machine (footprint
+/// benchmark, SLOWLOG), 25 a quarter of that.
+const SWEEP_COUNT: usize = 25;
 
 /// Whether `raw` is what the scripts accept in `hash` (for `field`).
 fn readable(hash: HashOf, field: &str, raw: &[u8]) -> bool {

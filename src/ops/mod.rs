@@ -12,4 +12,5 @@ pub mod progress;
 pub mod repair;
 pub mod snapshot;
 pub mod status;
+pub mod topup;
 pub mod tracker;

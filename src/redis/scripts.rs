@@ -51,12 +51,17 @@ pub static RECORD: LuaScript = LuaScript::new("record", include_str!("../../lua/
 /// Pauses or resumes one product (the deduction answers -5 while paused).
 pub static PAUSE: LuaScript = LuaScript::new("pause", include_str!("../../lua/pause.lua"));
 
+/// A live top-up: the stock and the meta `initial` move by the same change, once per id.
+pub static TOPUP: LuaScript = LuaScript::new("topup", include_str!("../../lua/topup.lua"));
+
 /// Compare-and-delete of a lock (the `lock` strategy of dry runs).
 pub static UNLOCK: LuaScript = LuaScript::new("unlock", include_str!("../../lua/unlock.lua"));
 
 /// Every script the console loads on every node.
-pub fn all() -> [&'static LuaScript; 6] {
-    [&DEDUCT, &RESTORE, &SET_STOCK, &RECORD, &PAUSE, &UNLOCK]
+pub fn all() -> [&'static LuaScript; 7] {
+    [
+        &DEDUCT, &RESTORE, &SET_STOCK, &RECORD, &PAUSE, &TOPUP, &UNLOCK,
+    ]
 }
 
 #[cfg(test)]

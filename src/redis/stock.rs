@@ -499,3 +499,44 @@ pub async fn set_paused_many(
         .map(|r| r.and_then(parse_pause))
         .collect()
 }
+
+/// What `topup.lua` answered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TopupReply {
+    /// Applied; the stock now.
+    Applied(i64),
+    /// This top-up id was applied before (a retry after a lost reply); the stock now.
+    AlreadyApplied(i64),
+    /// A negative change would take more than the stock holds; nothing written.
+    TooFew(i64),
+    /// The stock key is absent; nothing written.
+    Missing,
+}
+
+/// Moves the stock (and the meta `initial`) by `change` under the top-up `id`.
+pub async fn topup(
+    redis: &RedisStore,
+    keys: &ProductKeys,
+    change: i64,
+    id: &str,
+) -> RedisResult<TopupReply> {
+    let change = change.to_string();
+    let reply = redis
+        .eval(
+            &super::scripts::TOPUP,
+            &keys.script_keys(),
+            &[change.as_str(), id],
+        )
+        .await?;
+    match reply {
+        Value::Array(items) => match items.as_slice() {
+            [Value::Int(1), Value::Int(n)] => Ok(TopupReply::Applied(*n)),
+            [Value::Int(2), Value::Int(n)] => Ok(TopupReply::AlreadyApplied(*n)),
+            [Value::Int(0), Value::Int(n)] => Ok(TopupReply::TooFew(*n)),
+            [Value::Int(-1)] => Ok(TopupReply::Missing),
+            _ => Err(unknown_reply("topup.lua", &items)),
+        },
+        Value::Int(code) => Err(unexpected(code)),
+        other => Err(unknown_reply("topup.lua", &other)),
+    }
+}

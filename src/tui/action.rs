@@ -10,6 +10,7 @@ use crate::error::Error;
 use crate::ops::compensation::ResolveReport;
 use crate::ops::fix::FixReport;
 use crate::ops::health::NodeHealth;
+use crate::ops::pause::PauseReport;
 use crate::ops::preheat::PreheatReport;
 use crate::ops::status::StatusReport;
 use crate::worker::{LiveSnapshot, RunStats, Strategy};
@@ -134,6 +135,9 @@ pub enum Action {
     FixProduct,
     /// Fix the whole activity: preview first, then the operator types the activity id.
     FixActivity,
+    /// Pause (or resume, when paused) the highlighted product, or with `all` every product of
+    /// the activity, after a dialog.
+    TogglePause { all: bool },
     /// Resolve the highlighted compensation entry, after a yes/no dialog.
     ResolveSelected,
     /// Resolve every pending compensation entry, after a yes/no dialog.
@@ -184,6 +188,11 @@ pub enum Action {
         result: Result<PreheatReport, Error>,
     },
     /// The outcome of resolving compensation entries.
+    /// What a pause or resume did.
+    PauseDone {
+        seq: u64,
+        result: Result<PauseReport, Error>,
+    },
     Resolved {
         seq: u64,
         result: Result<ResolveReport, Error>,
@@ -229,6 +238,13 @@ pub enum Command {
         activity: ActivityId,
         force: bool,
     },
+    /// Pause or resume what the operator confirmed (None: every product of the activity).
+    SetPaused {
+        seq: u64,
+        activity: ActivityId,
+        product: Option<String>,
+        pause: bool,
+    },
     /// Resolve compensation entries the operator confirmed.
     ResolveCompensation {
         seq: u64,
@@ -256,6 +272,7 @@ impl Command {
             Command::ApplyFix { .. }
                 | Command::RunPreheat { .. }
                 | Command::ResolveCompensation { .. }
+                | Command::SetPaused { .. }
                 | Command::StartDryRun { .. }
         )
     }

@@ -224,6 +224,12 @@ pub enum PendingWrite {
         activity: ActivityId,
         which: ResolveWhich,
     },
+    /// Pause or resume one product, or every product (None) of the activity.
+    Pause {
+        activity: ActivityId,
+        product: Option<String>,
+        pause: bool,
+    },
     /// A dry run: shadow keys and a temporary database, never the live ones.
     DryRun {
         activity: ActivityId,

@@ -12,6 +12,7 @@ use crate::domain::ActivityId;
 use crate::error::{Error, Result};
 use crate::ops::compensation::{Which, resolve};
 use crate::ops::fix::{FixOptions, fix};
+use crate::ops::pause::set_paused;
 use crate::ops::preheat::{PreheatOptions, preheat};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
@@ -144,6 +145,28 @@ impl Executor {
                     move |result| Action::PreheatDone { seq, result },
                 )
             }
+            Command::SetPaused {
+                seq,
+                activity,
+                product,
+                pause,
+            } => self.job(
+                async move {
+                    let (redis, db) = (s.redis().await?, s.db().await?);
+                    let only = product.map(|p| vec![p]);
+                    set_paused(
+                        &redis,
+                        &db,
+                        &keys,
+                        &activity,
+                        only.as_deref(),
+                        pause,
+                        (&actor, "from the TUI"),
+                    )
+                    .await
+                },
+                move |result| Action::PauseDone { seq, result },
+            ),
             Command::ResolveCompensation {
                 seq,
                 activity,

@@ -36,6 +36,11 @@ pub const BINDINGS: &[(&str, &str, &str)] = &[
         "Stock, Reconcile",
     ),
     (
+        "z / Z",
+        "pause/resume the highlighted product (y) / all (type the id)",
+        "Stock",
+    ),
+    (
         "r / R",
         "resolve the highlighted / every pending entry (then y)",
         "Compensation",
@@ -153,6 +158,8 @@ fn normal_key(app: &App, key: KeyEvent, ctrl: bool) -> Option<Action> {
         KeyCode::Char('S') => Action::ReverseSort,
         KeyCode::Char('f') => Action::FixProduct,
         KeyCode::Char('F') => Action::FixActivity,
+        KeyCode::Char('z') => Action::TogglePause { all: false },
+        KeyCode::Char('Z') => Action::TogglePause { all: true },
         KeyCode::Char('r') => Action::ResolveSelected,
         KeyCode::Char('R') => Action::ResolveAll,
         KeyCode::Char('p') => Action::Preheat { force: false },

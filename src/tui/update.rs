@@ -101,6 +101,8 @@ impl App {
             }
             Action::FixProduct => self.ask_fix(false),
             Action::FixActivity => self.ask_fix(true),
+            Action::TogglePause { all } => self.ask_pause(all),
+            Action::PauseDone { seq, result } => self.pause_done(seq, result),
             Action::ResolveSelected => self.ask_resolve(false),
             Action::ResolveAll => self.ask_resolve(true),
             Action::Preheat { force } => self.ask_preheat(force),

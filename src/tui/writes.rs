@@ -8,6 +8,7 @@ use crate::domain::ActivityId;
 use crate::error::Error;
 use crate::ops::compensation::ResolveReport;
 use crate::ops::fix::FixReport;
+use crate::ops::pause::PauseReport;
 use crate::ops::preheat::PreheatReport;
 
 /// Lines of a per-product result kept for a dialog: it shows what fits, and a fix of 10,000
@@ -218,6 +219,19 @@ impl App {
                     which,
                 },
             ),
+            PendingWrite::Pause {
+                activity,
+                product,
+                pause,
+            } => (
+                if pause { "the pause" } else { "the resume" },
+                Command::SetPaused {
+                    seq,
+                    activity,
+                    product,
+                    pause,
+                },
+            ),
             PendingWrite::Quit | PendingWrite::DryRun { .. } => return Vec::new(),
         };
         self.busy = Some(Busy {
@@ -388,6 +402,110 @@ impl App {
             Err(e) => self.finish(
                 seq,
                 format!("Resolve failed: {}", e.message),
+                vec![e.message],
+                true,
+            ),
+        }
+        vec![Command::RefreshNow]
+    }
+
+    /// Pause or resume: the highlighted product (resumed if paused), or with `all` the whole
+    /// activity (resumed if every product is paused), after a dialog.
+    pub(super) fn ask_pause(&mut self, all: bool) -> Vec<Command> {
+        if self.view != View::Stock {
+            self.flash("pause: press z or Z on the Stock view (2)", false);
+            return Vec::new();
+        }
+        if !self.may_write("pause") {
+            return Vec::new();
+        }
+        let Some(activity) = self.need_activity() else {
+            return Vec::new();
+        };
+        let (product, pause) = if all {
+            let every_paused = self
+                .stock
+                .report()
+                .is_some_and(|r| !r.products.is_empty() && r.products.iter().all(|p| p.paused));
+            (None, !every_paused)
+        } else {
+            match self.selected_product() {
+                None => {
+                    self.flash("no product highlighted", true);
+                    return Vec::new();
+                }
+                Some(p) => (Some(p.product.clone()), !p.paused),
+            }
+        };
+        let verb = if pause { "Pause" } else { "Resume" };
+        let lines = if pause {
+            vec![
+                "Every deduction then answers -5 (paused): nothing sells until it is resumed."
+                    .into(),
+                "Returns of earlier sales still give their units back. Audited.".into(),
+            ]
+        } else {
+            vec!["Deductions sell again from the stock Redis holds. Audited.".into()]
+        };
+        let (title, typed) = match &product {
+            Some(p) => (
+                format!(
+                    "{verb} {p} of {activity}?   y {}   n cancel",
+                    verb.to_lowercase()
+                ),
+                None,
+            ),
+            None => (
+                format!("{verb} every product of {activity}? Type the activity id and Enter"),
+                Some(activity.to_string()),
+            ),
+        };
+        self.dialog = Some(Dialog::Confirm(Confirm {
+            title,
+            lines,
+            write: PendingWrite::Pause {
+                activity,
+                product,
+                pause,
+            },
+            typed,
+            input: String::new(),
+            mismatch: false,
+        }));
+        Vec::new()
+    }
+
+    pub(super) fn pause_done(
+        &mut self,
+        seq: u64,
+        result: Result<PauseReport, Error>,
+    ) -> Vec<Command> {
+        match result {
+            Ok(r) => {
+                let done = r.products.len() - r.errors;
+                let title = if r.errors > 0 {
+                    format!(
+                        "{}: {done} done, {} could not be changed",
+                        r.action, r.errors
+                    )
+                } else {
+                    format!("{}: {done} product(s) done", r.action)
+                };
+                let lines = r
+                    .products
+                    .iter()
+                    .take(LINES_SHOWN)
+                    .map(|p| match &p.error {
+                        Some(e) => format!("{:<24} error: {e}", p.product),
+                        None if p.changed => format!("{:<24} {}d", p.product, r.action),
+                        None => format!("{:<24} already so", p.product),
+                    })
+                    .collect();
+                self.finish(seq, title, lines, r.errors > 0);
+            }
+            Err(e) => self.finish(
+                seq,
+                format!("Pause failed: {}", e.message),
                 vec![e.message],
                 true,
             ),

@@ -218,3 +218,163 @@ async fn a_paused_activity_sells_nothing_until_it_is_resumed() {
         lib.close().await;
     }
 }
+
+/// A top-up of +50 while `load` sells the product at full speed: afterwards the initial stock
+/// is 50 higher, the books balance and nothing is oversold. On SQLite and PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_top_up_during_a_sale_keeps_the_books_balanced() {
+    let topo = Topo::standalone();
+    for db in TestDb::sqlite_and_postgres().await {
+        let label = db.name();
+        let lib = db.open().await;
+        let a = format!("top{}", db.name());
+        import(&lib, &a, &[("p1", 1500, 1)], live_window()).await;
+        run(&topo, &db, &["preheat", &a]).expect_code(0);
+        let flags = topo.flags();
+        let mut args: Vec<&str> = flags.iter().map(String::as_str).collect();
+        args.extend([
+            "--db",
+            db.url.as_str(),
+            "--json",
+            "load",
+            &a,
+            "--yes",
+            "--buyers",
+            "3000",
+            "--concurrency",
+            "32",
+            "--repeat-share",
+            "0",
+            "--payment-window-secs",
+            "1",
+        ]);
+        let child = crate::harness::cli::spawn(&args);
+        std::thread::sleep(std::time::Duration::from_millis(400));
+        let t = run(
+            &topo,
+            &db,
+            &[
+                "--json",
+                "--actor",
+                "carol",
+                "topup",
+                &a,
+                "--product",
+                "p1",
+                "--add",
+                "50",
+                "--yes",
+                "--reason",
+                "more stock arrived",
+            ],
+        );
+        t.expect_code(0);
+        assert_eq!(t.json()["initial_after"], 1550, "{label}: {}", t.stdout);
+        let l = crate::harness::cli::finish(child, std::time::Duration::from_secs(300));
+        l.expect_code(0);
+        let stats = l.json();
+        assert_eq!(stats["oversold"], 0, "{label}: {stats}");
+        let r = run(&topo, &db, &["--json", "reconcile", &a, "--fail-on-drift"]);
+        r.expect_code(0);
+        let p = &r.json()["products"][0];
+        assert_eq!(p["initial"], 1550, "{label}: {p}");
+        assert_eq!(p["state"], "ok", "{label}: {p}");
+        let sum = p["redis_remaining"].as_i64().unwrap_or(-1)
+            + p["db_sold"].as_i64().unwrap_or(-1)
+            + p["in_flight"].as_i64().unwrap_or(-1);
+        assert_eq!(sum, 1550, "{label}: {p}");
+        // Taking away more than is unsold is refused, nothing written.
+        let before = stock(&topo.store().await, &a, "p1").await;
+        let unsold = p["redis_remaining"].as_i64().unwrap_or(0);
+        let too_many = format!("-{}", unsold + p["in_flight"].as_i64().unwrap_or(0) + 1);
+        run(
+            &topo,
+            &db,
+            &["topup", &a, "--product", "p1", "--add", &too_many, "--yes"],
+        )
+        .expect_code(5);
+        assert_eq!(
+            stock(&topo.store().await, &a, "p1").await,
+            before,
+            "{label}"
+        );
+        let audit = run(&topo, &db, &["--json", "audit", &a]);
+        let e = &audit.json()["entries"];
+        let tops: Vec<_> = e
+            .as_array()
+            .map(|v| {
+                v.iter()
+                    .filter(|x| x["action"] == "topup")
+                    .cloned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        assert_eq!(tops.len(), 1, "{label}: {e}");
+        assert_eq!(tops[0]["actor"], "carol");
+        assert_eq!(tops[0]["before"], "1500");
+        assert_eq!(tops[0]["after"], "1550");
+        lib.close().await;
+    }
+}
+
+/// The Redis connection cut between the two writes of a top-up: the database holds the new
+/// initial stock, Redis not yet; the console says so and what to do (exit 3), `status` shows
+/// the missing units as lost sales (never an oversell), and the `fix` the README names adds
+/// them: the books balance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_top_up_cut_between_its_writes_is_finished_by_fix() {
+    use crate::harness::proxy::{Mode, Proxy};
+    let server = crate::harness::RedisServer::start();
+    let proxy = Proxy::start(&server.addr());
+    let url = format!("redis://{}", proxy.addr());
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    let cli = |rest: &[&str]| {
+        let mut v = vec!["--redis", url.as_str(), "--db", db.url.as_str()];
+        v.extend_from_slice(rest);
+        console(&v)
+    };
+    import(&lib, "cut", &[("p1", 100, 5)], live_window()).await;
+    cli(&["preheat", "cut"]).expect_code(0);
+    let store = crate::harness::fixtures::standalone(&server.url()).await;
+    crate::harness::fixtures::buy(&store, &lib, "cut", "p1", "r1", "u1", 3).await;
+
+    let sha: &'static str = seckill_console::redis::scripts::TOPUP.sha();
+    proxy.set(Mode::CutBefore(sha.as_bytes()));
+    let t = cli(&[
+        "--json",
+        "topup",
+        "cut",
+        "--product",
+        "p1",
+        "--add",
+        "50",
+        "--yes",
+    ]);
+    t.expect_code(3);
+    let err = t.json_error()["error"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        err.contains("initial_stock 150")
+            && err.contains("Do not run topup again")
+            && err.contains("fix cut --product p1"),
+        "{err}"
+    );
+    assert!(proxy.cuts() > 0);
+    proxy.set(Mode::Pass);
+    assert_eq!(stock(&store, "cut", "p1").await, "97");
+    let s = cli(&["--json", "status", "cut"]);
+    let p = &s.json()["products"][0];
+    assert_eq!(p["initial"], 150, "{p}");
+    assert_eq!(p["drift"], -50, "{p}");
+    assert_eq!(p["offset"], -50, "{p}");
+    // What the README tells the operator to do.
+    cli(&["fix", "cut", "--product", "p1", "--yes"]).expect_code(0);
+    assert_eq!(stock(&store, "cut", "p1").await, "147");
+    let r = cli(&["--json", "reconcile", "cut", "--fail-on-drift"]);
+    r.expect_code(0);
+    assert_eq!(r.json()["products"][0]["state"], "ok");
+    lib.close().await;
+}

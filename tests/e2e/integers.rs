@@ -239,7 +239,7 @@ async fn an_unreadable_ledger_entry_or_holding_is_found_named_and_left_to_the_op
         run(&["preheat", "entries"]).expect_code(0);
         let k = product_keys("entries", "p1");
         // More entries than one sweep page holds (a hashtable, not a listpack).
-        for i in 0..1500 {
+        for i in 0..400 {
             buy(
                 &store,
                 &lib,
@@ -252,23 +252,23 @@ async fn an_unreadable_ledger_entry_or_holding_is_found_named_and_left_to_the_op
             .await;
         }
         for (key, field, named) in [
-            (k.ledger.clone(), "r700", "ledger entry of request r700"),
-            (k.buyers.clone(), "u900", "holding of user u900"),
+            (k.ledger.clone(), "r300", "ledger entry of request r300"),
+            (k.buyers.clone(), "u350", "holding of user u350"),
         ] {
             let label = format!("{} {named}", topo.name());
             let good = text(&redis_cmd(&store, &["HGET", &key, field]).await);
             redis_cmd(&store, &["HSET", &key, field, "garbage"]).await;
             let before = dump(&store, &k).await;
             let (rid, user) = if field.starts_with('r') {
-                (field, "u700")
+                (field, "u300")
             } else {
-                ("again900", field)
+                ("again350", field)
             };
             assert!(deduct(&store, &k, rid, user, "1").await.is_err(), "{label}");
             assert_eq!(dump(&store, &k).await, before, "{label}: a script wrote");
             assert!(deduct(&store, &k, "other", "u-other", "1").await.is_ok());
             let mut found = None;
-            for _ in 0..20 {
+            for _ in 0..60 {
                 let s = run(&["--json", "status", "entries"]);
                 let doc = s.json();
                 if doc["products"][0]["state"] == "corrupt" {

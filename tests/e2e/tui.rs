@@ -146,6 +146,112 @@ fn the_tui_fixes_drift_and_answers_keys_while_redis_is_stopped() {
     );
 }
 
+/// Pause and resume the highlighted product from the Stock view: a dialog, y, the result;
+/// Redis holds the flag and the table shows the state.
+#[test]
+fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (starts, ends) = live_window();
+    let file = write_file(
+        dir.path(),
+        "hold.toml",
+        &activity_toml(
+            "tui-hold",
+            &[("case", 50, 1), ("phone", 100, 2)],
+            starts,
+            ends,
+        ),
+    );
+    let base = ["--redis", &redis.url(), "--db", &db.url];
+    let with = |rest: &[&str]| {
+        let mut v = base.to_vec();
+        v.extend_from_slice(rest);
+        console(&v)
+    };
+    with(&["activity", "import", &file.display().to_string()]).expect_code(0);
+    with(&["preheat", "tui-hold"]).expect_code(0);
+    let tmux = Tmux {
+        socket: format!("seckill-pause-{}", std::process::id()),
+    };
+    let command = format!(
+        "{} --redis {} --db {} --actor dave; sleep 60",
+        crate::harness::cli::binary(),
+        redis.url(),
+        db.url
+    );
+    let out = tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "tui",
+        "-x",
+        "110",
+        "-y",
+        "30",
+        &command,
+    ]);
+    assert!(
+        out.status.success(),
+        "tmux: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    tmux.wait("the stock table", Duration::from_secs(10), |s| {
+        s.contains("activity tui-hold") && s.contains("phone")
+    });
+    tmux.keys("2");
+    tmux.keys("z");
+    tmux.wait("the pause dialog", Duration::from_secs(3), |s| {
+        s.contains("Pause case of tui-hold?")
+    });
+    tmux.keys("y");
+    tmux.wait("the pause result", Duration::from_secs(5), |s| {
+        s.contains("pause: 1 product(s) done")
+    });
+    assert_eq!(
+        redis
+            .cli(&["HGET", "seckill:{tui-hold:case}:meta", "paused"])
+            .trim(),
+        "1"
+    );
+    assert_ne!(
+        redis
+            .cli(&["HGET", "seckill:{tui-hold:phone}:meta", "paused"])
+            .trim(),
+        "1"
+    );
+    tmux.keys("Escape");
+    tmux.wait("the paused state", Duration::from_secs(5), |s| {
+        s.lines()
+            .any(|l| l.contains("case") && l.contains("paused"))
+    });
+    tmux.keys("z");
+    tmux.wait("the resume dialog", Duration::from_secs(3), |s| {
+        s.contains("Resume case of tui-hold?")
+    });
+    tmux.keys("y");
+    tmux.wait("the resume result", Duration::from_secs(5), |s| {
+        s.contains("resume: 1 product(s) done")
+    });
+    assert_eq!(
+        redis
+            .cli(&["HGET", "seckill:{tui-hold:case}:meta", "paused"])
+            .trim(),
+        "0"
+    );
+    let audit = with(&["--json", "audit", "tui-hold"]);
+    let entries = audit.json()["entries"].clone();
+    let actions: Vec<&str> = entries
+        .as_array()
+        .map(|v| v.iter().filter_map(|e| e["action"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(actions.first().copied(), Some("resume"), "{entries}");
+    assert_eq!(actions.get(1).copied(), Some("pause"), "{entries}");
+    assert_eq!(entries[0]["actor"], "dave");
+    tmux.keys("q");
+}
+
 /// Keys for the headless loop.
 fn key_action(code: crossterm::event::KeyCode) -> seckill_console::tui::Action {
     seckill_console::tui::Action::Key(crossterm::event::KeyEvent::new(

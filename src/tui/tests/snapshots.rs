@@ -95,6 +95,26 @@ fn stock_view_filtered_and_sorted() {
 }
 
 #[test]
+fn stock_pause_dialogs() {
+    // The highlighted product: a yes / no dialog.
+    let mut a = show(View::Stock, false);
+    a.update(key('z'));
+    let s = screen(&a, W, H);
+    assert!(s.contains("Pause"), "{s}");
+    assert_screen("stock_pause_product", &s);
+    // The whole activity: its id typed.
+    a.update(Action::Cancel);
+    a.update(key('Z'));
+    let s = screen(&a, W, H);
+    assert!(s.contains("Type the activity id"), "{s}");
+    assert_screen("stock_pause_activity", &s);
+    // Read-only: refused before any dialog.
+    let mut r = show(View::Stock, true);
+    r.update(key('z'));
+    assert!(r.dialog.is_none());
+}
+
+#[test]
 fn stock_alert_rows_are_highlighted() {
     let a = show(View::Stock, false);
     let buf = fixtures::draw(&a, W, H);

@@ -17,6 +17,7 @@ pub fn view_keys(view: View) -> &'static [(&'static str, &'static str, bool)] {
             ("S", "reverse", false),
             ("f", "fix product", true),
             ("F", "fix all", true),
+            ("z/Z", "pause one/all", true),
         ],
         View::Alerts => &[],
         View::Compensation => &[("r", "resolve", true), ("R", "resolve all", true)],

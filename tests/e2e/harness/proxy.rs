@@ -1,7 +1,8 @@
 //! A tiny fault-injecting TCP proxy (the kernel here has no netem): it forwards bytes between
 //! clients and one upstream server, and on demand delays them, black-holes them, cuts a
 //! connection right after forwarding a request (the server ran it, the client never hears the
-//! reply), or refuses and resets every connection (a server that went down).
+//! reply), cuts one before a matching request reaches the server, or refuses and resets every
+//! connection (a server that went down).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -22,6 +23,9 @@ pub enum Mode {
     CutAfterRequest(f64),
     /// Reset existing connections and refuse new ones: a server that is down.
     Down,
+    /// Cut the connection before forwarding a request that holds these bytes (a script's SHA,
+    /// say): the server never runs it, everything else passes.
+    CutBefore(&'static [u8]),
 }
 
 struct Shared {
@@ -164,6 +168,15 @@ fn spawn_pump(
                 Mode::Delay(d) => std::thread::sleep(d),
                 Mode::BlackHole => continue,
                 Mode::Down => break,
+                Mode::CutBefore(pattern) => {
+                    if requests && buf[..n].windows(pattern.len()).any(|w| w == pattern) {
+                        cut.store(true, Ordering::SeqCst);
+                        s.cuts.fetch_add(1, Ordering::Relaxed);
+                        let _ = from.shutdown(Shutdown::Both);
+                        let _ = to.shutdown(Shutdown::Both);
+                        break;
+                    }
+                }
                 Mode::CutAfterRequest(p) => {
                     if requests && next_random(&s) < p {
                         // The server gets the request; the client connection dies before any
