@@ -295,3 +295,47 @@ async fn simultaneous_imports_of_a_new_activity_all_succeed() {
         }
     }
 }
+
+/// Chinese product names (the shop's own) keep the columns of `activity show` straight: every
+/// row of the table has the same display width, so the figures after the name line up.
+#[tokio::test]
+async fn wide_product_names_keep_the_columns_aligned() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = TestDb::sqlite();
+    run(&db, &["migrate"]).expect_code(0);
+    let (s, e) = future_window();
+    let toml = activity_toml("cjk", &[("p1", 100, 2), ("p2", 5, 1), ("p3", 7, 1)], s, e)
+        .replacen("id = \"p1\"\n", "id = \"p1\"\nname = \"手机壳\"\n", 1)
+        .replacen("id = \"p2\"\n", "id = \"p2\"\nname = \"phone case\"\n", 1)
+        .replacen("id = \"p3\"\n", "id = \"p3\"\nname = \"🎧 蓝牙耳机\"\n", 1);
+    let path = write_file(dir.path(), "cjk.toml", &toml);
+    run(&db, &["activity", "import", path.to_str().expect("utf8")]).expect_code(0);
+    let show = run(&db, &["activity", "show", "cjk"]);
+    show.expect_code(0);
+    let rows: Vec<&str> = show
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("p1") || l.starts_with("p2") || l.starts_with("p3"))
+        .collect();
+    assert_eq!(rows.len(), 3, "{}", show.stdout);
+    let widths: Vec<usize> = rows
+        .iter()
+        .map(|l| seckill_console::commands::table::display_width(l))
+        .collect();
+    assert!(
+        widths.iter().all(|w| *w == widths[0]),
+        "{widths:?}\n{}",
+        show.stdout
+    );
+    // Where the column after the name starts, in terminal columns, is the same on every row.
+    let start_of = |l: &str, what: &str| {
+        let at = l.find(what).expect("figure in the row");
+        seckill_console::commands::table::display_width(&l[..at])
+    };
+    assert_eq!(
+        start_of(rows[0], "手机壳"),
+        start_of(rows[2], "🎧"),
+        "{}",
+        show.stdout
+    );
+}
