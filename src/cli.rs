@@ -172,6 +172,28 @@ pub enum Command {
     /// Add units to a product during its sale (or take unsold ones away): the database and
     /// Redis move together
     Topup(TopupArgs),
+    /// Poll the activity and print one line per alert raised or cleared and per state change;
+    /// --exec runs a command for each newly raised critical alert (for systemd and pagers)
+    Watch(WatchArgs),
+}
+
+/// `watch`.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Activity id
+    pub activity: String,
+    /// Seconds between polls
+    #[arg(long, value_name = "SECS", default_value_t = 2.0)]
+    pub interval: f64,
+    /// Stop after this many polls (default: until Ctrl-C or SIGTERM)
+    #[arg(long, value_name = "N")]
+    pub count: Option<u64>,
+    /// Run this shell command for each newly raised critical alert (its JSON on stdin)
+    #[arg(long, value_name = "CMD")]
+    pub exec: Option<String>,
+    /// Exit 3 when Redis or the database stays unreachable this long
+    #[arg(long, value_name = "S", default_value_t = 60)]
+    pub give_up_secs: u64,
 }
 
 /// `topup`.

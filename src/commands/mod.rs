@@ -9,6 +9,7 @@ pub mod preheat;
 pub mod progress;
 pub mod status;
 pub mod table;
+pub mod watch;
 pub mod worker;
 
 use crate::cli::{Cli, Command};
@@ -31,6 +32,15 @@ impl Outcome {
     /// A successful result.
     pub fn ok<T: Serialize>(doc: &T, text: String) -> Result<Self> {
         Self::with_code(doc, text, 0)
+    }
+
+    /// A command that printed its own output as it went (`watch`): nothing more to print.
+    pub fn silent() -> Self {
+        Outcome {
+            doc: serde_json::Value::Null,
+            text: String::new(),
+            code: 0,
+        }
     }
 
     pub fn with_code<T: Serialize>(doc: &T, text: String, code: i32) -> Result<Self> {
@@ -136,7 +146,9 @@ pub async fn run(cli: Cli, env: HashMap<String, String>) -> i32 {
     let ctx = Ctx { config };
     match dispatch(&ctx, cli.command).await {
         Ok(out) => {
-            if json {
+            if json && out.doc.is_null() {
+                // Streamed already, one line per event.
+            } else if json {
                 match serde_json::to_string_pretty(&out.doc) {
                     Ok(s) => println!("{s}"),
                     Err(e) => return report_error(&Error::internal(e.to_string()), true),
@@ -188,6 +200,7 @@ async fn dispatch(ctx: &Ctx, command: Option<Command>) -> Result<Outcome> {
         Some(Command::Resume(args)) => control::run_pause(ctx, args, false).await,
         Some(Command::Audit(args)) => control::run_audit(ctx, args).await,
         Some(Command::Topup(args)) => control::run_topup(ctx, args).await,
+        Some(Command::Watch(args)) => watch::run_watch(ctx, args, ctx.config.json).await,
     }
 }
 

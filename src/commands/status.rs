@@ -15,7 +15,7 @@ use std::io::{BufRead, IsTerminal, Write};
 /// Products listed in text output before it only lists the ones that are not ok.
 const TEXT_ALL_LIMIT: usize = 100;
 
-fn options(ctx: &Ctx) -> StatusOptions {
+pub(crate) fn options(ctx: &Ctx) -> StatusOptions {
     StatusOptions {
         grace: ctx.config.grace,
         compensation_alert: ctx.config.compensation_alert,

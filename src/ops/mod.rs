@@ -14,3 +14,4 @@ pub mod snapshot;
 pub mod status;
 pub mod topup;
 pub mod tracker;
+pub mod watch;

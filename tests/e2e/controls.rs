@@ -378,3 +378,119 @@ async fn a_top_up_cut_between_its_writes_is_finished_by_fix() {
     assert_eq!(r.json()["products"][0]["state"], "ok");
     lib.close().await;
 }
+
+/// `watch --json --exec` with an injected drift: one `raised` line and exactly one hook call
+/// with the alert's JSON and its environment; after `fix`, a `cleared` line; no second call
+/// while the drift lasts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_pages_once_per_critical_alert_and_says_when_it_clears() {
+    let topo = Topo::standalone();
+    let store = topo.store().await;
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    import(
+        &lib,
+        "pager",
+        &[("p1", 100, 5), ("p2", 50, 5)],
+        live_window(),
+    )
+    .await;
+    run(&topo, &db, &["preheat", "pager"]).expect_code(0);
+    let dir = tempfile::tempdir().expect("tmp");
+    let hook = dir.path().join("hook.log");
+    let env_log = dir.path().join("env.log");
+    let cmd = format!(
+        "cat >> {}; echo \"$SECKILL_ALERT_KIND $SECKILL_ALERT_PRODUCT $SECKILL_ACTIVITY\" >> {}",
+        hook.display(),
+        env_log.display()
+    );
+    let flags = topo.flags();
+    let mut args: Vec<&str> = flags.iter().map(String::as_str).collect();
+    args.extend([
+        "--db",
+        db.url.as_str(),
+        "--json",
+        "watch",
+        "pager",
+        "--interval",
+        "0.3",
+        "--count",
+        "30",
+        "--exec",
+        &cmd,
+    ]);
+    let child = crate::harness::cli::spawn(&args);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let k = product_keys("pager", "p1");
+    redis_cmd(&store, &["INCRBY", &k.stock, "7"]).await;
+    // The drift lasts several polls.
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    run(&topo, &db, &["fix", "pager", "--yes"]).expect_code(0);
+    let w = crate::harness::cli::finish(child, std::time::Duration::from_secs(60));
+    w.expect_code(0);
+    let events: Vec<serde_json::Value> = w
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let drift = |event: &str| {
+        events
+            .iter()
+            .filter(|e| e["event"] == event && e["kind"] == "drift" && e["product"] == "p1")
+            .count()
+    };
+    assert_eq!(drift("raised"), 1, "{}", w.stdout);
+    assert_eq!(drift("cleared"), 1, "{}", w.stdout);
+    let raised = events
+        .iter()
+        .find(|e| e["event"] == "raised")
+        .expect("a raised line");
+    assert_eq!(raised["severity"], "critical");
+    assert!(
+        raised["at"].as_str().is_some_and(|t| t.contains('T')),
+        "{raised}"
+    );
+    let states: Vec<&serde_json::Value> = events.iter().filter(|e| e["event"] == "state").collect();
+    assert!(
+        states
+            .iter()
+            .any(|e| e["product"] == "p1" && e["state"] == "drift" && e["previous"] == "ok"),
+        "{}",
+        w.stdout
+    );
+    let calls = std::fs::read_to_string(&hook).expect("the hook ran");
+    let calls: Vec<&str> = calls.lines().collect();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let body: serde_json::Value = serde_json::from_str(calls[0]).expect("the alert's JSON");
+    assert_eq!(body["kind"], "drift");
+    assert_eq!(body["product"], "p1");
+    assert_eq!(
+        std::fs::read_to_string(&env_log).expect("env").trim(),
+        "drift p1 pager"
+    );
+    lib.close().await;
+}
+
+/// `watch` gives up with exit 3 when Redis stays unreachable past `--give-up-secs`.
+#[test]
+fn watch_gives_up_when_redis_stays_away() {
+    let db = TestDb::sqlite();
+    let port = crate::harness::redis_server::free_port();
+    let url = format!("redis://127.0.0.1:{port}");
+    let w = console(&[
+        "--redis",
+        &url,
+        "--db",
+        &db.url,
+        "--connect-timeout-ms",
+        "200",
+        "watch",
+        "nowhere",
+        "--interval",
+        "0.2",
+        "--give-up-secs",
+        "1",
+    ]);
+    w.expect_code(3);
+    assert!(w.stderr.contains("gave up"), "{}", w.stderr);
+}

@@ -1,0 +1,181 @@
+//! `watch`: the headless live view a systemd unit or a pager hook runs. It polls with the
+//! live view's bounded cost (a tracker that reads what changed) and prints one line per event;
+//! `--exec` runs a command for each newly raised critical alert.
+
+use super::status::options;
+use super::{Ctx, Outcome};
+use crate::cli::WatchArgs;
+use crate::domain::ActivityId;
+use crate::domain::alerts::Severity;
+use crate::error::{Error, ErrorKind, Result};
+use crate::ops::status::status_tracked;
+use crate::ops::tracker::{Tracker, TrackerOptions};
+use crate::ops::watch::{EventKind, WatchEvent, Watcher};
+use chrono::Utc;
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+/// How long a hook may run before it is killed.
+const HOOK_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn check_args(args: &WatchArgs) -> Result<Duration> {
+    if !(args.interval.is_finite() && (0.1..=3600.0).contains(&args.interval)) {
+        return Err(Error::bad_input(format!(
+            "--interval {} is not between 0.1 and 3600 seconds",
+            args.interval
+        )));
+    }
+    if !(1..=86_400).contains(&args.give_up_secs) {
+        return Err(Error::bad_input(format!(
+            "--give-up-secs {} is not between 1 and 86400",
+            args.give_up_secs
+        )));
+    }
+    if args.exec.as_deref().is_some_and(|c| c.trim().is_empty()) {
+        return Err(Error::bad_input("--exec is empty: give the command to run"));
+    }
+    Ok(Duration::from_secs_f64(args.interval))
+}
+
+fn line(e: &WatchEvent, json: bool) -> String {
+    if json {
+        return serde_json::to_string(e).unwrap_or_default();
+    }
+    let at = e.at.format("%Y-%m-%d %H:%M:%S");
+    match e.event {
+        EventKind::State => format!(
+            "{at} state   {} {} -> {}",
+            e.product.as_deref().unwrap_or("-"),
+            e.previous.unwrap_or("-"),
+            e.state.unwrap_or("-")
+        ),
+        EventKind::Raised | EventKind::Cleared => format!(
+            "{at} {} [{}] {}: {}",
+            if e.event == EventKind::Raised {
+                "raised "
+            } else {
+                "cleared"
+            },
+            e.severity.map_or("-", Severity::as_str),
+            e.kind.map_or("-", |k| k.as_str()),
+            e.message.as_deref().unwrap_or("")
+        ),
+    }
+}
+
+/// Runs the hook for one alert: the alert's JSON on stdin, its kind, product and activity in
+/// the environment, killed after [`HOOK_TIMEOUT`]. A hook that fails is reported, never fatal.
+async fn run_hook(cmd: &str, activity: &ActivityId, e: &WatchEvent) {
+    use tokio::io::AsyncWriteExt;
+    let body = serde_json::to_string(e).unwrap_or_default();
+    let child = tokio::process::Command::new("sh")
+        .arg("-c")
+        .arg(cmd)
+        .env("SECKILL_ALERT_KIND", e.kind.map_or("", |k| k.as_str()))
+        .env("SECKILL_ALERT_PRODUCT", e.product.as_deref().unwrap_or(""))
+        .env("SECKILL_ACTIVITY", activity.as_str())
+        .stdin(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn();
+    let mut child = match child {
+        Ok(c) => c,
+        Err(err) => {
+            eprintln!("watch: --exec could not start: {err}");
+            return;
+        }
+    };
+    if let Some(mut stdin) = child.stdin.take() {
+        let _ = stdin.write_all(body.as_bytes()).await;
+        let _ = stdin.write_all(b"\n").await;
+    }
+    match tokio::time::timeout(HOOK_TIMEOUT, child.wait()).await {
+        Ok(Ok(status)) if status.success() => {}
+        Ok(Ok(status)) => eprintln!("watch: --exec exited with {status}"),
+        Ok(Err(err)) => eprintln!("watch: --exec failed: {err}"),
+        Err(_) => {
+            let _ = child.kill().await;
+            eprintln!("watch: --exec ran longer than {HOOK_TIMEOUT:?} and was killed");
+        }
+    }
+}
+
+pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome> {
+    let activity = ActivityId::parse(&args.activity)?;
+    let interval = check_args(&args)?;
+    let give_up = Duration::from_secs(args.give_up_secs);
+    let opts = options(ctx);
+    let read_only = ctx.config.read_only;
+    let mut tracker = Tracker::new(
+        activity.clone(),
+        TrackerOptions::live(opts.grace, read_only),
+    );
+    let mut watcher = Watcher::default();
+    let mut failing_since: Option<Instant> = None;
+    let mut polls: u64 = 0;
+    let mut ticker = tokio::time::interval(interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    #[cfg(unix)]
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Error::internal(format!("cannot watch for SIGTERM: {e}")))?;
+    loop {
+        #[cfg(unix)]
+        let stop = async { term.recv().await };
+        #[cfg(not(unix))]
+        let stop = std::future::pending::<Option<()>>();
+        tokio::select! {
+            _ = ticker.tick() => {}
+            _ = tokio::signal::ctrl_c() => break,
+            _ = stop => break,
+        }
+        let polled = async {
+            let db = ctx.db().await?;
+            let redis = ctx.redis().await?;
+            let r = status_tracked(&mut tracker, &redis, &db, &ctx.config.keys, &opts).await;
+            db.close().await;
+            r
+        }
+        .await;
+        polls += 1;
+        match polled {
+            Ok(report) => {
+                if failing_since.take().is_some() {
+                    eprintln!("watch: reading again");
+                }
+                let events = watcher.step(&report, Utc::now());
+                let mut out = std::io::stdout().lock();
+                for e in &events {
+                    let _ = writeln!(out, "{}", line(e, json));
+                }
+                let _ = out.flush();
+                drop(out);
+                if let Some(cmd) = &args.exec {
+                    for e in events.iter().filter(|e| {
+                        e.event == EventKind::Raised && e.severity == Some(Severity::Critical)
+                    }) {
+                        run_hook(cmd, &activity, e).await;
+                    }
+                }
+            }
+            Err(e) if matches!(e.kind, ErrorKind::Unavailable) => {
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                eprintln!(
+                    "watch: {} (unreachable for {} s)",
+                    e.message,
+                    since.elapsed().as_secs()
+                );
+                if since.elapsed() >= give_up {
+                    return Err(Error::unavailable(format!(
+                        "gave up after {} s without an answer: {}",
+                        since.elapsed().as_secs(),
+                        e.message
+                    )));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        if args.count.is_some_and(|n| polls >= n) {
+            break;
+        }
+    }
+    Ok(Outcome::silent())
+}

@@ -1,0 +1,176 @@
+//! The headless watch: what changed between two status reports, as events a pager reads —
+//! an alert raised, an alert cleared, a product's state changed. No I/O.
+
+use super::status::StatusReport;
+use crate::domain::alerts::{Alert, AlertKind, Severity};
+use crate::domain::stock::State;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// What an event says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EventKind {
+    Raised,
+    Cleared,
+    State,
+}
+
+/// One line of the watch.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct WatchEvent {
+    pub at: DateTime<chrono::FixedOffset>,
+    pub event: EventKind,
+    /// The alert's kind (raised, cleared).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<AlertKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub severity: Option<Severity>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub product: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The product's state now and before (state events).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous: Option<&'static str>,
+}
+
+/// An alert is the same alert while its kind and subject stay (its figures may move).
+type AlertKey = (AlertKind, Option<String>, Option<String>);
+
+fn key(a: &Alert) -> AlertKey {
+    (a.kind, a.product.clone(), a.node.clone())
+}
+
+/// What the watch has seen so far.
+#[derive(Debug, Default)]
+pub struct Watcher {
+    alerts: HashMap<AlertKey, Alert>,
+    states: BTreeMap<String, State>,
+    started: bool,
+}
+
+impl Watcher {
+    /// The events between the last report and `r`. The first report raises every alert it
+    /// holds (a pager started during an incident learns of it) and states nothing.
+    pub fn step(&mut self, r: &StatusReport, at: DateTime<Utc>) -> Vec<WatchEvent> {
+        let at = at.fixed_offset();
+        let mut out = Vec::new();
+        let now: HashMap<AlertKey, &Alert> = r.alerts.iter().map(|a| (key(a), a)).collect();
+        let mut gone: Vec<&AlertKey> = self
+            .alerts
+            .keys()
+            .filter(|k| !now.contains_key(*k))
+            .collect();
+        gone.sort();
+        for k in gone {
+            if let Some(a) = self.alerts.get(k) {
+                out.push(alert_event(at, EventKind::Cleared, a));
+            }
+        }
+        for a in &r.alerts {
+            if !self.alerts.contains_key(&key(a)) {
+                out.push(alert_event(at, EventKind::Raised, a));
+            }
+        }
+        self.alerts = r.alerts.iter().map(|a| (key(a), a.clone())).collect();
+        for p in &r.products {
+            let before = self.states.insert(p.product.clone(), p.state);
+            if self.started
+                && let Some(b) = before.filter(|b| *b != p.state)
+            {
+                out.push(WatchEvent {
+                    at,
+                    event: EventKind::State,
+                    kind: None,
+                    severity: None,
+                    product: Some(p.product.clone()),
+                    node: None,
+                    message: None,
+                    state: Some(p.state.as_str()),
+                    previous: Some(b.as_str()),
+                });
+            }
+        }
+        self.started = true;
+        out
+    }
+}
+
+fn alert_event(at: DateTime<chrono::FixedOffset>, event: EventKind, a: &Alert) -> WatchEvent {
+    WatchEvent {
+        at,
+        event,
+        kind: Some(a.kind),
+        severity: Some(a.severity),
+        product: a.product.clone(),
+        node: a.node.clone(),
+        message: Some(a.message.clone()),
+        state: None,
+        previous: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Phase;
+    use crate::domain::alerts::QueueSummary;
+    use crate::domain::stock::{Meta, ProductStatus, StockValue, Truth};
+    use crate::ops::status::Totals;
+
+    fn report(stock: i64) -> StatusReport {
+        let meta = Meta {
+            present: true,
+            limit: Some(1),
+            ..Meta::default()
+        };
+        let p = ProductStatus::build(
+            "p1",
+            1,
+            &StockValue::Value(stock),
+            &meta,
+            Truth::new(10, 0, 0, 0),
+        );
+        StatusReport {
+            activity: "a".into(),
+            phase: Phase::Live,
+            alerts: crate::domain::alerts::product_alerts(std::slice::from_ref(&p)),
+            products: vec![p],
+            totals: Totals::default(),
+            compensation: QueueSummary::default(),
+            outbox: QueueSummary::default(),
+            taken_at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn an_alert_is_raised_once_and_cleared_once() {
+        let mut w = Watcher::default();
+        assert!(w.step(&report(10), Utc::now()).is_empty());
+        let e = w.step(&report(17), Utc::now());
+        let kinds: Vec<EventKind> = e.iter().map(|e| e.event).collect();
+        assert_eq!(kinds, vec![EventKind::Raised, EventKind::State], "{e:?}");
+        assert_eq!(e[0].kind, Some(AlertKind::Drift));
+        assert_eq!(e[1].state, Some("drift"));
+        assert_eq!(e[1].previous, Some("ok"));
+        // The drift moves; it is the same alert.
+        assert!(w.step(&report(18), Utc::now()).is_empty());
+        let e = w.step(&report(10), Utc::now());
+        let kinds: Vec<EventKind> = e.iter().map(|e| e.event).collect();
+        assert_eq!(kinds, vec![EventKind::Cleared, EventKind::State], "{e:?}");
+    }
+
+    #[test]
+    fn the_first_report_raises_what_it_holds() {
+        let mut w = Watcher::default();
+        let e = w.step(&report(17), Utc::now());
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].event, EventKind::Raised);
+    }
+}
