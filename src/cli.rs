@@ -75,6 +75,10 @@ pub struct GlobalFlags {
     /// TUI refresh interval in seconds, 0.1 to 3600 (default 1) (env: SECKILL_REFRESH_SECS)
     #[arg(long, global = true, value_name = "SECS")]
     pub refresh: Option<f64>,
+
+    /// Show times in this zone: an IANA name or local (default) (env: SECKILL_TZ)
+    #[arg(long, global = true, value_name = "ZONE")]
+    pub tz: Option<String>,
 }
 
 impl GlobalFlags {
@@ -93,6 +97,7 @@ impl GlobalFlags {
             grace_secs: self.grace_secs,
             redis_ca: self.redis_ca.clone(),
             refresh_secs: self.refresh,
+            tz: self.tz.clone(),
             ..Layer::default()
         }
     }

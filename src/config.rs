@@ -27,6 +27,7 @@ pub const ENV_VARS: &[&str] = &[
     "SECKILL_COMPENSATION_ALERT_SECS",
     "SECKILL_OUTBOX_ALERT_SECS",
     "SECKILL_KEY_TTL_DAYS",
+    "SECKILL_TZ",
 ];
 
 /// One layer of settings; `None` means "not set here".
@@ -48,6 +49,8 @@ pub struct Layer {
     pub compensation_alert_secs: Option<u64>,
     pub outbox_alert_secs: Option<u64>,
     pub key_ttl_days: Option<u64>,
+    /// The operator's time zone: an IANA name or `local`.
+    pub tz: Option<String>,
 }
 
 /// `redis_cluster` may be written as "a,b,c" or as ["a", "b", "c"].
@@ -100,6 +103,8 @@ pub struct Config {
     /// Days after an activity ends that its keys expire (set by preheat, kept by fixes);
     /// 0: never.
     pub key_ttl_days: u32,
+    /// Where text tables and the TUI show times.
+    pub tz: crate::domain::zone::Zone,
 }
 
 /// Reads a config file; a missing, unreadable or malformed file is bad input naming the file.
@@ -178,6 +183,7 @@ pub fn env_layer(env: &HashMap<String, String>) -> Result<Layer> {
         compensation_alert_secs: number("SECKILL_COMPENSATION_ALERT_SECS")?,
         outbox_alert_secs: number("SECKILL_OUTBOX_ALERT_SECS")?,
         key_ttl_days: number("SECKILL_KEY_TTL_DAYS")?,
+        tz: get("SECKILL_TZ"),
     })
 }
 
@@ -263,7 +269,8 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
             refresh_secs,
             compensation_alert_secs,
             outbox_alert_secs,
-            key_ttl_days
+            key_ttl_days,
+            tz
         );
     }
 
@@ -302,6 +309,10 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
             "refresh {refresh} is out of range: use 0.1 to 3600 seconds"
         )));
     }
+    let tz = match &merged.tz {
+        Some(t) => crate::domain::zone::Zone::parse(t)?,
+        None => crate::domain::zone::Zone::Local,
+    };
     let key_ttl_days = merged.key_ttl_days.unwrap_or(7);
     let key_ttl_days = u32::try_from(key_ttl_days)
         .ok()
@@ -328,6 +339,7 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
         compensation_alert: Duration::from_secs(merged.compensation_alert_secs.unwrap_or(30)),
         outbox_alert: Duration::from_secs(merged.outbox_alert_secs.unwrap_or(60)),
         key_ttl_days,
+        tz,
     })
 }
 

@@ -270,7 +270,7 @@ pub async fn run_audit(ctx: &Ctx, args: AuditArgs) -> Result<Outcome> {
         .iter()
         .map(|e| {
             vec![
-                e.at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                ctx.config.tz.show(e.at.with_timezone(&Utc)),
                 e.actor.clone(),
                 e.action.clone(),
                 e.activity.clone(),
@@ -286,7 +286,7 @@ pub async fn run_audit(ctx: &Ctx, args: AuditArgs) -> Result<Outcome> {
     } else {
         table::render(
             &[
-                "at (UTC)", "actor", "action", "activity", "product", "before", "after", "reason",
+                "at", "actor", "action", "activity", "product", "before", "after", "reason",
             ],
             &rows,
         )

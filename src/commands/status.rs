@@ -5,6 +5,7 @@ use crate::cli::CompensationCommand;
 use crate::db::compensation;
 use crate::domain::ActivityId;
 use crate::domain::stock::{ProductStatus, State};
+use crate::domain::zone::Zone;
 use crate::error::{Error, Result};
 use crate::ops::compensation::{Which, resolve};
 use crate::ops::fix::{FixOptions, FixReport, fix};
@@ -62,13 +63,13 @@ fn product_rows(products: &[&ProductStatus]) -> Vec<Vec<String>> {
         .collect()
 }
 
-fn render(r: &StatusReport, title: &str) -> String {
+fn render(r: &StatusReport, title: &str, ctx_tz: Zone) -> String {
     let t = &r.totals;
     let mut text = format!(
         "{title} {} ({}) at {}: {} products, {} not ok\n",
         r.activity,
         r.phase.as_str(),
-        r.taken_at.to_rfc3339(),
+        ctx_tz.show(r.taken_at),
         r.products.len(),
         t.not_ok
     );
@@ -121,13 +122,13 @@ fn render(r: &StatusReport, title: &str) -> String {
 
 pub async fn run_status(ctx: &Ctx, activity: &str) -> Result<Outcome> {
     let r = report(ctx, activity).await?;
-    let text = render(&r, "status");
+    let text = render(&r, "status", ctx.config.tz);
     Outcome::ok(&r, text)
 }
 
 pub async fn run_reconcile(ctx: &Ctx, activity: &str, fail_on_drift: bool) -> Result<Outcome> {
     let r = report(ctx, activity).await?;
-    let text = render(&r, "reconcile");
+    let text = render(&r, "reconcile", ctx.config.tz);
     let code = if fail_on_drift && !r.all_ok() { 4 } else { 0 };
     Outcome::with_code(&r, text, code)
 }

@@ -37,11 +37,11 @@ fn check_args(args: &WatchArgs) -> Result<Duration> {
     Ok(Duration::from_secs_f64(args.interval))
 }
 
-fn line(e: &WatchEvent, json: bool) -> String {
+fn line(e: &WatchEvent, json: bool, tz: crate::domain::zone::Zone) -> String {
     if json {
         return serde_json::to_string(e).unwrap_or_default();
     }
-    let at = e.at.format("%Y-%m-%d %H:%M:%S");
+    let at = tz.show(e.at.with_timezone(&Utc));
     match e.event {
         EventKind::State => format!(
             "{at} state   {} {} -> {}",
@@ -144,7 +144,7 @@ pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome
                 let events = watcher.step(&report, Utc::now());
                 let mut out = std::io::stdout().lock();
                 for e in &events {
-                    let _ = writeln!(out, "{}", line(e, json));
+                    let _ = writeln!(out, "{}", line(e, json, ctx.config.tz));
                 }
                 let _ = out.flush();
                 drop(out);

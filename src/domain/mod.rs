@@ -11,6 +11,7 @@ pub mod import;
 pub mod preheat;
 pub mod rid_hash;
 pub mod stock;
+pub mod zone;
 
 pub use activity::{Activity, ActivityDef, Phase, Product};
 pub use ids::{ActivityId, ProductId};

@@ -122,6 +122,8 @@ pub struct AppConfig {
     /// The live key prefix, named when a dry run asks for confirmation (its shadow keys are
     /// `<prefix>-dry-...`).
     pub key_prefix: String,
+    /// Where times are shown (the header names it).
+    pub tz: crate::domain::zone::Zone,
 }
 
 impl AppConfig {
@@ -132,6 +134,7 @@ impl AppConfig {
             redis_label: c.redis.label(),
             db_label: c.db.redacted().to_string(),
             key_prefix: c.keys.prefix().to_string(),
+            tz: c.tz,
         }
     }
 

@@ -130,6 +130,7 @@ fn render_bench() -> (f64, f64) {
         redis_label: "redis://127.0.0.1:6379".into(),
         db_label: "sqlite:///tmp/bench.db".into(),
         key_prefix: "seckill".into(),
+        tz: seckill_console::domain::zone::Zone::Local,
     };
     let t0 = chrono::Utc::now();
     let start = Instant::now();

@@ -339,3 +339,43 @@ async fn wide_product_names_keep_the_columns_aligned() {
         show.stdout
     );
 }
+
+/// Times in the operator's zone: `--tz Asia/Shanghai` (or SECKILL_TZ) shows `+08:00` in the
+/// text tables while JSON stays RFC 3339 in UTC; an unknown zone exits 2 naming it.
+#[tokio::test]
+async fn times_show_in_the_zone_asked_for() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let db = TestDb::sqlite();
+    run(&db, &["migrate"]).expect_code(0);
+    let toml = "[activity]\nid = \"tz\"\nname = \"tz\"\nstarts_at = \"2030-01-01T00:00:00Z\"\nends_at = \"2030-01-01T02:00:00Z\"\n\n[[products]]\nid = \"p1\"\nstock = 5\nper_user_limit = 1\n";
+    let path = write_file(dir.path(), "tz.toml", toml);
+    run(&db, &["activity", "import", path.to_str().expect("utf8")]).expect_code(0);
+    let show = run(&db, &["--tz", "Asia/Shanghai", "activity", "show", "tz"]);
+    show.expect_code(0);
+    assert!(
+        show.stdout.contains("2030-01-01 08:00:00 +08:00"),
+        "{}",
+        show.stdout
+    );
+    let env = crate::harness::cli::console_env(
+        &["--db", &db.url, "activity", "list"],
+        &[("SECKILL_TZ", "America/New_York")],
+    );
+    assert!(
+        env.stdout.contains("2029-12-31 19:00:00 -05:00"),
+        "{}",
+        env.stdout
+    );
+    let json = run(
+        &db,
+        &["--tz", "Asia/Shanghai", "--json", "activity", "show", "tz"],
+    );
+    assert!(
+        json.stdout.contains("2030-01-01T00:00:00Z"),
+        "{}",
+        json.stdout
+    );
+    let bad = run(&db, &["--tz", "Mars/Olympus", "activity", "list"]);
+    bad.expect_code(2);
+    assert!(bad.stderr.contains("'Mars/Olympus'"), "{}", bad.stderr);
+}

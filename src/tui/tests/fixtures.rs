@@ -48,6 +48,8 @@ pub fn config(read_only: bool) -> AppConfig {
         redis_label: "redis://ops:***@10.0.0.5:6379".into(),
         db_label: "postgres://ops:***@db.internal:5432/shop".into(),
         key_prefix: "seckill".into(),
+        // A fixed zone: the snapshots must not depend on the machine's.
+        tz: crate::domain::zone::Zone::Named(chrono_tz::Tz::UTC),
     }
 }
 

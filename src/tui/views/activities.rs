@@ -5,7 +5,7 @@ use super::error_line;
 use crate::tui::app::{App, View};
 use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
 use crate::tui::widgets::{bold, critical, dim, good, warning};
-use chrono::{DateTime, Datelike, Utc};
+use chrono::{DateTime, Datelike, FixedOffset, Utc};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::Style;
@@ -30,7 +30,10 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     // As wide as the longest window shown: a window across a new year needs its end's year.
     let window_width = rows
         .iter()
-        .map(|a| window_text(a.activity.starts_at, a.activity.ends_at).len())
+        .map(|a| {
+            let tz = app.config.tz;
+            window_text(tz.at(a.activity.starts_at), tz.at(a.activity.ends_at)).len()
+        })
         .max()
         .unwrap_or(0)
         .clamp(12, 36) as u16;
@@ -40,7 +43,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             h(" "),
             h("activity"),
             h("name"),
-            h("window (UTC)"),
+            h(&format!("window ({})", app.config.tz.name())),
             h("state"),
             hn("products"),
             hn("stock"),
@@ -74,7 +77,8 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             Some(n) if n > 0 => critical(),
             _ => Style::default(),
         };
-        let window = window_text(a.activity.starts_at, a.activity.ends_at);
+        let tz = app.config.tz;
+        let window = window_text(tz.at(a.activity.starts_at), tz.at(a.activity.ends_at));
         let marker = if app.activity.as_ref() == Some(&a.activity.activity_id) {
             Cell::from(Span::styled("*", warning()))
         } else {
@@ -95,7 +99,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
 
 /// The window as an operator reads it: the end leaves out what it shares with the start (the
 /// date, or the year), never more.
-fn window_text(starts: DateTime<Utc>, ends: DateTime<Utc>) -> String {
+fn window_text(starts: DateTime<FixedOffset>, ends: DateTime<FixedOffset>) -> String {
     let end = if ends.date_naive() == starts.date_naive() {
         ends.format("%H:%M")
     } else if ends.year() == starts.year() {
@@ -117,6 +121,7 @@ mod tests {
             Utc.with_ymd_and_hms(y, m, d, h, 0, 0)
                 .single()
                 .expect("time")
+                .fixed_offset()
         };
         let start = at(2026, 12, 31, 20);
         assert_eq!(

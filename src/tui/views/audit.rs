@@ -24,7 +24,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     let spec = TableSpec {
         title,
         header: vec![
-            h("at (UTC)"),
+            h("at"),
             h("actor"),
             h("action"),
             h("activity"),
@@ -55,7 +55,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             ),
         };
         Row::new(vec![
-            e.at.format("%m-%d %H:%M:%S").to_string(),
+            app.config.tz.at(e.at).format("%m-%d %H:%M:%S").to_string(),
             e.actor.clone(),
             e.action.clone(),
             e.activity_id.clone(),

@@ -56,6 +56,8 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     let (age, style) = age_text(app);
     first.push(Span::raw(" │ "));
     first.push(Span::styled(age, style));
+    first.push(Span::raw(" │ "));
+    first.push(Span::styled(app.config.tz.name(), dim()));
     if app.config.read_only {
         first.push(Span::raw(" │ "));
         first.push(Span::styled(
