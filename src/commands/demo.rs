@@ -115,6 +115,14 @@ pub async fn run_demo(ctx: &Ctx, args: DemoArgs) -> Result<Outcome> {
             async move { run_load(&redis, &db, &spec, Arc::new(Live::default()), stop).await },
         )
     };
+    // The relay stops for two minutes after the second fault (a broker outage): the outbox
+    // alert (60 s by default) fires, then clears when it sends again.
+    let relay = tokio::spawn(demo::relay(
+        db.clone(),
+        Duration::from_secs(args.chaos_after_secs * 3),
+        Duration::from_secs(120),
+        stop.clone(),
+    ));
     let chaos = tokio::spawn(demo::chaos(
         redis.clone(),
         keys,
@@ -132,6 +140,7 @@ pub async fn run_demo(ctx: &Ctx, args: DemoArgs) -> Result<Outcome> {
 
     stop.store(true, Ordering::Relaxed);
     chaos.abort();
+    relay.abort();
     // The worker finishes its requests in flight; a hung one is not waited for.
     let _ = tokio::time::timeout(Duration::from_secs(3), worker).await;
     db.close().await;

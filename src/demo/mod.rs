@@ -89,3 +89,27 @@ pub async fn chaos(
             .await;
     }
 }
+
+/// The shop's outbox relay, as the demo plays it: every second it marks the pending messages
+/// sent, except for a while after `hold_after` (a broker outage, the demo's third fault): then
+/// messages pile up and the outbox alert fires, and clears once the relay is back.
+pub async fn relay(
+    db: crate::db::Db,
+    hold_after: std::time::Duration,
+    hold_for: std::time::Duration,
+    stop: Arc<AtomicBool>,
+) {
+    let Ok(activity) = ActivityId::parse(DEMO_ACTIVITY) else {
+        return;
+    };
+    let started = tokio::time::Instant::now();
+    while !stop.load(Ordering::Relaxed) {
+        let since = started.elapsed();
+        let held = since >= hold_after && since < hold_after + hold_for;
+        if !held {
+            // A failed batch is tried again next second, as a relay would.
+            let _ = crate::db::outbox::relay_batch(&db, &activity, 500).await;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}

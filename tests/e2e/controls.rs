@@ -494,3 +494,37 @@ fn watch_gives_up_when_redis_stays_away() {
     w.expect_code(3);
     assert!(w.stderr.contains("gave up"), "{}", w.stderr);
 }
+
+/// The demo's outbox relay marks the oldest pending messages sent, in batches, on every
+/// backend; the outbox summary the alert reads follows.
+#[tokio::test]
+async fn the_relay_marks_the_oldest_pending_messages_sent() {
+    use seckill_console::db::orders::{NewOrder, insert_with_outbox};
+    use seckill_console::db::outbox::{relay_batch, summary};
+    use seckill_console::domain::ActivityId;
+    for db in TestDb::all().await {
+        let lib = db.open().await;
+        import(&lib, "relay", &[("p1", 100, 5)], live_window()).await;
+        let orders: Vec<NewOrder> = (0..5)
+            .map(|i| NewOrder {
+                order_id: format!("o{i}"),
+                request_id: format!("r{i}"),
+                activity_id: "relay".into(),
+                product_id: "p1".into(),
+                user_id: format!("u{i}"),
+                quantity: 1,
+                status: "pending_payment".into(),
+            })
+            .collect();
+        insert_with_outbox(&lib, &orders).await.expect("orders");
+        let a = ActivityId::parse("relay").expect("id");
+        assert_eq!(summary(&lib, &a).await.expect("summary").pending, 5, "{}", db.name());
+        assert_eq!(relay_batch(&lib, &a, 3).await.expect("relay"), 3, "{}", db.name());
+        assert_eq!(summary(&lib, &a).await.expect("summary").pending, 2);
+        assert_eq!(relay_batch(&lib, &a, 500).await.expect("relay"), 2);
+        assert_eq!(relay_batch(&lib, &a, 500).await.expect("relay"), 0);
+        let s = summary(&lib, &a).await.expect("summary");
+        assert_eq!((s.pending, s.oldest_secs), (0, None), "{}", db.name());
+        lib.close().await;
+    }
+}
