@@ -386,7 +386,7 @@ pub struct DemoArgs {
     /// Buyers' requests per second
     #[arg(long, default_value_t = 25.0)]
     pub rate: f64,
-    /// Seconds before the demo's first fault (lost writes), then the second (a crashed rollback)
+    /// Seconds before the demo's first fault (lost writes), the second (a crashed rollback) and the third (its outbox relay held back for two minutes)
     #[arg(long, default_value_t = 20)]
     pub chaos_after_secs: u64,
 }

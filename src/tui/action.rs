@@ -13,6 +13,7 @@ use crate::ops::health::NodeHealth;
 use crate::ops::pause::PauseReport;
 use crate::ops::preheat::PreheatReport;
 use crate::ops::status::StatusReport;
+use crate::ops::topup::TopupReport;
 use crate::worker::{LiveSnapshot, RunStats, Strategy};
 use chrono::{DateTime, Utc};
 use crossterm::event::KeyEvent;
@@ -138,6 +139,8 @@ pub enum Action {
     /// Pause (or resume, when paused) the highlighted product, or with `all` every product of
     /// the activity, after a dialog.
     TogglePause { all: bool },
+    /// Open the top-up form for the highlighted product.
+    OpenTopupForm,
     /// Resolve the highlighted compensation entry, after a yes/no dialog.
     ResolveSelected,
     /// Resolve every pending compensation entry, after a yes/no dialog.
@@ -188,6 +191,11 @@ pub enum Action {
         result: Result<PreheatReport, Error>,
     },
     /// The outcome of resolving compensation entries.
+    /// What a top-up did.
+    TopupDone {
+        seq: u64,
+        result: Result<TopupReport, Error>,
+    },
     /// What a pause or resume did.
     PauseDone {
         seq: u64,
@@ -238,6 +246,13 @@ pub enum Command {
         activity: ActivityId,
         force: bool,
     },
+    /// Top up what the operator confirmed.
+    RunTopup {
+        seq: u64,
+        activity: ActivityId,
+        product: String,
+        add: i64,
+    },
     /// Pause or resume what the operator confirmed (None: every product of the activity).
     SetPaused {
         seq: u64,
@@ -273,6 +288,7 @@ impl Command {
                 | Command::RunPreheat { .. }
                 | Command::ResolveCompensation { .. }
                 | Command::SetPaused { .. }
+                | Command::RunTopup { .. }
                 | Command::StartDryRun { .. }
         )
     }

@@ -227,6 +227,12 @@ pub enum PendingWrite {
         activity: ActivityId,
         which: ResolveWhich,
     },
+    /// A live top-up of one product.
+    Topup {
+        activity: ActivityId,
+        product: String,
+        add: i64,
+    },
     /// Pause or resume one product, or every product (None) of the activity.
     Pause {
         activity: ActivityId,
@@ -272,6 +278,14 @@ pub enum Dialog {
     /// The dry-run form (its values live in [`App::dry_run_form`], so they are kept between
     /// runs): Enter goes on to the confirmation, Esc closes it.
     DryRunForm,
+    /// The units to add to (or, negative, take from) the highlighted product: Enter goes on to
+    /// the confirmation, Esc closes it.
+    TopupForm {
+        activity: ActivityId,
+        product: String,
+        input: String,
+        error: Option<String>,
+    },
     /// A result or an error to read; any of Esc, Enter, q closes it.
     Message {
         title: String,

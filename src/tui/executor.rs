@@ -14,6 +14,7 @@ use crate::ops::compensation::{Which, resolve};
 use crate::ops::fix::{FixOptions, fix};
 use crate::ops::pause::set_paused;
 use crate::ops::preheat::{PreheatOptions, preheat};
+use crate::ops::topup::topup;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -145,6 +146,28 @@ impl Executor {
                     move |result| Action::PreheatDone { seq, result },
                 )
             }
+            Command::RunTopup {
+                seq,
+                activity,
+                product,
+                add,
+            } => self.job(
+                async move {
+                    let (redis, db) = (s.redis().await?, s.db().await?);
+                    let product = crate::domain::ProductId::parse(&product)?;
+                    topup(
+                        &redis,
+                        &db,
+                        &keys,
+                        (&activity, &product),
+                        add,
+                        (&actor, "from the TUI"),
+                        grace,
+                    )
+                    .await
+                },
+                move |result| Action::TopupDone { seq, result },
+            ),
             Command::SetPaused {
                 seq,
                 activity,

@@ -36,8 +36,8 @@ pub const BINDINGS: &[(&str, &str, &str)] = &[
         "Stock, Reconcile",
     ),
     (
-        "z / Z",
-        "pause/resume the highlighted product (y) / all (type the id)",
+        "t, z / Z",
+        "top up (a form) / pause or resume the highlighted one / all",
         "Stock",
     ),
     (
@@ -122,6 +122,13 @@ fn dialog_key(dialog: &Dialog, key: KeyEvent) -> Option<Action> {
             KeyCode::Char(c) => Some(Action::Input(c)),
             _ => None,
         },
+        Dialog::TopupForm { .. } => match key.code {
+            KeyCode::Esc => Some(Action::Cancel),
+            KeyCode::Enter => Some(Action::Enter),
+            KeyCode::Backspace => Some(Action::Backspace),
+            KeyCode::Char(c) => Some(Action::Input(c)),
+            _ => None,
+        },
         Dialog::Working { .. } => match key.code {
             KeyCode::Esc => Some(Action::Cancel),
             _ => None,
@@ -158,6 +165,7 @@ fn normal_key(app: &App, key: KeyEvent, ctrl: bool) -> Option<Action> {
         KeyCode::Char('S') => Action::ReverseSort,
         KeyCode::Char('f') => Action::FixProduct,
         KeyCode::Char('F') => Action::FixActivity,
+        KeyCode::Char('t') => Action::OpenTopupForm,
         KeyCode::Char('z') => Action::TogglePause { all: false },
         KeyCode::Char('Z') => Action::TogglePause { all: true },
         KeyCode::Char('r') => Action::ResolveSelected,

@@ -102,6 +102,8 @@ impl App {
             Action::FixProduct => self.ask_fix(false),
             Action::FixActivity => self.ask_fix(true),
             Action::TogglePause { all } => self.ask_pause(all),
+            Action::OpenTopupForm => self.open_topup_form(),
+            Action::TopupDone { seq, result } => self.topup_done(seq, result),
             Action::PauseDone { seq, result } => self.pause_done(seq, result),
             Action::ResolveSelected => self.ask_resolve(false),
             Action::ResolveAll => self.ask_resolve(true),
@@ -269,6 +271,15 @@ impl App {
             self.form_input(c);
             return;
         }
+        if let Some(Dialog::TopupForm { input, error, .. }) = &mut self.dialog {
+            if (c.is_ascii_digit() || (input.is_empty() && matches!(c, '-' | '+')))
+                && input.len() < 13
+            {
+                input.push(c);
+                *error = None;
+            }
+            return;
+        }
         if let Some(Dialog::Confirm(d)) = &mut self.dialog {
             if d.typed.is_some() && d.input.chars().count() < MAX_INPUT {
                 d.input.push(c);
@@ -290,6 +301,11 @@ impl App {
     fn backspace(&mut self) {
         if self.dialog == Some(Dialog::DryRunForm) {
             self.form_backspace();
+            return;
+        }
+        if let Some(Dialog::TopupForm { input, error, .. }) = &mut self.dialog {
+            input.pop();
+            *error = None;
             return;
         }
         if let Some(Dialog::Confirm(d)) = &mut self.dialog {
@@ -326,6 +342,10 @@ impl App {
             self.submit_dry_run_form();
             return Vec::new();
         }
+        if matches!(self.dialog, Some(Dialog::TopupForm { .. })) {
+            self.submit_topup_form();
+            return Vec::new();
+        }
         if self.dialog.is_some() {
             return Vec::new();
         }
@@ -349,7 +369,7 @@ impl App {
         if let Some(d) = self.dialog.take() {
             let asked = match &d {
                 Dialog::Confirm(c) => c.write != PendingWrite::Quit,
-                Dialog::DryRunForm => true,
+                Dialog::DryRunForm | Dialog::TopupForm { .. } => true,
                 _ => false,
             };
             if asked {

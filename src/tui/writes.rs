@@ -10,6 +10,7 @@ use crate::ops::compensation::ResolveReport;
 use crate::ops::fix::FixReport;
 use crate::ops::pause::PauseReport;
 use crate::ops::preheat::PreheatReport;
+use crate::ops::topup::TopupReport;
 
 /// Lines of a per-product result kept for a dialog: it shows what fits, and a fix of 10,000
 /// products need not build 10,000 lines per frame.
@@ -217,6 +218,19 @@ impl App {
                     seq,
                     activity,
                     which,
+                },
+            ),
+            PendingWrite::Topup {
+                activity,
+                product,
+                add,
+            } => (
+                "the top-up",
+                Command::RunTopup {
+                    seq,
+                    activity,
+                    product,
+                    add,
                 },
             ),
             PendingWrite::Pause {
@@ -473,6 +487,109 @@ impl App {
             mismatch: false,
         }));
         Vec::new()
+    }
+
+    /// The top-up form for the highlighted product of the Stock view.
+    pub(super) fn open_topup_form(&mut self) -> Vec<Command> {
+        if self.view != View::Stock {
+            self.flash("top up: press t on the Stock view (2)", false);
+            return Vec::new();
+        }
+        if !self.may_write("top up") {
+            return Vec::new();
+        }
+        let Some(activity) = self.need_activity() else {
+            return Vec::new();
+        };
+        let Some(product) = self.selected_product().map(|p| p.product.clone()) else {
+            self.flash("no product highlighted", true);
+            return Vec::new();
+        };
+        self.dialog = Some(Dialog::TopupForm {
+            activity,
+            product,
+            input: String::new(),
+            error: None,
+        });
+        Vec::new()
+    }
+
+    /// Enter in the top-up form: a whole number other than 0 goes on to the confirmation.
+    pub(super) fn submit_topup_form(&mut self) {
+        let Some(Dialog::TopupForm {
+            activity,
+            product,
+            input,
+            error,
+        }) = &mut self.dialog
+        else {
+            return;
+        };
+        let add = match input.trim_start_matches('+').parse::<i64>() {
+            Ok(n) if n != 0 => n,
+            _ => {
+                *error = Some(format!(
+                    "'{input}' is not a whole number of units other than 0"
+                ));
+                return;
+            }
+        };
+        let (activity, product) = (activity.clone(), product.clone());
+        let lines = vec![
+            format!(
+                "The database's initial_stock and the Redis stock of {product} move by {add:+}"
+            ),
+            "together while buyers deduct; a cut never goes below what is sold or in flight."
+                .into(),
+            "Audited with the initial stock before and after.".into(),
+        ];
+        self.dialog = Some(Dialog::Confirm(Confirm {
+            title: format!("Top up {product} of {activity} by {add:+}?   y top up   n cancel"),
+            lines,
+            write: PendingWrite::Topup {
+                activity,
+                product,
+                add,
+            },
+            typed: None,
+            input: String::new(),
+            mismatch: false,
+        }));
+    }
+
+    pub(super) fn topup_done(
+        &mut self,
+        seq: u64,
+        result: Result<TopupReport, Error>,
+    ) -> Vec<Command> {
+        match result {
+            Ok(r) => {
+                let shown =
+                    |s: Option<i64>| s.map_or_else(|| "(no key)".to_string(), |s| s.to_string());
+                let mut lines = vec![
+                    format!("initial stock {} -> {}", r.initial_before, r.initial_after),
+                    format!(
+                        "Redis stock   {} -> {}",
+                        shown(r.redis_before),
+                        shown(r.redis_after)
+                    ),
+                ];
+                lines.extend(r.note.clone());
+                self.finish(
+                    seq,
+                    format!("Top-up of {} by {:+} done", r.product, r.change),
+                    lines,
+                    false,
+                );
+            }
+            Err(e) => self.finish(
+                seq,
+                format!("Top-up failed: {}", e.message),
+                vec![e.message],
+                true,
+            ),
+        }
+        vec![Command::RefreshNow]
     }
 
     pub(super) fn pause_done(

@@ -518,8 +518,18 @@ async fn the_relay_marks_the_oldest_pending_messages_sent() {
             .collect();
         insert_with_outbox(&lib, &orders).await.expect("orders");
         let a = ActivityId::parse("relay").expect("id");
-        assert_eq!(summary(&lib, &a).await.expect("summary").pending, 5, "{}", db.name());
-        assert_eq!(relay_batch(&lib, &a, 3).await.expect("relay"), 3, "{}", db.name());
+        assert_eq!(
+            summary(&lib, &a).await.expect("summary").pending,
+            5,
+            "{}",
+            db.name()
+        );
+        assert_eq!(
+            relay_batch(&lib, &a, 3).await.expect("relay"),
+            3,
+            "{}",
+            db.name()
+        );
         assert_eq!(summary(&lib, &a).await.expect("summary").pending, 2);
         assert_eq!(relay_batch(&lib, &a, 500).await.expect("relay"), 2);
         assert_eq!(relay_batch(&lib, &a, 500).await.expect("relay"), 0);

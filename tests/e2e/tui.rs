@@ -240,14 +240,41 @@ fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
             .trim(),
         "0"
     );
+    // A top-up from the same view: the form, the confirmation, the result.
+    tmux.keys("Escape");
+    tmux.keys("t");
+    tmux.wait("the top-up form", Duration::from_secs(3), |s| {
+        s.contains("Top up case of tui-hold")
+    });
+    tmux.keys("25");
+    tmux.keys("Enter");
+    tmux.wait("the top-up confirmation", Duration::from_secs(3), |s| {
+        s.contains("Top up case of tui-hold by +25?")
+    });
+    tmux.keys("y");
+    tmux.wait("the top-up result", Duration::from_secs(5), |s| {
+        s.contains("Top-up of case by +25 done")
+    });
+    assert_eq!(
+        redis.cli(&["GET", "seckill:{tui-hold:case}:stock"]).trim(),
+        "75"
+    );
+    let show = with(&["--json", "activity", "show", "tui-hold"]);
+    assert_eq!(
+        show.json()["products"][0]["initial_stock"],
+        75,
+        "{}",
+        show.stdout
+    );
     let audit = with(&["--json", "audit", "tui-hold"]);
     let entries = audit.json()["entries"].clone();
     let actions: Vec<&str> = entries
         .as_array()
         .map(|v| v.iter().filter_map(|e| e["action"].as_str()).collect())
         .unwrap_or_default();
-    assert_eq!(actions.first().copied(), Some("resume"), "{entries}");
-    assert_eq!(actions.get(1).copied(), Some("pause"), "{entries}");
+    assert_eq!(actions.first().copied(), Some("topup"), "{entries}");
+    assert_eq!(actions.get(1).copied(), Some("resume"), "{entries}");
+    assert_eq!(actions.get(2).copied(), Some("pause"), "{entries}");
     assert_eq!(entries[0]["actor"], "dave");
     tmux.keys("q");
 }

@@ -115,6 +115,33 @@ fn stock_pause_dialogs() {
 }
 
 #[test]
+fn stock_topup_form_and_confirmation() {
+    let mut a = show(View::Stock, false);
+    a.update(key('t'));
+    for c in ['5', 'x', '0'] {
+        a.update(key(c)); // a letter is not taken
+    }
+    let s = screen(&a, W, H);
+    assert!(s.contains("units: 50_"), "{s}");
+    assert_screen("stock_topup_form", &s);
+    a.update(Action::Enter);
+    let s = screen(&a, W, H);
+    assert!(s.contains("Top up case of spring-sale by +50?"), "{s}");
+    assert_screen("stock_topup_confirm", &s);
+    // Zero is refused in the form, naming it.
+    let mut b = show(View::Stock, false);
+    b.update(key('t'));
+    b.update(key('0'));
+    b.update(Action::Enter);
+    let s = screen(&b, W, H);
+    assert!(s.contains("'0' is not a whole number"), "{s}");
+    // Read-only: no form.
+    let mut r = show(View::Stock, true);
+    r.update(key('t'));
+    assert!(r.dialog.is_none());
+}
+
+#[test]
 fn stock_alert_rows_are_highlighted() {
     let a = show(View::Stock, false);
     let buf = fixtures::draw(&a, W, H);

@@ -57,6 +57,32 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, dialog: &Dialog) {
             (title.clone(), out, border)
         }
         Dialog::DryRunForm => dry_run_form(app),
+        Dialog::TopupForm {
+            activity,
+            product,
+            input,
+            error,
+        } => {
+            let mut out = vec![
+                Line::raw(format!(
+                    "Units to add to {product} (negative: take unsold units away)."
+                )),
+                Line::raw(""),
+                Line::from(vec![
+                    Span::raw("units: "),
+                    Span::styled(format!("{input}_"), Style::default().fg(Color::Cyan)),
+                ]),
+            ];
+            if let Some(e) = error {
+                out.push(Line::styled(clip(e, 70), critical()));
+            }
+            out.push(Line::styled("Enter next   Esc cancel", dim()));
+            (
+                format!("Top up {product} of {activity}"),
+                out,
+                Style::default().fg(Color::Yellow),
+            )
+        }
         Dialog::Confirm(c) => {
             let mut out: Vec<Line> = c.lines.iter().map(|l| Line::raw(l.clone())).collect();
             out.push(Line::raw(""));

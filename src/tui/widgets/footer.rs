@@ -17,6 +17,7 @@ pub fn view_keys(view: View) -> &'static [(&'static str, &'static str, bool)] {
             ("S", "reverse", false),
             ("f", "fix product", true),
             ("F", "fix all", true),
+            ("t", "top up", true),
             ("z/Z", "pause one/all", true),
         ],
         View::Alerts => &[],
