@@ -180,6 +180,29 @@ pub enum Command {
     /// Poll the activity and print one line per alert raised or cleared and per state change;
     /// --exec runs a command for each newly raised critical alert (for systemd and pagers)
     Watch(WatchArgs),
+    /// The incident report: window, sales per product, the verdict now, the compensation
+    /// queue's history, every console write and fix in the period (Markdown or JSON)
+    Report(ReportArgs),
+}
+
+/// `report`.
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Activity id
+    pub activity: String,
+    /// Only writes and compensation entries newer than this: a duration (2h) or an RFC 3339 time
+    #[arg(long, value_name = "DURATION|TIME")]
+    pub since: Option<String>,
+    /// Markdown tables to paste into a ticket, or JSON with the same content
+    #[arg(long, value_enum, default_value_t = ReportFormat::Markdown)]
+    pub format: ReportFormat,
+}
+
+/// The report's format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReportFormat {
+    Markdown,
+    Json,
 }
 
 /// `watch`.

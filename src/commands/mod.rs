@@ -7,6 +7,7 @@ pub mod demo;
 pub mod ping;
 pub mod preheat;
 pub mod progress;
+pub mod report;
 pub mod status;
 pub mod table;
 pub mod watch;
@@ -200,6 +201,7 @@ async fn dispatch(ctx: &Ctx, command: Option<Command>) -> Result<Outcome> {
         Some(Command::Resume(args)) => control::run_pause(ctx, args, false).await,
         Some(Command::Audit(args)) => control::run_audit(ctx, args).await,
         Some(Command::Topup(args)) => control::run_topup(ctx, args).await,
+        Some(Command::Report(args)) => report::run_report(ctx, args).await,
         Some(Command::Watch(args)) => watch::run_watch(ctx, args, ctx.config.json).await,
     }
 }

@@ -10,6 +10,7 @@ pub mod pause;
 pub mod preheat;
 pub mod progress;
 pub mod repair;
+pub mod report;
 pub mod snapshot;
 pub mod status;
 pub mod topup;

@@ -132,6 +132,91 @@ async fn kill_9_during_load_with_aof_everysec() {
         "nothing to see after kill -9: {sdoc}"
     );
     settle_and_check(&flags, &db.url, "k9", "kill -9 with AOF");
+
+    // The incident report: a write outside the scripts, fixed, then the report names the fix
+    // with before and after, the compensation resolutions and balanced books, with the same
+    // figures in Markdown and JSON.
+    let store = crate::harness::fixtures::standalone(&server.url()).await;
+    let k = crate::harness::fixtures::product_keys("k9", "p1");
+    crate::harness::fixtures::redis_cmd(&store, &["INCRBY", &k.stock, "3"]).await;
+    run_with(
+        &flags,
+        &db.url,
+        &["--grace-secs", "0", "fix", "k9", "--yes"],
+    )
+    .expect_code(0);
+    let j = run_with(
+        &flags,
+        &db.url,
+        &[
+            "--grace-secs",
+            "0",
+            "--tz",
+            "UTC",
+            "report",
+            "k9",
+            "--format",
+            "json",
+        ],
+    );
+    j.expect_code(0);
+    let rep: Json = serde_json::from_str(&j.stdout).expect("the report as JSON");
+    assert_eq!(rep["balanced"], true, "{rep}");
+    let fixes = rep["fixes"].as_array().cloned().unwrap_or_default();
+    let fix = fixes
+        .iter()
+        .find(|f| {
+            f["product_id"] == "p1" && f["before_value"].is_string() && f["after_value"].is_string()
+        })
+        .unwrap_or_else(|| panic!("no fix of p1 with before and after: {rep}"));
+    let comp = rep["compensation"].as_array().cloned().unwrap_or_default();
+    assert!(
+        comp.iter().all(|c| c["status"] != "pending"),
+        "a compensation entry is still pending: {comp:?}"
+    );
+    let md = run_with(
+        &flags,
+        &db.url,
+        &["--grace-secs", "0", "--tz", "UTC", "report", "k9"],
+    );
+    md.expect_code(0);
+    let text = &md.stdout;
+    for part in [
+        "## Sales",
+        "## Verdict now",
+        "## Compensation queue",
+        "## Fixes",
+        "## Console writes",
+    ] {
+        assert!(text.contains(part), "{part} missing:\n{text}");
+    }
+    assert!(text.contains("books now: balanced"), "{text}");
+    for s in rep["sales"].as_array().expect("sales") {
+        let row = format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
+            s["product"].as_str().unwrap_or(""),
+            s["initial"],
+            s["sold"],
+            s["paid"],
+            s["expired"],
+            s["cancelled"],
+            s["remaining"],
+            s["state"].as_str().unwrap_or("")
+        );
+        assert!(text.contains(&row), "{row} not in:\n{text}");
+    }
+    let fix_row = format!(
+        "| p1 | {} | {} |",
+        fix["before_value"].as_str().unwrap_or(""),
+        fix["after_value"].as_str().unwrap_or("")
+    );
+    assert!(text.contains(&fix_row), "{fix_row} not in:\n{text}");
+    for c in &comp {
+        assert!(
+            text.contains(c["request_id"].as_str().unwrap_or("?")),
+            "{c} not in the report"
+        );
+    }
     lib.close().await;
 }
 
