@@ -141,6 +141,10 @@ pub enum Action {
     TogglePause { all: bool },
     /// Open the top-up form for the highlighted product.
     OpenTopupForm,
+    /// Write the incident report of the activity to a Markdown file.
+    WriteReport,
+    /// Where the report went, or why it did not.
+    ReportWritten { result: Result<String, Error> },
     /// Resolve the highlighted compensation entry, after a yes/no dialog.
     ResolveSelected,
     /// Resolve every pending compensation entry, after a yes/no dialog.
@@ -246,6 +250,8 @@ pub enum Command {
         activity: ActivityId,
         force: bool,
     },
+    /// Write the incident report of the activity to a file in the working directory.
+    WriteReport { activity: ActivityId },
     /// Top up what the operator confirmed.
     RunTopup {
         seq: u64,

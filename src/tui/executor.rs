@@ -146,6 +146,35 @@ impl Executor {
                     move |result| Action::PreheatDone { seq, result },
                 )
             }
+            Command::WriteReport { activity } => {
+                let (tz, compensation_alert, outbox_alert) =
+                    (config.tz, config.compensation_alert, config.outbox_alert);
+                self.job(
+                    async move {
+                        let (redis, db) = (s.redis().await?, s.db().await?);
+                        let opts = crate::ops::status::StatusOptions {
+                            grace,
+                            compensation_alert,
+                            outbox_alert,
+                        };
+                        let r =
+                            crate::ops::report::report(&redis, &db, &keys, &activity, None, &opts)
+                                .await?;
+                        let text = crate::commands::report::markdown(&r, tz);
+                        let path = format!(
+                            "seckill-report-{activity}-{}.md",
+                            chrono::Utc::now().format("%Y%m%dT%H%M%SZ")
+                        );
+                        std::fs::write(&path, text).map_err(|e| {
+                            crate::error::Error::unavailable(format!("cannot write '{path}': {e}"))
+                        })?;
+                        let shown =
+                            std::fs::canonicalize(&path).map_or(path, |p| p.display().to_string());
+                        Ok(shown)
+                    },
+                    move |result| Action::ReportWritten { result },
+                )
+            }
             Command::RunTopup {
                 seq,
                 activity,

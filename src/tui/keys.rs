@@ -9,7 +9,11 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 pub const BINDINGS: &[(&str, &str, &str)] = &[
     ("1-9", "show a view (listed in the footer)", "everywhere"),
     ("Tab / Shift-Tab", "next / previous view", "everywhere"),
-    ("?", "this help; Esc or ? goes back", "everywhere"),
+    (
+        "? / w",
+        "this help (Esc or ? goes back) / write the incident report",
+        "everywhere",
+    ),
     (
         "q / Ctrl-C",
         "quit (q asks while a write or a dry run runs) / quit now",
@@ -166,6 +170,7 @@ fn normal_key(app: &App, key: KeyEvent, ctrl: bool) -> Option<Action> {
         KeyCode::Char('f') => Action::FixProduct,
         KeyCode::Char('F') => Action::FixActivity,
         KeyCode::Char('t') => Action::OpenTopupForm,
+        KeyCode::Char('w') => Action::WriteReport,
         KeyCode::Char('z') => Action::TogglePause { all: false },
         KeyCode::Char('Z') => Action::TogglePause { all: true },
         KeyCode::Char('r') => Action::ResolveSelected,

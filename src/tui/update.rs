@@ -103,6 +103,23 @@ impl App {
             Action::FixActivity => self.ask_fix(true),
             Action::TogglePause { all } => self.ask_pause(all),
             Action::OpenTopupForm => self.open_topup_form(),
+            Action::WriteReport => match self.activity.clone() {
+                Some(activity) => {
+                    self.flash(format!("writing the report of {activity} ..."), false);
+                    vec![Command::WriteReport { activity }]
+                }
+                None => {
+                    self.flash("no activity selected: press 1, highlight one, Enter", true);
+                    Vec::new()
+                }
+            },
+            Action::ReportWritten { result } => {
+                match result {
+                    Ok(path) => self.flash(format!("report written to {path}"), false),
+                    Err(e) => self.flash(format!("report failed: {}", e.message), true),
+                }
+                Vec::new()
+            }
             Action::TopupDone { seq, result } => self.topup_done(seq, result),
             Action::PauseDone { seq, result } => self.pause_done(seq, result),
             Action::ResolveSelected => self.ask_resolve(false),

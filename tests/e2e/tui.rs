@@ -175,8 +175,10 @@ fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
     let tmux = Tmux {
         socket: format!("seckill-pause-{}", std::process::id()),
     };
+    // The TUI runs in the temporary directory: the report key writes its file there.
     let command = format!(
-        "{} --redis {} --db {} --actor dave; sleep 60",
+        "cd {} && {} --redis {} --db {} --actor dave; sleep 60",
+        dir.path().display(),
         crate::harness::cli::binary(),
         redis.url(),
         db.url
@@ -265,6 +267,23 @@ fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
         75,
         "{}",
         show.stdout
+    );
+    // w writes the incident report and says where.
+    tmux.keys("Escape");
+    tmux.keys("w");
+    tmux.wait("the report's path", Duration::from_secs(10), |s| {
+        s.contains("report written to")
+    });
+    let written: Vec<std::path::PathBuf> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "md"))
+        .collect();
+    assert_eq!(written.len(), 1, "{written:?}");
+    let md = std::fs::read_to_string(&written[0]).expect("the report");
+    assert!(
+        md.contains("# Incident report: tui-hold") && md.contains("| case | 75 |"),
+        "{md}"
     );
     let audit = with(&["--json", "audit", "tui-hold"]);
     let entries = audit.json()["entries"].clone();
