@@ -112,6 +112,7 @@ pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome
     let mut watcher = Watcher::default();
     let mut failing_since: Option<Instant> = None;
     let mut polls: u64 = 0;
+    let mut conns: Option<(crate::db::Db, crate::redis::RedisStore)> = None;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     #[cfg(unix)]
@@ -127,14 +128,27 @@ pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome
             _ = tokio::signal::ctrl_c() => break,
             _ = stop => break,
         }
-        let polled = async {
-            let db = ctx.db().await?;
-            let redis = ctx.redis().await?;
-            let r = status_tracked(&mut tracker, &redis, &db, &ctx.config.keys, &opts).await;
-            db.close().await;
-            r
+        // The connections are opened once and kept; a failed poll drops them so that the next
+        // one reconnects (a new pool per poll would cost the servers a connection every tick).
+        if conns.is_none() {
+            match async { Ok::<_, Error>((ctx.db().await?, ctx.redis().await?)) }.await {
+                Ok(c) => conns = Some(c),
+                Err(e) => {
+                    polls += 1;
+                    if let Some(err) = give_up_on(e, &mut failing_since, give_up)? {
+                        return Err(err);
+                    }
+                    if args.count.is_some_and(|n| polls >= n) {
+                        break;
+                    }
+                    continue;
+                }
+            }
         }
-        .await;
+        let Some((db, redis)) = &conns else {
+            continue;
+        };
+        let polled = status_tracked(&mut tracker, redis, db, &ctx.config.keys, &opts).await;
         polls += 1;
         match polled {
             Ok(report) => {
@@ -156,26 +170,46 @@ pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome
                     }
                 }
             }
-            Err(e) if matches!(e.kind, ErrorKind::Unavailable) => {
-                let since = *failing_since.get_or_insert_with(Instant::now);
-                eprintln!(
-                    "watch: {} (unreachable for {} s)",
-                    e.message,
-                    since.elapsed().as_secs()
-                );
-                if since.elapsed() >= give_up {
-                    return Err(Error::unavailable(format!(
-                        "gave up after {} s without an answer: {}",
-                        since.elapsed().as_secs(),
-                        e.message
-                    )));
+            Err(e) => {
+                if let Some((db, _)) = conns.take() {
+                    db.close().await;
+                }
+                if let Some(err) = give_up_on(e, &mut failing_since, give_up)? {
+                    return Err(err);
                 }
             }
-            Err(e) => return Err(e),
         }
         if args.count.is_some_and(|n| polls >= n) {
             break;
         }
     }
+    if let Some((db, _)) = conns.take() {
+        db.close().await;
+    }
     Ok(Outcome::silent())
+}
+
+/// A failed poll: an unreachable service is reported and waited for until `give_up` (then the
+/// error to exit with); anything else ends the watch at once.
+fn give_up_on(
+    e: Error,
+    failing_since: &mut Option<Instant>,
+    give_up: Duration,
+) -> Result<Option<Error>> {
+    if !matches!(e.kind, ErrorKind::Unavailable) {
+        return Err(e);
+    }
+    let since = *failing_since.get_or_insert_with(Instant::now);
+    eprintln!(
+        "watch: {} (unreachable for {} s)",
+        e.message,
+        since.elapsed().as_secs()
+    );
+    Ok((since.elapsed() >= give_up).then(|| {
+        Error::unavailable(format!(
+            "gave up after {} s without an answer: {}",
+            since.elapsed().as_secs(),
+            e.message
+        ))
+    }))
 }
