@@ -1,8 +1,8 @@
 //! The command line: global flags and subcommands (clap derive). Flags are the top layer of the
 //! configuration; see `config`.
 
-use crate::config::{Layer, StringOrList};
 use clap::{Args, Parser, Subcommand};
+use seckill_console::config::{Layer, StringOrList};
 use std::path::PathBuf;
 
 /// The ops console for flash-sale stock: Redis is the gate, the database is the truth.

@@ -1,8 +1,13 @@
 //! The `seckill-console` binary: parse the command line, set up logging, hand over.
+//!
+//! The command line (`cli`) and the headless commands (`commands`) live in this crate, above
+//! the library: the library (including the TUI) cannot name them, which the compiler checks.
+
+mod cli;
+mod commands;
 
 use clap::Parser;
-use seckill_console::cli::Cli;
-use seckill_console::commands;
+use cli::Cli;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
@@ -44,10 +49,7 @@ fn main() -> ExitCode {
     init_logging(&env);
     // The live view (no subcommand, or the demo) yields the CPU to the sale it watches; before
     // the runtime and the pools start, so that their threads inherit it.
-    if matches!(
-        cli.command,
-        None | Some(seckill_console::cli::Command::Demo(_))
-    ) {
+    if matches!(cli.command, None | Some(cli::Command::Demo(_))) {
         use seckill_console::tui::priority;
         let nice = priority::wanted(env.get("SECKILL_NICE").map(String::as_str)).unwrap_or_else(
             |warning| {

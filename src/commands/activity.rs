@@ -2,10 +2,10 @@
 
 use super::{Ctx, Outcome, table};
 use crate::cli::ActivityCommand;
-use crate::db::activity as store;
-use crate::domain::ActivityId;
-use crate::domain::import::parse_activity_file;
-use crate::error::{Error, Result};
+use seckill_console::db::activity as store;
+use seckill_console::domain::ActivityId;
+use seckill_console::domain::import::parse_activity_file;
+use seckill_console::error::{Error, Result};
 use serde_json::json;
 
 /// The largest import file accepted (a million products is about 80 MB of TOML).

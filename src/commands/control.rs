@@ -2,11 +2,11 @@
 
 use super::{Ctx, Outcome, table};
 use crate::cli::{AuditArgs, PauseArgs, TopupArgs};
-use crate::domain::{ActivityId, ProductId};
-use crate::error::{Error, Result};
-use crate::ops::pause::{PauseReport, set_paused};
-use crate::ops::topup::{TopupReport, topup};
 use chrono::{DateTime, Duration, Utc};
+use seckill_console::domain::{ActivityId, ProductId};
+use seckill_console::error::{Error, Result};
+use seckill_console::ops::pause::{PauseReport, set_paused};
+use seckill_console::ops::topup::{TopupReport, topup};
 use serde::Serialize;
 use std::io::{BufRead, IsTerminal, Write};
 
@@ -245,9 +245,10 @@ pub async fn run_audit(ctx: &Ctx, args: AuditArgs) -> Result<Outcome> {
         .map(|s| parse_since(s, Utc::now()))
         .transpose()?;
     let db = ctx.db().await?;
-    let entries = crate::db::audit::recent_since(&db, activity.as_ref(), since, args.limit)
-        .await
-        .map_err(|e| db.error(&e));
+    let entries =
+        seckill_console::db::audit::recent_since(&db, activity.as_ref(), since, args.limit)
+            .await
+            .map_err(|e| db.error(&e));
     db.close().await;
     let entries = entries?;
     let doc = AuditDoc {

@@ -1,19 +1,19 @@
-//! `demo`: the console on its embedded default (see `crate::demo`).
+//! `demo`: the console on its embedded default (see `seckill_console::demo`).
 
 use super::{Ctx, Outcome};
 use crate::cli::DemoArgs;
-use crate::demo::embedded::EmbeddedRedis;
-use crate::demo::{self, DEMO_ACTIVITY};
-use crate::domain::ActivityId;
-use crate::error::{Error, Result};
-use crate::ops::preheat::{PreheatOptions, preheat};
-use crate::ops::progress::Silent;
-use crate::redact::SecretUrl;
-use crate::redis::RedisTarget;
-use crate::tui::{TuiOptions, run};
-use crate::worker::demand::Demand;
-use crate::worker::payment::PaymentSpec;
-use crate::worker::{Faults, Live, LoadSpec, Strategy, run_load};
+use seckill_console::demo::embedded::EmbeddedRedis;
+use seckill_console::demo::{self, DEMO_ACTIVITY};
+use seckill_console::domain::ActivityId;
+use seckill_console::error::{Error, Result};
+use seckill_console::ops::preheat::{PreheatOptions, preheat};
+use seckill_console::ops::progress::Silent;
+use seckill_console::redact::SecretUrl;
+use seckill_console::redis::RedisTarget;
+use seckill_console::tui::{TuiOptions, run};
+use seckill_console::worker::demand::Demand;
+use seckill_console::worker::payment::PaymentSpec;
+use seckill_console::worker::{Faults, Live, LoadSpec, Strategy, run_load};
 use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -57,7 +57,7 @@ pub async fn run_demo(ctx: &Ctx, args: DemoArgs) -> Result<Outcome> {
     let db = demo_ctx.db().await?;
     let redis = demo_ctx.redis().await?;
     let def = demo::activity(chrono::Utc::now())?;
-    crate::db::activity::import(&db, &def, &demo_ctx.config.actor, "the demo").await?;
+    seckill_console::db::activity::import(&db, &def, &demo_ctx.config.actor, "the demo").await?;
     let activity = ActivityId::parse(DEMO_ACTIVITY)?;
     let keys = demo_ctx.config.keys.clone();
     let report = preheat(

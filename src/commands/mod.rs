@@ -9,15 +9,15 @@ pub mod preheat;
 pub mod progress;
 pub mod report;
 pub mod status;
-pub mod table;
 pub mod watch;
 pub mod worker;
 
 use crate::cli::{Cli, Command};
-use crate::config::{self, Config, Layer};
-use crate::db::{Db, DbOptions, migrate};
-use crate::error::{Error, Result};
-use crate::redis::{RedisSettings, RedisStore};
+use seckill_console::config::{self, Config, Layer};
+pub use seckill_console::ctx::Ctx;
+use seckill_console::db::migrate;
+use seckill_console::error::{Error, Result};
+pub use seckill_console::render::table;
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -48,72 +48,6 @@ impl Outcome {
         let doc = serde_json::to_value(doc)
             .map_err(|e| Error::internal(format!("cannot encode the result as JSON: {e}")))?;
         Ok(Outcome { doc, text, code })
-    }
-}
-
-/// Everything a command needs to open its connections.
-pub struct Ctx {
-    pub config: Config,
-}
-
-impl Ctx {
-    /// Opens the database. The embedded SQLite default is migrated on first use (unless
-    /// read-only); a shared PostgreSQL or MySQL database must be migrated explicitly.
-    pub async fn db(&self) -> Result<Db> {
-        let c = &self.config;
-        if c.db_is_default
-            && let Some(dir) = config::default_db_path().parent()
-        {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                Error::unavailable(format!(
-                    "cannot create the data directory '{}': {e}",
-                    dir.display()
-                ))
-            })?;
-        }
-        let db = self.db_unchecked().await?;
-        if db.backend() == crate::db::Backend::Sqlite && !c.read_only {
-            migrate::migrate(&db).await?;
-        } else {
-            migrate::ensure_schema(&db).await?;
-        }
-        Ok(db)
-    }
-
-    /// Opens the database without touching the schema (for `migrate`).
-    pub async fn db_unchecked(&self) -> Result<Db> {
-        let c = &self.config;
-        Db::connect(
-            &c.db,
-            &DbOptions {
-                connect_timeout: c.connect_timeout,
-                read_only: c.read_only,
-                ..DbOptions::default()
-            },
-        )
-        .await
-    }
-
-    /// Connects to Redis (a single server or a cluster).
-    pub async fn redis(&self) -> Result<RedisStore> {
-        let c = &self.config;
-        let tls_ca = match &c.redis_ca {
-            Some(path) => Some(std::fs::read(path).map_err(|e| {
-                Error::bad_input(format!(
-                    "Redis CA file '{}' cannot be read: {e}",
-                    path.display()
-                ))
-            })?),
-            None => None,
-        };
-        RedisStore::connect(RedisSettings {
-            target: c.redis.clone(),
-            connect_timeout: c.connect_timeout,
-            response_timeout: c.response_timeout,
-            tls_ca,
-            read_only: c.read_only,
-        })
-        .await
     }
 }
 
@@ -166,7 +100,7 @@ pub async fn run(cli: Cli, env: HashMap<String, String>) -> i32 {
 async fn dispatch(ctx: &Ctx, command: Option<Command>) -> Result<Outcome> {
     match command {
         None => {
-            crate::tui::run(ctx, crate::tui::TuiOptions::default()).await?;
+            seckill_console::tui::run(ctx, seckill_console::tui::TuiOptions::default()).await?;
             Ok(Outcome {
                 doc: serde_json::Value::Null,
                 text: String::new(),
@@ -233,7 +167,7 @@ async fn migrate_command(ctx: &Ctx) -> Result<Outcome> {
 
 /// Prints an error (one JSON object with `error` and `kind`, or one line) and returns its code.
 pub fn report_error(e: &Error, json: bool) -> i32 {
-    let message = crate::redact::redact_text(&e.message);
+    let message = seckill_console::redact::redact_text(&e.message);
     if json {
         let doc = serde_json::json!({ "error": message, "kind": e.kind.as_str() });
         eprintln!("{doc}");

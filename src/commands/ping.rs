@@ -1,8 +1,8 @@
 //! `ping`: reachability of Redis (every node, scripts loaded) and of the database (schema).
 
 use super::{Ctx, Outcome, table};
-use crate::error::Result;
-use crate::ops::health;
+use seckill_console::error::Result;
+use seckill_console::ops::health;
 use serde_json::json;
 
 pub async fn run(ctx: &Ctx) -> Result<Outcome> {

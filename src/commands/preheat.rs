@@ -2,16 +2,16 @@
 
 use super::progress::TerminalProgress;
 use super::{Ctx, Outcome, table};
-use crate::domain::ActivityId;
-use crate::error::Result;
-use crate::ops::cleanup::cleanup;
-use crate::ops::preheat::{PreheatOptions, preheat};
+use seckill_console::domain::ActivityId;
+use seckill_console::error::Result;
+use seckill_console::ops::cleanup::cleanup;
+use seckill_console::ops::preheat::{PreheatOptions, preheat};
 
 pub async fn run_preheat(ctx: &Ctx, activity: &str, force: bool) -> Result<Outcome> {
     let activity = ActivityId::parse(activity)?;
     let c = &ctx.config;
     if c.read_only {
-        return Err(crate::Error::refused(
+        return Err(seckill_console::Error::refused(
             "read-only mode: refused to preheat; run without --read-only",
         ));
     }
@@ -121,7 +121,7 @@ pub async fn run_cleanup(ctx: &Ctx, activity: &str, force: bool) -> Result<Outco
     let activity = ActivityId::parse(activity)?;
     let c = &ctx.config;
     if c.read_only {
-        return Err(crate::Error::refused(
+        return Err(seckill_console::Error::refused(
             "read-only mode: refused to delete keys; run without --read-only",
         ));
     }

@@ -1,7 +1,7 @@
 //! Progress on the terminal for long headless work: one line on stderr, redrawn at most ten
 //! times a second, only when stderr is a terminal (never in pipes or logs).
 
-use crate::ops::progress::Progress;
+use seckill_console::ops::progress::Progress;
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

@@ -2,15 +2,15 @@
 
 use super::{Ctx, Outcome, table};
 use crate::cli::CompensationCommand;
-use crate::db::compensation;
-use crate::domain::ActivityId;
-use crate::domain::stock::{ProductStatus, State};
-use crate::domain::zone::Zone;
-use crate::error::{Error, Result};
-use crate::ops::compensation::{Which, resolve};
-use crate::ops::fix::{FixOptions, FixReport, fix};
-use crate::ops::status::{StatusOptions, StatusReport, status};
 use chrono::Utc;
+use seckill_console::db::compensation;
+use seckill_console::domain::ActivityId;
+use seckill_console::domain::stock::{ProductStatus, State};
+use seckill_console::domain::zone::Zone;
+use seckill_console::error::{Error, Result};
+use seckill_console::ops::compensation::{Which, resolve};
+use seckill_console::ops::fix::{FixOptions, FixReport, fix};
+use seckill_console::ops::status::{StatusOptions, StatusReport, status};
 use std::io::{BufRead, IsTerminal, Write};
 
 /// Products listed in text output before it only lists the ones that are not ok.
@@ -212,7 +212,7 @@ pub async fn run_fix(
 ) -> Result<Outcome> {
     let activity = ActivityId::parse(activity)?;
     if let Some(p) = &product {
-        crate::domain::ProductId::parse(p)?;
+        seckill_console::domain::ProductId::parse(p)?;
     }
     if ctx.config.read_only && !preview {
         return Err(Error::refused(
@@ -263,7 +263,7 @@ pub async fn run_compensation(ctx: &Ctx, cmd: CompensationCommand) -> Result<Out
         CompensationCommand::List { activity, limit } => {
             let activity = ActivityId::parse(&activity)?;
             let db = ctx.db().await?;
-            crate::db::activity::require(&db, &activity).await?;
+            seckill_console::db::activity::require(&db, &activity).await?;
             let entries = compensation::list(&db, &activity, limit).await?;
             db.close().await;
             let now = Utc::now();

@@ -5,13 +5,13 @@
 use super::status::options;
 use super::{Ctx, Outcome};
 use crate::cli::WatchArgs;
-use crate::domain::ActivityId;
-use crate::domain::alerts::Severity;
-use crate::error::{Error, ErrorKind, Result};
-use crate::ops::status::status_tracked;
-use crate::ops::tracker::{Tracker, TrackerOptions};
-use crate::ops::watch::{EventKind, WatchEvent, Watcher};
 use chrono::Utc;
+use seckill_console::domain::ActivityId;
+use seckill_console::domain::alerts::Severity;
+use seckill_console::error::{Error, ErrorKind, Result};
+use seckill_console::ops::status::status_tracked;
+use seckill_console::ops::tracker::{Tracker, TrackerOptions};
+use seckill_console::ops::watch::{EventKind, WatchEvent, Watcher};
 use std::io::Write;
 use std::time::{Duration, Instant};
 
@@ -37,7 +37,7 @@ fn check_args(args: &WatchArgs) -> Result<Duration> {
     Ok(Duration::from_secs_f64(args.interval))
 }
 
-fn line(e: &WatchEvent, json: bool, tz: crate::domain::zone::Zone) -> String {
+fn line(e: &WatchEvent, json: bool, tz: seckill_console::domain::zone::Zone) -> String {
     if json {
         return serde_json::to_string(e).unwrap_or_default();
     }
@@ -112,7 +112,7 @@ pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome
     let mut watcher = Watcher::default();
     let mut failing_since: Option<Instant> = None;
     let mut polls: u64 = 0;
-    let mut conns: Option<(crate::db::Db, crate::redis::RedisStore)> = None;
+    let mut conns: Option<(seckill_console::db::Db, seckill_console::redis::RedisStore)> = None;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     #[cfg(unix)]

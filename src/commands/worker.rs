@@ -2,12 +2,12 @@
 
 use super::{Ctx, Outcome, table};
 use crate::cli::{DryRunArgs, LoadArgs, LoadStrategyArg, StrategyArg};
-use crate::domain::ActivityId;
-use crate::error::{Error, Result};
-use crate::worker::demand::Demand;
-use crate::worker::dry_run::{DryRunSpec, dry_run};
-use crate::worker::payment::PaymentSpec;
-use crate::worker::{Faults, Live, LoadSpec, RunStats, Strategy, run_load};
+use seckill_console::domain::ActivityId;
+use seckill_console::error::{Error, Result};
+use seckill_console::worker::demand::Demand;
+use seckill_console::worker::dry_run::{DryRunSpec, dry_run};
+use seckill_console::worker::payment::PaymentSpec;
+use seckill_console::worker::{Faults, Live, LoadSpec, RunStats, Strategy, run_load};
 use std::io::{BufRead, IsTerminal, Write};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -189,8 +189,8 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
         ));
     }
     let db = ctx.db().await?;
-    let a = crate::db::activity::require(&db, &activity).await?;
-    if a.phase(chrono::Utc::now()) == crate::domain::Phase::Cancelled {
+    let a = seckill_console::db::activity::require(&db, &activity).await?;
+    if a.phase(chrono::Utc::now()) == seckill_console::domain::Phase::Cancelled {
         return Err(Error::refused(format!(
             "activity '{activity}' is cancelled: load would sell what nobody may buy; run `seckill-console cleanup {activity}` to delete its keys"
         )));
@@ -226,7 +226,10 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
             products: 0,
             quantity: 1,
             seed,
-            run_id: format!("load-{:08x}", crate::worker::demand::mix(seed) as u32),
+            run_id: format!(
+                "load-{:08x}",
+                seckill_console::worker::demand::mix(seed) as u32
+            ),
         },
         concurrency: args.concurrency,
         rate: args.rate,

@@ -71,7 +71,6 @@ async fn import_once(
     source: &str,
     raced: &std::sync::atomic::AtomicBool,
 ) -> Result<ImportReport> {
-    db.write_guard("import an activity")?;
     let err = |e: sqlx::Error| {
         if let sqlx::Error::Database(d) = &e
             && d.kind() == sqlx::error::ErrorKind::UniqueViolation

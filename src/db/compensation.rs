@@ -157,7 +157,6 @@ pub struct Resolve<'a> {
 /// [`super::IN_CHUNK`]. True per entry when this call changed it (false: resolved
 /// concurrently, nothing written for it).
 pub async fn resolve_many(db: &Db, items: &[Resolve<'_>]) -> Result<Vec<bool>> {
-    db.write_guard("resolve a compensation entry")?;
     let err = |e: sqlx::Error| db.error(&e);
     let mut changed = Vec::with_capacity(items.len());
     for chunk in items.chunks(super::IN_CHUNK) {

@@ -107,7 +107,7 @@ fn statements(sql: &str) -> Vec<String> {
 }
 
 fn checksum(sql: &str) -> String {
-    sha1_smol::Sha1::from(sql).digest().to_string()
+    crate::domain::digest::sha1_hex(sql)
 }
 
 async fn applied_versions(db: &Db) -> Result<Vec<(i64, String)>> {
@@ -121,7 +121,6 @@ async fn applied_versions(db: &Db) -> Result<Vec<(i64, String)>> {
 
 /// Applies every migration not yet applied.
 pub async fn migrate(db: &Db) -> Result<MigrateReport> {
-    db.write_guard("apply migrations")?;
     db.execute(CREATE_TABLE, &[])
         .await
         .map_err(|e| db.error(&e))?;

@@ -5,6 +5,7 @@ pub mod activity;
 pub mod audit;
 pub mod compensation;
 pub mod cut;
+pub mod guard;
 pub mod migrate;
 pub mod orders;
 pub mod outbox;
@@ -217,16 +218,6 @@ impl Db {
         self.read_only
     }
 
-    /// Refuses a write in read-only mode, before anything is sent.
-    pub fn write_guard(&self, what: &str) -> Result<()> {
-        if self.read_only {
-            return Err(Error::refused(format!(
-                "read-only mode: refused to {what}; run without --read-only to change anything"
-            )));
-        }
-        Ok(())
-    }
-
     /// The statement in this backend's placeholder style.
     pub(crate) fn sql(&self, query: &str) -> AssertSqlSafe<String> {
         AssertSqlSafe(match self.backend {
@@ -368,6 +359,9 @@ fn without_source_line(line: &str) -> &str {
 
 /// Maps a driver error: I/O, TLS and pool timeouts are `unavailable` (exit 3).
 pub fn db_error(label: &str, err: &sqlx::Error) -> Error {
+    if let Some(refusal) = guard::as_refusal(err) {
+        return Error::refused(refusal.to_string());
+    }
     let detail = describe(err);
     match err {
         sqlx::Error::Io(_)
@@ -440,5 +434,71 @@ mod tests {
             numbered_placeholders("SELECT ? , '?' FROM t WHERE a = ? AND b = \"?\""),
             "SELECT $1 , '?' FROM t WHERE a = $2 AND b = \"?\""
         );
+    }
+
+    /// Build 4 of issue 13: the handle itself refuses writes in read-only mode, whoever calls it.
+    #[tokio::test]
+    async fn a_read_only_handle_refuses_every_write_sent_to_it_directly() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = SecretUrl::new(format!("sqlite:{}", dir.path().join("t.db").display()));
+        let rw = Db::connect(&url, &DbOptions::default())
+            .await
+            .expect("open");
+        rw.execute("CREATE TABLE t (a BIGINT NOT NULL)", &[])
+            .await
+            .expect("create");
+        rw.execute("INSERT INTO t (a) VALUES (?)", &[tx::Arg::Int(1)])
+            .await
+            .expect("insert");
+        rw.close().await;
+
+        let opts = DbOptions {
+            read_only: true,
+            ..DbOptions::default()
+        };
+        let ro = Db::connect(&url, &opts).await.expect("open read-only");
+        let refused = |e: sqlx::Error| {
+            assert!(
+                guard::as_refusal(&e).is_some(),
+                "not the console's refusal: {e}"
+            );
+            let mapped = ro.error(&e);
+            assert_eq!(mapped.kind, crate::error::ErrorKind::Refused);
+            assert!(
+                mapped.message.contains("read-only mode"),
+                "{}",
+                mapped.message
+            );
+        };
+        let insert = ro
+            .execute("INSERT INTO t (a) VALUES (?)", &[tx::Arg::Int(2)])
+            .await
+            .expect_err("an INSERT must be refused");
+        refused(insert);
+        let delete = ro
+            .fetch_all_as::<(i64,)>("DELETE FROM t RETURNING a", &[])
+            .await
+            .expect_err("a DELETE sent as a query must be refused");
+        refused(delete);
+        match ro.begin().await {
+            Ok(_) => panic!("a write transaction must be refused"),
+            Err(e) => refused(e),
+        }
+        let mut read = ro
+            .begin_read()
+            .await
+            .expect("a read transaction is allowed");
+        let in_tx = read
+            .execute("UPDATE t SET a = 3", &[])
+            .await
+            .expect_err("a write inside a read transaction must be refused");
+        refused(in_tx);
+        drop(read);
+        let rows: Vec<(i64,)> = ro
+            .fetch_all_as("SELECT a FROM t", &[])
+            .await
+            .expect("reads pass");
+        assert_eq!(rows, vec![(1,)], "nothing was written");
+        ro.close().await;
     }
 }

@@ -95,6 +95,9 @@ impl Db {
     /// Begins a write transaction (`BEGIN IMMEDIATE` on SQLite, so two writers queue on the busy
     /// timeout instead of failing when a read lock cannot be upgraded).
     pub async fn begin(&self) -> Result<Tx, sqlx::Error> {
+        if self.read_only {
+            return Err(super::guard::refusal("BEGIN a write transaction"));
+        }
         let inner = timed(self.query_timeout, async {
             Ok(match &self.pool {
                 Pool::Sqlite(p) => Inner::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
@@ -136,6 +139,7 @@ impl Db {
 
     /// Runs one write statement outside a transaction; returns the rows affected.
     pub async fn execute(&self, query: &str, args: &[Arg]) -> Result<u64, sqlx::Error> {
+        super::guard::check(self.read_only, query)?;
         let sql = self.sql(query);
         timed(self.query_timeout, async {
             super::on_pool!(self, pool => {
@@ -205,6 +209,7 @@ impl Db {
         query: &str,
         args: &[Arg],
     ) -> Result<Vec<T>, sqlx::Error> {
+        super::guard::check(self.read_only, query)?;
         let sql = self.sql(query);
         timed(self.query_timeout, async {
             super::on_pool!(self, pool => {
@@ -220,6 +225,7 @@ impl Db {
         query: &str,
         args: &[Arg],
     ) -> Result<Option<T>, sqlx::Error> {
+        super::guard::check(self.read_only, query)?;
         let sql = self.sql(query);
         timed(self.query_timeout, async {
             super::on_pool!(self, pool => {
@@ -237,6 +243,7 @@ impl Tx {
         query: &str,
         args: &[Arg],
     ) -> Result<Vec<T>, sqlx::Error> {
+        super::guard::check(self.db.read_only, query)?;
         let sql = self.db.sql(query);
         let limit = self.db.query_timeout;
         timed(limit, async {
@@ -287,6 +294,7 @@ impl Tx {
 
     /// Runs one statement in the transaction; returns the rows affected.
     pub async fn execute(&mut self, query: &str, args: &[Arg]) -> Result<u64, sqlx::Error> {
+        super::guard::check(self.db.read_only, query)?;
         let sql = self.db.sql(query);
         let limit = self.db.query_timeout;
         timed(limit, async {
@@ -314,6 +322,7 @@ impl Tx {
         query: &str,
         args: &[Arg],
     ) -> Result<Option<i64>, sqlx::Error> {
+        super::guard::check(self.db.read_only, query)?;
         let sql = self.db.sql(query);
         let limit = self.db.query_timeout;
         timed(limit, async {

@@ -5,6 +5,7 @@ pub mod activity;
 pub mod alerts;
 pub mod books;
 pub mod compensation;
+pub mod digest;
 pub mod events;
 pub mod ids;
 pub mod import;

@@ -2,9 +2,56 @@
 //! and migrated. The check cron runs before anything else.
 
 use crate::db::{Db, migrate};
+use crate::redis::info::{self, NodeStats, SlowEntry};
 use crate::redis::{RedisStore, Role, scripts};
+use futures::future::join_all;
 use serde::Serialize;
 use std::time::Instant;
+
+/// One Redis node as the Redis view shows it: its health, INFO figures and slowlog.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeInfo {
+    pub health: NodeHealth,
+    pub stats: NodeStats,
+    pub slowlog: Vec<SlowEntry>,
+}
+
+/// Every Redis node.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct RedisInfo {
+    pub nodes: Vec<NodeInfo>,
+}
+
+/// Every node: health (PING, SCRIPT EXISTS), then, for the nodes that answered, INFO figures
+/// and the slowlog, all nodes at once.
+pub async fn redis_info(redis: &RedisStore) -> RedisInfo {
+    let healths = redis_nodes(redis).await;
+    let nodes = redis.nodes();
+    let jobs = healths.into_iter().map(|health| {
+        let node = nodes
+            .iter()
+            .find(|(n, _)| n.addr == health.addr)
+            .map(|(n, _)| n.clone())
+            .filter(|_| health.ok);
+        async move {
+            let (stats, slowlog) = match node {
+                Some(n) => (
+                    info::node_stats(&n).await.unwrap_or_default(),
+                    info::slowlog(&n).await,
+                ),
+                None => (NodeStats::default(), Vec::new()),
+            };
+            NodeInfo {
+                health,
+                stats,
+                slowlog,
+            }
+        }
+    });
+    RedisInfo {
+        nodes: join_all(jobs).await,
+    }
+}
 
 /// One Redis node as `ping` saw it.
 #[derive(Clone, Debug, Serialize, PartialEq)]

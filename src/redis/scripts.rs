@@ -1,6 +1,7 @@
 //! The Lua scripts, embedded from `lua/` at build time so the binary runs exactly the files the
 //! shop's app servers load. Called with EVALSHA; on a NOSCRIPT reply (a restart, a failover, a
-//! SCRIPT FLUSH) the caller sends the body once with EVAL, which runs and caches it.
+//! SCRIPT FLUSH) the caller sends the same call with EVAL and the body, which runs the script
+//! and caches it in one step (see `redis::eval`); there is no SCRIPT LOAD and no second retry.
 
 use std::sync::OnceLock;
 
@@ -23,7 +24,7 @@ impl LuaScript {
     /// The SHA1 that SCRIPT LOAD returns for this body.
     pub fn sha(&self) -> &str {
         self.sha
-            .get_or_init(|| sha1_smol::Sha1::from(self.body).digest().to_string())
+            .get_or_init(|| crate::domain::digest::sha1_hex(self.body))
     }
 }
 

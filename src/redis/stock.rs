@@ -134,7 +134,7 @@ pub async fn restore_many(
         .map(|(k, rid)| (script_keys(k), vec![rid.as_bytes().to_vec()]))
         .collect();
     redis
-        .eval_many(&RESTORE, &calls)
+        .eval_each(&RESTORE, &calls)
         .await
         .into_iter()
         .map(|r| r.and_then(parse_restore))
@@ -261,7 +261,7 @@ pub async fn set_stock_many(
         .map(|w| (script_keys(w.keys), w.args()))
         .collect();
     redis
-        .eval_many(&SET_STOCK, &calls)
+        .eval_each(&SET_STOCK, &calls)
         .await
         .into_iter()
         .map(|r| r.and_then(parse_set_stock))
@@ -337,7 +337,7 @@ pub async fn record(
             args.push(q.to_string().into_bytes());
         }
         let reply = redis
-            .eval_many(&RECORD, &[(script_keys(keys), args)])
+            .eval_each(&RECORD, &[(script_keys(keys), args)])
             .await
             .pop()
             .unwrap_or_else(|| Err(RedisError::from((ErrorKind::Client, "not sent"))))?;
@@ -493,7 +493,7 @@ pub async fn set_paused_many(
         .map(|k| (script_keys(k), vec![flag.clone()]))
         .collect();
     redis
-        .eval_many(&super::scripts::PAUSE, &calls)
+        .eval_each(&super::scripts::PAUSE, &calls)
         .await
         .into_iter()
         .map(|r| r.and_then(parse_pause))

@@ -9,7 +9,7 @@ use crate::domain::ActivityId;
 use crate::error::Error;
 use crate::ops::compensation::ResolveReport;
 use crate::ops::fix::FixReport;
-use crate::ops::health::NodeHealth;
+pub use crate::ops::health::{NodeInfo, RedisInfo};
 use crate::ops::pause::PauseReport;
 use crate::ops::preheat::PreheatReport;
 use crate::ops::status::StatusReport;
@@ -48,33 +48,6 @@ pub struct Overview {
     pub alerts: usize,
     /// Every product has its stock key in Redis.
     pub preheated: bool,
-}
-
-/// One entry of a node's slowlog; the arguments are reduced to the command name and its first
-/// key, so that a slow AUTH or a value never shows.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SlowEntry {
-    pub id: i64,
-    pub at_unix: i64,
-    pub micros: i64,
-    pub command: String,
-}
-
-/// One Redis node as the Redis view shows it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct NodeInfo {
-    pub health: NodeHealth,
-    pub ops_per_sec: Option<f64>,
-    pub used_memory: Option<String>,
-    pub max_memory: Option<String>,
-    pub version: Option<String>,
-    pub slowlog: Vec<SlowEntry>,
-}
-
-/// Every Redis node.
-#[derive(Clone, Debug, PartialEq, Default)]
-pub struct RedisInfo {
-    pub nodes: Vec<NodeInfo>,
 }
 
 /// Which compensation entries a resolve covers.

@@ -6,7 +6,7 @@
 //! result, then the end.
 
 use super::action::Action;
-use crate::commands::Ctx;
+use crate::ctx::Ctx;
 use crate::domain::ActivityId;
 use crate::error::{Error, Result};
 use crate::worker::demand::mix;

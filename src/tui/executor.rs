@@ -7,7 +7,7 @@
 use super::action::{Action, Command, ResolveWhich};
 use super::dry_run_job::{self, DryRunJob};
 use super::services::Services;
-use crate::commands::Ctx;
+use crate::ctx::Ctx;
 use crate::domain::ActivityId;
 use crate::error::{Error, Result};
 use crate::ops::compensation::{Which, resolve};
@@ -160,7 +160,7 @@ impl Executor {
                         let r =
                             crate::ops::report::report(&redis, &db, &keys, &activity, None, &opts)
                                 .await?;
-                        let text = crate::commands::report::markdown(&r, tz);
+                        let text = crate::render::report::markdown(&r, tz);
                         let path = format!(
                             "seckill-report-{activity}-{}.md",
                             chrono::Utc::now().format("%Y%m%dT%H%M%SZ")

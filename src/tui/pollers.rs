@@ -3,7 +3,7 @@
 //! each bounded by a deadline, each in its own task so that even a panic only costs one
 //! snapshot. A change of activity or a "refresh now" wakes them early.
 
-use super::action::{Action, Fetched, NodeInfo, Overview, RedisInfo, SlowEntry};
+use super::action::{Action, Fetched, Overview};
 use super::services::Services;
 use crate::db::{activity, audit, compensation};
 use crate::domain::{ActivityId, Phase};
@@ -11,11 +11,7 @@ use crate::error::{Error, Result};
 use crate::ops::health;
 use crate::ops::status::{StatusOptions, glance, status_tracked};
 use crate::ops::tracker::{Tracker, TrackerOptions};
-use crate::redis::RedisStore;
-use crate::redis::node::Node;
 use chrono::Utc;
-use futures::future::join_all;
-use redis::Value;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
@@ -35,8 +31,6 @@ const OVERVIEW_MAX: usize = 20;
 /// Activities larger than this are left out of the overview (its tracker reads every
 /// product's cut each time).
 const OVERVIEW_MAX_PRODUCTS: i64 = 20_000;
-/// Slowlog entries read per node.
-const SLOWLOG_LEN: i64 = 10;
 
 /// What wakes the pollers.
 #[derive(Clone)]
@@ -156,7 +150,8 @@ pub fn spawn(
         tasks.push(tokio::spawn(every(refresh, wake, move |_| {
             let (s, tx) = (s.clone(), tx.clone());
             async move {
-                let result = guarded(async move { redis_info(&s.redis().await?).await }).await;
+                let result =
+                    guarded(async move { Ok(health::redis_info(&s.redis().await?).await) }).await;
                 tx.send(Action::Redis(Fetched::now(result))).is_ok()
             }
         })));
@@ -279,149 +274,4 @@ async fn overview(
         }
     }
     Ok(out)
-}
-
-/// Every node: health (PING, SCRIPT EXISTS), INFO figures and the slowlog.
-async fn redis_info(redis: &RedisStore) -> Result<RedisInfo> {
-    let healths = health::redis_nodes(redis).await;
-    let nodes = redis.nodes();
-    let jobs = healths.into_iter().map(|h| {
-        let node = nodes
-            .iter()
-            .find(|(n, _)| n.addr == h.addr)
-            .map(|(n, _)| n.clone());
-        async move { node_info(h, node).await }
-    });
-    Ok(RedisInfo {
-        nodes: join_all(jobs).await,
-    })
-}
-
-async fn node_info(health: health::NodeHealth, node: Option<Arc<Node>>) -> NodeInfo {
-    let mut info = NodeInfo {
-        health,
-        ops_per_sec: None,
-        used_memory: None,
-        max_memory: None,
-        version: None,
-        slowlog: Vec::new(),
-    };
-    let Some(node) = node.filter(|_| info.health.ok) else {
-        return info;
-    };
-    if let Ok(v) = node.query(&redis::cmd("INFO")).await
-        && let Ok(text) = redis::from_redis_value::<String>(v)
-    {
-        let fields = parse_info(&text);
-        let get = |k: &str| fields.iter().find(|(f, _)| f == k).map(|(_, v)| v.clone());
-        info.ops_per_sec = get("instantaneous_ops_per_sec").and_then(|v| v.parse().ok());
-        info.used_memory = get("used_memory_human");
-        info.max_memory =
-            get("maxmemory_human").map(|m| if m == "0B" { "none".to_string() } else { m });
-        info.version = get("redis_version").or_else(|| get("valkey_version"));
-    }
-    let cmd = redis::cmd("SLOWLOG").arg("GET").arg(SLOWLOG_LEN).clone();
-    if let Ok(v) = node.query(&cmd).await {
-        info.slowlog = parse_slowlog(&v);
-    }
-    info
-}
-
-/// `field:value` lines of an INFO reply.
-pub fn parse_info(text: &str) -> Vec<(String, String)> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect()
-}
-
-/// Commands whose arguments may hold secrets: only their name is shown.
-const SECRET_ARGS: &[&str] = &["AUTH", "HELLO", "MIGRATE", "CONFIG", "ACL", "CLIENT"];
-
-/// SLOWLOG GET entries: `[id, unix time, micros, [args...], ...]`. Only the command name and
-/// its first argument (the key) are kept: values and secrets stay out of the screen.
-pub fn parse_slowlog(v: &Value) -> Vec<SlowEntry> {
-    let Value::Array(entries) = v else {
-        return Vec::new();
-    };
-    entries
-        .iter()
-        .filter_map(|e| {
-            let Value::Array(fields) = e else {
-                return None;
-            };
-            let int = |i: usize| match fields.get(i) {
-                Some(Value::Int(n)) => Some(*n),
-                _ => None,
-            };
-            let args: Vec<String> = match fields.get(3) {
-                Some(Value::Array(a)) => a
-                    .iter()
-                    .filter_map(|x| match x {
-                        Value::BulkString(b) => Some(String::from_utf8_lossy(b).to_string()),
-                        Value::SimpleString(s) => Some(s.clone()),
-                        _ => None,
-                    })
-                    .collect(),
-                _ => Vec::new(),
-            };
-            let name = args.first().map(|a| a.to_uppercase()).unwrap_or_default();
-            let command = match args.get(1) {
-                Some(first) if !SECRET_ARGS.contains(&name.as_str()) => {
-                    format!("{name} {}", crate::domain::stock::shown(first.as_bytes()))
-                }
-                _ => name,
-            };
-            Some(SlowEntry {
-                id: int(0)?,
-                at_unix: int(1)?,
-                micros: int(2)?,
-                command,
-            })
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn bulk(s: &str) -> Value {
-        Value::BulkString(s.as_bytes().to_vec())
-    }
-
-    #[test]
-    fn slowlog_keeps_names_and_keys_only() {
-        let v = Value::Array(vec![
-            Value::Array(vec![
-                Value::Int(7),
-                Value::Int(1_700_000_000),
-                Value::Int(15_000),
-                Value::Array(vec![bulk("set"), bulk("seckill:{a:p}:stock"), bulk("42")]),
-            ]),
-            Value::Array(vec![
-                Value::Int(8),
-                Value::Int(1_700_000_001),
-                Value::Int(20),
-                Value::Array(vec![bulk("AUTH"), bulk("ops"), bulk("hunter2")]),
-            ]),
-            Value::Int(3),
-        ]);
-        let e = parse_slowlog(&v);
-        assert_eq!(e.len(), 2);
-        assert_eq!(e[0].command, "SET seckill:{a:p}:stock");
-        assert_eq!(e[1].command, "AUTH");
-        assert!(!format!("{e:?}").contains("hunter2"));
-        assert!(parse_slowlog(&Value::Nil).is_empty());
-    }
-
-    #[test]
-    fn info_fields() {
-        let f = parse_info(
-            "# Server\r\nredis_version:7.2.4\r\n\r\n# Stats\r\ninstantaneous_ops_per_sec:12\r\n",
-        );
-        assert!(f.contains(&("redis_version".into(), "7.2.4".into())));
-        assert!(f.contains(&("instantaneous_ops_per_sec".into(), "12".into())));
-    }
 }

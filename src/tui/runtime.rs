@@ -9,7 +9,7 @@ use super::executor::Executor;
 use super::pollers::{self, Wake};
 use super::services::Services;
 use super::{event, logs, terminal, views};
-use crate::commands::Ctx;
+use crate::ctx::Ctx;
 use crate::domain::ActivityId;
 use crate::error::{Error, Result};
 use ratatui::Terminal;

@@ -3,7 +3,7 @@
 //! timeout, then the next caller tries again, so the TUI heals by itself. Once open, a Redis
 //! handle reconnects its nodes on its own and a database pool its connections.
 
-use crate::commands::Ctx;
+use crate::ctx::Ctx;
 use crate::db::Db;
 use crate::error::{Error, Result};
 use crate::redis::RedisStore;

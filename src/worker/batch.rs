@@ -1,12 +1,13 @@
 //! Pipelines the concurrent buyers' script calls: one dispatcher drains whatever the buyer
-//! tasks queued and sends it as one pipeline per node (EVALSHA, NOSCRIPT answered with EVAL),
-//! several batches in flight at once. On the wire this is what a busy app server's
+//! tasks queued and sends it as one pipeline per node through the store's one script runner
+//! (`RedisStore::eval_each`: EVALSHA, NOSCRIPT answered with EVAL), several batches in flight
+//! at once. On the wire this is what a busy app server's
 //! multiplexed connection does; per request it saves a channel message, a timer and a wakeup,
 //! which is what limits a single client thread.
 
 use crate::redis::scripts::LuaScript;
-use crate::redis::{Keyed, ProductKeys, RedisStore};
-use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+use crate::redis::{ProductKeys, RedisStore, ScriptCall};
+use redis::{ErrorKind, RedisError, RedisResult, Value};
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
 
@@ -25,18 +26,16 @@ pub struct Batcher {
     tx: mpsc::UnboundedSender<Job>,
 }
 
-fn command(name: &str, first: &str, job: &Job) -> Keyed {
-    let k = &job.keys;
-    let mut cmd = redis::cmd(name);
-    cmd.arg(first).arg(5).arg(&k.script_keys()[..]);
-    for a in &job.args {
-        cmd.arg(a.as_slice());
+impl ScriptCall for Job {
+    fn route(&self) -> &str {
+        &self.keys.stock
     }
-    Keyed::new(&k.stock, cmd)
-}
-
-fn is_noscript(r: &RedisResult<Value>) -> bool {
-    matches!(r, Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript))
+    fn append(&self, cmd: &mut redis::Cmd) {
+        cmd.arg(5).arg(&self.keys.script_keys()[..]);
+        for a in &self.args {
+            cmd.arg(a.as_slice());
+        }
+    }
 }
 
 impl Batcher {
@@ -54,25 +53,7 @@ impl Batcher {
                 }
                 let redis = redis.clone();
                 tokio::spawn(async move {
-                    let items = jobs
-                        .iter()
-                        .map(|j| command("EVALSHA", script.sha(), j))
-                        .collect();
-                    let mut results = redis.pipeline(items).await;
-                    // A flush, restart or failover emptied the script cache: EVAL runs and
-                    // caches the body in one step.
-                    let missing: Vec<usize> = (0..results.len())
-                        .filter(|&i| is_noscript(&results[i]))
-                        .collect();
-                    if !missing.is_empty() {
-                        let again = missing
-                            .iter()
-                            .map(|&i| command("EVAL", script.body, &jobs[i]))
-                            .collect();
-                        for (i, r) in missing.into_iter().zip(redis.pipeline(again).await) {
-                            results[i] = r;
-                        }
-                    }
+                    let results = redis.eval_each(script, &jobs).await;
                     for (job, r) in jobs.into_iter().zip(results) {
                         let _ = job.reply.send(r);
                     }

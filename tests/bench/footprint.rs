@@ -37,8 +37,8 @@ use harness::fixtures::{import, live_window, product_keys, standalone};
 use harness::{RedisServer, TestDb};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
-use seckill_console::commands::Ctx;
 use seckill_console::config::{Layer, resolve};
+use seckill_console::ctx::Ctx;
 use seckill_console::db::Db;
 use seckill_console::db::orders::{NewOrder, insert_with_outbox};
 use seckill_console::domain::ActivityId;
@@ -140,7 +140,7 @@ async fn sell(store: &RedisStore, db: &Db, units: usize, held: usize) -> Vec<New
                 )
             })
             .collect();
-        for r in store.eval_many(&DEDUCT, &calls).await {
+        for r in store.eval_each(&DEDUCT, &calls).await {
             assert!(
                 matches!(r, Ok(redis::Value::Int(n)) if n >= 0),
                 "a deduction of the sale failed: {r:?}"

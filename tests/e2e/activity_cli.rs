@@ -320,7 +320,7 @@ async fn wide_product_names_keep_the_columns_aligned() {
     assert_eq!(rows.len(), 3, "{}", show.stdout);
     let widths: Vec<usize> = rows
         .iter()
-        .map(|l| seckill_console::commands::table::display_width(l))
+        .map(|l| seckill_console::render::table::display_width(l))
         .collect();
     assert!(
         widths.iter().all(|w| *w == widths[0]),
@@ -330,7 +330,7 @@ async fn wide_product_names_keep_the_columns_aligned() {
     // Where the column after the name starts, in terminal columns, is the same on every row.
     let start_of = |l: &str, what: &str| {
         let at = l.find(what).expect("figure in the row");
-        seckill_console::commands::table::display_width(&l[..at])
+        seckill_console::render::table::display_width(&l[..at])
     };
     assert_eq!(
         start_of(rows[0], "手机壳"),

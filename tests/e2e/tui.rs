@@ -368,8 +368,8 @@ async fn the_dry_run_view_runs_strategies_on_shadow_keys_only() {
     use crossterm::event::KeyCode;
     use ratatui::Terminal;
     use ratatui::backend::TestBackend;
-    use seckill_console::commands::Ctx;
     use seckill_console::config::{Layer, resolve};
+    use seckill_console::ctx::Ctx;
     use seckill_console::tui::{Action, Headless, TuiOptions};
     use std::sync::{Arc, Mutex};
 

@@ -11,7 +11,8 @@ use crate::ops::health::NodeHealth;
 use crate::ops::preheat::{PreheatProduct, PreheatReport};
 use crate::ops::status::{StatusReport, Totals};
 use crate::redis::Role;
-use crate::tui::action::{Action, Fetched, NodeInfo, Overview, RedisInfo, SlowEntry};
+use crate::redis::info::{NodeStats, SlowEntry};
+use crate::tui::action::{Action, Fetched, NodeInfo, Overview, RedisInfo};
 use crate::tui::app::{App, AppConfig};
 use crate::tui::views;
 use crate::worker::stats::Invariant;
@@ -289,10 +290,12 @@ pub fn redis_info() -> RedisInfo {
             scripts: if ok { scripts(deduct) } else { Vec::new() },
             error: (!ok).then(|| "timed out".into()),
         },
-        ops_per_sec: ok.then_some(1250.0),
-        used_memory: ok.then(|| "2.31M".into()),
-        max_memory: ok.then(|| "none".into()),
-        version: ok.then(|| "7.2.4".into()),
+        stats: NodeStats {
+            ops_per_sec: ok.then_some(1250.0),
+            used_memory: ok.then(|| "2.31M".into()),
+            max_memory: ok.then(|| "none".into()),
+            version: ok.then(|| "7.2.4".into()),
+        },
         slowlog: if addr.ends_with("7000") {
             vec![SlowEntry {
                 id: 4,

@@ -89,16 +89,17 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
                 format!("{loaded}/{}", h.scripts.len())
             }),
             num(n
+                .stats
                 .ops_per_sec
                 .map_or_else(|| "-".into(), |o| format!("{o:.0}"))),
-            num(n.used_memory.clone().unwrap_or_else(|| "-".into())),
-            num(n.max_memory.clone().unwrap_or_else(|| "-".into())),
-            Cell::from(n.version.clone().unwrap_or_else(|| "-".into())),
+            num(n.stats.used_memory.clone().unwrap_or_else(|| "-".into())),
+            num(n.stats.max_memory.clone().unwrap_or_else(|| "-".into())),
+            Cell::from(n.stats.version.clone().unwrap_or_else(|| "-".into())),
         ])
         .style(style)
     });
 
-    let mut slow: Vec<(&str, &crate::tui::action::SlowEntry)> = rows
+    let mut slow: Vec<(&str, &crate::redis::info::SlowEntry)> = rows
         .iter()
         .flat_map(|n| n.slowlog.iter().map(move |e| (n.health.addr.as_str(), e)))
         .collect();

@@ -1,0 +1,56 @@
+//! Redis errors as the console's errors: one line without secrets, and the kind that decides
+//! the exit code (unreachable and timeouts 3, an ACL denial or a read-only refusal 5).
+
+use super::{guard, node};
+use crate::error::{Error, ErrorKind as Kind};
+use redis::{ErrorKind, RedisError, ServerErrorKind};
+
+/// The server's error class (MOVED, NOSCRIPT, ...), when the server answered with one.
+pub(super) fn server_error_kind(err: &RedisError) -> Option<ServerErrorKind> {
+    match err.kind() {
+        ErrorKind::Server(k) => Some(k),
+        _ => None,
+    }
+}
+
+/// One line about a Redis error, without anything that could be a secret.
+pub fn describe(err: &RedisError) -> String {
+    let text = err.to_string();
+    let line = text.lines().next().unwrap_or("").trim();
+    crate::redact::redact_text(line)
+}
+
+/// Maps a Redis error to the console's error kinds: unreachable and timeouts are `unavailable`
+/// (exit 3), an ACL denial is `refused` (exit 5).
+pub fn redis_error(label: &str, err: &RedisError) -> Error {
+    let detail = describe(err);
+    if let Some(refusal) = guard::as_refusal(err) {
+        return Error::refused(format!(
+            "read-only mode: refused to send a write to Redis ({refusal})"
+        ));
+    }
+    if err.is_timeout() {
+        return Error::unavailable(format!("Redis at {label} timed out: {detail}"));
+    }
+    if node::is_connection_error(err) || err.kind() == ErrorKind::ClusterConnectionNotFound {
+        return Error::unavailable(format!("Redis at {label} is unreachable: {detail}"));
+    }
+    match err.kind() {
+        ErrorKind::AuthenticationFailed => Error::unavailable(format!(
+            "Redis at {label} refused the credentials: {detail}; check the user and password in the URL"
+        )),
+        ErrorKind::Server(ServerErrorKind::NoPerm) => Error::new(
+            Kind::Refused,
+            format!(
+                "Redis at {label} denied permission: {detail}; the ACL user needs this command and key"
+            ),
+        ),
+        ErrorKind::Server(
+            ServerErrorKind::ClusterDown
+            | ServerErrorKind::MasterDown
+            | ServerErrorKind::BusyLoading
+            | ServerErrorKind::TryAgain,
+        ) => Error::unavailable(format!("Redis at {label} is not serving: {detail}")),
+        _ => Error::internal(format!("Redis at {label} answered with an error: {detail}")),
+    }
+}

@@ -1,0 +1,162 @@
+//! INFO and SLOWLOG replies as typed figures, for the Redis view and `ping`: the parsing of the
+//! server's text belongs with the rest of the Redis protocol, not with a screen.
+
+use super::node::Node;
+use redis::Value;
+
+/// SLOWLOG entries read per node.
+pub const SLOWLOG_LEN: i64 = 10;
+
+/// One entry of a node's slowlog; the arguments are reduced to the command name and its first
+/// key, so that a slow AUTH or a value never shows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SlowEntry {
+    pub id: i64,
+    pub at_unix: i64,
+    pub micros: i64,
+    pub command: String,
+}
+
+/// The INFO figures the console shows.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct NodeStats {
+    pub ops_per_sec: Option<f64>,
+    pub used_memory: Option<String>,
+    /// `none` when no limit is set.
+    pub max_memory: Option<String>,
+    pub version: Option<String>,
+}
+
+/// Reads INFO from one node (None when it does not answer).
+pub async fn node_stats(node: &Node) -> Option<NodeStats> {
+    let v = node.query(&redis::cmd("INFO")).await.ok()?;
+    let text = redis::from_redis_value::<String>(v).ok()?;
+    Some(stats_from_info(&text))
+}
+
+/// Reads the newest SLOWLOG entries of one node (empty when it does not answer).
+pub async fn slowlog(node: &Node) -> Vec<SlowEntry> {
+    let cmd = redis::cmd("SLOWLOG").arg("GET").arg(SLOWLOG_LEN).clone();
+    match node.query(&cmd).await {
+        Ok(v) => parse_slowlog(&v),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// The figures of an INFO reply.
+pub fn stats_from_info(text: &str) -> NodeStats {
+    let fields = parse_info(text);
+    let get = |k: &str| fields.iter().find(|(f, _)| f == k).map(|(_, v)| v.clone());
+    NodeStats {
+        ops_per_sec: get("instantaneous_ops_per_sec").and_then(|v| v.parse().ok()),
+        used_memory: get("used_memory_human"),
+        max_memory: get("maxmemory_human").map(|m| if m == "0B" { "none".to_string() } else { m }),
+        version: get("redis_version").or_else(|| get("valkey_version")),
+    }
+}
+
+/// `field:value` lines of an INFO reply.
+pub fn parse_info(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// Commands whose arguments may hold secrets: only their name is shown.
+const SECRET_ARGS: &[&str] = &["AUTH", "HELLO", "MIGRATE", "CONFIG", "ACL", "CLIENT"];
+
+/// SLOWLOG GET entries: `[id, unix time, micros, [args...], ...]`. Only the command name and
+/// its first argument (the key) are kept: values and secrets stay out of the screen.
+pub fn parse_slowlog(v: &Value) -> Vec<SlowEntry> {
+    let Value::Array(entries) = v else {
+        return Vec::new();
+    };
+    entries
+        .iter()
+        .filter_map(|e| {
+            let Value::Array(fields) = e else {
+                return None;
+            };
+            let int = |i: usize| match fields.get(i) {
+                Some(Value::Int(n)) => Some(*n),
+                _ => None,
+            };
+            let args: Vec<String> = match fields.get(3) {
+                Some(Value::Array(a)) => a
+                    .iter()
+                    .filter_map(|x| match x {
+                        Value::BulkString(b) => Some(String::from_utf8_lossy(b).to_string()),
+                        Value::SimpleString(s) => Some(s.clone()),
+                        _ => None,
+                    })
+                    .collect(),
+                _ => Vec::new(),
+            };
+            let name = args.first().map(|a| a.to_uppercase()).unwrap_or_default();
+            let command = match args.get(1) {
+                Some(first) if !SECRET_ARGS.contains(&name.as_str()) => {
+                    format!("{name} {}", crate::domain::stock::shown(first.as_bytes()))
+                }
+                _ => name,
+            };
+            Some(SlowEntry {
+                id: int(0)?,
+                at_unix: int(1)?,
+                micros: int(2)?,
+                command,
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn bulk(s: &str) -> Value {
+        Value::BulkString(s.as_bytes().to_vec())
+    }
+
+    #[test]
+    fn slowlog_keeps_names_and_keys_only() {
+        let v = Value::Array(vec![
+            Value::Array(vec![
+                Value::Int(7),
+                Value::Int(1_700_000_000),
+                Value::Int(15_000),
+                Value::Array(vec![bulk("set"), bulk("seckill:{a:p}:stock"), bulk("42")]),
+            ]),
+            Value::Array(vec![
+                Value::Int(8),
+                Value::Int(1_700_000_001),
+                Value::Int(20),
+                Value::Array(vec![bulk("AUTH"), bulk("ops"), bulk("hunter2")]),
+            ]),
+            Value::Int(3),
+        ]);
+        let e = parse_slowlog(&v);
+        assert_eq!(e.len(), 2);
+        assert_eq!(e[0].command, "SET seckill:{a:p}:stock");
+        assert_eq!(e[1].command, "AUTH");
+        assert!(!format!("{e:?}").contains("hunter2"));
+        assert!(parse_slowlog(&Value::Nil).is_empty());
+    }
+
+    #[test]
+    fn info_fields() {
+        let f = parse_info(
+            "# Server\r\nredis_version:7.2.4\r\n\r\n# Stats\r\ninstantaneous_ops_per_sec:12\r\n",
+        );
+        assert!(f.contains(&("redis_version".into(), "7.2.4".into())));
+        assert!(f.contains(&("instantaneous_ops_per_sec".into(), "12".into())));
+        let s = stats_from_info(
+            "# Server\r\nredis_version:7.2.4\r\n# Memory\r\nused_memory_human:1.5M\r\nmaxmemory_human:0B\r\n# Stats\r\ninstantaneous_ops_per_sec:12\r\n",
+        );
+        assert_eq!(s.version.as_deref(), Some("7.2.4"));
+        assert_eq!(s.ops_per_sec, Some(12.0));
+        assert_eq!(s.used_memory.as_deref(), Some("1.5M"));
+        assert_eq!(s.max_memory.as_deref(), Some("none"));
+    }
+}

@@ -1,0 +1,126 @@
+//! Many commands at once: grouped by the node that serves each key, one pipeline per node (in
+//! chunks), every node at the same time; redirected commands go again after a refresh.
+
+use super::errors::server_error_kind;
+use super::guard::{is_read_command, refusal};
+use super::{Keyed, RedisStore};
+use futures::future::join_all;
+use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
+
+/// Commands per pipeline chunk: big enough to amortise round trips, small enough that one chunk
+/// answers well inside the response timeout.
+const PIPELINE_CHUNK: usize = 2000;
+
+impl RedisStore {
+    /// Sends many commands, one pipeline per node (in chunks), all nodes at once. Results come
+    /// back in input order; an error reply is an `Err` for that command only. Commands that
+    /// meet a MOVED or ASK redirect, or a node that refused the connection, are sent again after
+    /// the slot map is refreshed.
+    pub async fn pipeline(&self, items: Vec<Keyed>) -> Vec<RedisResult<Value>> {
+        let total = items.len();
+        let mut results: Vec<Option<RedisResult<Value>>> = (0..total).map(|_| None).collect();
+        if self.read_only()
+            && let Some(bad) = items.iter().find(|k| !is_read_command(&k.cmd))
+        {
+            let err = refusal(&bad.cmd);
+            return items.iter().map(|_| Err(err.clone())).collect();
+        }
+        let mut pending: Vec<(usize, Keyed)> = items.into_iter().enumerate().collect();
+        for round in 0..3 {
+            let (groups, orphans) = self.group_by_node(std::mem::take(&mut pending));
+            for i in orphans {
+                results[i] = Some(Err(RedisError::from((
+                    ErrorKind::ClusterConnectionNotFound,
+                    "no node serves the slot",
+                ))));
+            }
+            let mut jobs = Vec::new();
+            for (addr, group) in groups {
+                let node = match self.node(&addr) {
+                    Ok(n) => n,
+                    Err(e) => {
+                        for (i, _) in group {
+                            results[i] = Some(Err(e.clone()));
+                        }
+                        continue;
+                    }
+                };
+                let mut group = group.into_iter().peekable();
+                while group.peek().is_some() {
+                    let mut pipe = redis::pipe();
+                    pipe.ignore_errors();
+                    let mut index = Vec::with_capacity(PIPELINE_CHUNK);
+                    let mut slots = Vec::with_capacity(PIPELINE_CHUNK);
+                    for (i, item) in group.by_ref().take(PIPELINE_CHUNK) {
+                        index.push(i);
+                        slots.push(item.slot);
+                        pipe.add_command(item.cmd);
+                    }
+                    let node = node.clone();
+                    jobs.push(async move {
+                        let outcome = node.pipeline(&pipe).await;
+                        (index, slots, pipe, outcome)
+                    });
+                }
+            }
+            let mut retry: Vec<(usize, Keyed)> = Vec::new();
+            for (index, slots, pipe, outcome) in join_all(jobs).await {
+                let resend = |j: usize| -> Option<Keyed> {
+                    let cmd = pipe.cmd_iter().nth(j)?.clone();
+                    Some(Keyed {
+                        slot: *slots.get(j)?,
+                        cmd,
+                    })
+                };
+                match outcome {
+                    Ok(values) if values.len() == index.len() => {
+                        for (j, (i, v)) in index.iter().zip(values).enumerate() {
+                            match v {
+                                Value::ServerError(se) => {
+                                    let e = RedisError::from(se);
+                                    let redirect = matches!(
+                                        server_error_kind(&e),
+                                        Some(ServerErrorKind::Moved | ServerErrorKind::Ask)
+                                    );
+                                    if redirect
+                                        && self.inner.cluster
+                                        && let Some(k) = resend(j)
+                                    {
+                                        retry.push((*i, k));
+                                    }
+                                    results[*i] = Some(Err(e));
+                                }
+                                v => results[*i] = Some(Ok(v)),
+                            }
+                        }
+                    }
+                    Ok(_) => {
+                        let e =
+                            RedisError::from((ErrorKind::Parse, "pipeline reply length mismatch"));
+                        for i in index {
+                            results[i] = Some(Err(e.clone()));
+                        }
+                    }
+                    Err(e) => {
+                        let refused = e.is_connection_refusal() && self.inner.cluster;
+                        for (j, i) in index.iter().enumerate() {
+                            if refused && let Some(k) = resend(j) {
+                                retry.push((*i, k));
+                            }
+                            results[*i] = Some(Err(e.clone()));
+                        }
+                    }
+                }
+            }
+            if retry.is_empty() || round == 2 {
+                break;
+            }
+            let _ = self.refresh_topology(false).await;
+            pending = retry;
+        }
+        results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(RedisError::from((ErrorKind::Client, "not sent")))))
+            .collect()
+    }
+}
