@@ -1,6 +1,7 @@
 //! The command line: global flags and subcommands (clap derive). Flags are the top layer of the
 //! configuration; see `config`.
 
+use clap::builder::BoolishValueParser;
 use clap::{Args, Parser, Subcommand};
 use seckill_console::config::{Layer, StringOrList};
 use std::path::PathBuf;
@@ -16,73 +17,175 @@ pub struct Cli {
     pub command: Option<Command>,
 }
 
-/// Flags every command takes (also settable in the config file and as SECKILL_* variables).
+/// Flags every command takes. Each is also an environment variable (clap reads it; the help
+/// names it but never shows its value, since URLs carry passwords) and a config-file key: the
+/// flag wins over the variable, which wins over the file.
 #[derive(Debug, Args, Default, Clone)]
+#[command(next_help_heading = "Global options")]
 pub struct GlobalFlags {
-    /// Redis URL: redis://host:port (user:password@ before the host for ACL) or rediss://... (env: SECKILL_REDIS_URL)
+    /// Redis URL: redis://host:port (user:password@ before the host for ACL) or rediss://...
     #[arg(
         long,
         global = true,
         value_name = "URL",
+        env = "SECKILL_REDIS_URL",
+        hide_env_values = true,
         conflicts_with = "redis_cluster"
     )]
     pub redis: Option<String>,
 
-    /// Seed nodes of a Redis Cluster, comma-separated (env: SECKILL_REDIS_CLUSTER)
-    #[arg(long, global = true, value_name = "URL,URL,...")]
+    /// Seed nodes of a Redis Cluster, comma-separated
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL,URL,...",
+        env = "SECKILL_REDIS_CLUSTER",
+        hide_env_values = true
+    )]
     pub redis_cluster: Option<String>,
 
-    /// Database URL: sqlite:PATH, postgres://..., mysql://... (env: SECKILL_DATABASE_URL)
-    #[arg(long, global = true, value_name = "URL")]
+    /// Database URL: sqlite:PATH, postgres://..., mysql://...
+    #[arg(
+        long,
+        global = true,
+        value_name = "URL",
+        env = "SECKILL_DATABASE_URL",
+        hide_env_values = true
+    )]
     pub db: Option<String>,
 
-    /// Config file (TOML) (env: SECKILL_CONFIG)
-    #[arg(long, global = true, value_name = "FILE")]
+    /// Config file (TOML)
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "SECKILL_CONFIG",
+        hide_env_values = true
+    )]
     pub config: Option<PathBuf>,
 
-    /// Refuse every write, before anything is sent (env: SECKILL_READ_ONLY)
-    #[arg(long, global = true)]
+    /// Refuse every write, before anything is sent (the variable takes 1/0, true/false, yes/no, on/off)
+    #[arg(long, global = true, env = "SECKILL_READ_ONLY", hide_env_values = true, value_parser = BoolishValueParser::new())]
     pub read_only: bool,
 
-    /// Print one JSON document on stdout; errors as JSON on stderr (env: SECKILL_JSON)
-    #[arg(long, global = true)]
+    /// Print one JSON document on stdout; errors as JSON on stderr
+    #[arg(long, global = true, env = "SECKILL_JSON", hide_env_values = true, value_parser = BoolishValueParser::new())]
     pub json: bool,
 
-    /// Name recorded in the audit table (default: the OS user) (env: SECKILL_ACTOR)
-    #[arg(long, global = true, value_name = "NAME")]
+    /// Name recorded in the audit table (default: the OS user)
+    #[arg(
+        long,
+        global = true,
+        value_name = "NAME",
+        env = "SECKILL_ACTOR",
+        hide_env_values = true
+    )]
     pub actor: Option<String>,
 
-    /// Key prefix of the live activity keys (default: seckill) (env: SECKILL_PREFIX)
-    #[arg(long, global = true, value_name = "PREFIX")]
+    /// Key prefix of the live activity keys (default: seckill)
+    #[arg(
+        long,
+        global = true,
+        value_name = "PREFIX",
+        env = "SECKILL_PREFIX",
+        hide_env_values = true
+    )]
     pub prefix: Option<String>,
 
     /// Connect timeout for Redis and the database, in ms (default 2000)
-    #[arg(long, global = true, value_name = "MS")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "MS",
+        env = "SECKILL_CONNECT_TIMEOUT_MS",
+        hide_env_values = true
+    )]
     pub connect_timeout_ms: Option<u64>,
 
     /// Redis response timeout, in ms (default 1000)
-    #[arg(long, global = true, value_name = "MS")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "MS",
+        env = "SECKILL_RESPONSE_TIMEOUT_MS",
+        hide_env_values = true
+    )]
     pub response_timeout_ms: Option<u64>,
 
     /// Grace window: an unordered deduction younger than this is in flight, older is orphaned (default 60)
-    #[arg(long, global = true, value_name = "SECS")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECS",
+        env = "SECKILL_GRACE_SECS",
+        hide_env_values = true
+    )]
     pub grace_secs: Option<u64>,
 
     /// PEM file of the CA that signs the Redis servers' certificates (for rediss://)
-    #[arg(long, global = true, value_name = "FILE")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "SECKILL_REDIS_CA",
+        hide_env_values = true
+    )]
     pub redis_ca: Option<PathBuf>,
 
-    /// TUI refresh interval in seconds, 0.1 to 3600 (default 1) (env: SECKILL_REFRESH_SECS)
-    #[arg(long, global = true, value_name = "SECS")]
+    /// TUI refresh interval in seconds, 0.1 to 3600 (default 1)
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECS",
+        env = "SECKILL_REFRESH_SECS",
+        hide_env_values = true
+    )]
     pub refresh: Option<f64>,
 
-    /// Show times in this zone: an IANA name or local (default) (env: SECKILL_TZ)
-    #[arg(long, global = true, value_name = "ZONE")]
+    /// Show times in this zone: an IANA name or local (default)
+    #[arg(
+        long,
+        global = true,
+        value_name = "ZONE",
+        env = "SECKILL_TZ",
+        hide_env_values = true
+    )]
     pub tz: Option<String>,
+
+    /// Alert on a compensation entry pending longer than this (default 30)
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECS",
+        env = "SECKILL_COMPENSATION_ALERT_SECS",
+        hide_env_values = true
+    )]
+    pub compensation_alert_secs: Option<u64>,
+
+    /// Alert on an outbox row unsent longer than this (default 60)
+    #[arg(
+        long,
+        global = true,
+        value_name = "SECS",
+        env = "SECKILL_OUTBOX_ALERT_SECS",
+        hide_env_values = true
+    )]
+    pub outbox_alert_secs: Option<u64>,
+
+    /// Days after the activity ends that its keys expire; 0: never (default 7, at most 3650)
+    #[arg(
+        long,
+        global = true,
+        value_name = "DAYS",
+        env = "SECKILL_KEY_TTL_DAYS",
+        hide_env_values = true
+    )]
+    pub key_ttl_days: Option<u64>,
 }
 
 impl GlobalFlags {
-    /// The flags as the top configuration layer.
+    /// The flags and their variables as the top configuration layer. A switch that is off is
+    /// "not set" here, so a config file can still turn it on.
     pub fn layer(&self) -> Layer {
         Layer {
             redis: self.redis.clone(),
@@ -98,9 +201,36 @@ impl GlobalFlags {
             redis_ca: self.redis_ca.clone(),
             refresh_secs: self.refresh,
             tz: self.tz.clone(),
-            ..Layer::default()
+            compensation_alert_secs: self.compensation_alert_secs,
+            outbox_alert_secs: self.outbox_alert_secs,
+            key_ttl_days: self.key_ttl_days,
         }
     }
+}
+
+/// True when JSON output was asked for, read from the raw arguments and environment: for the
+/// one case where clap itself failed to parse them (a usage error must still come out as JSON).
+pub fn json_requested_raw(
+    args: &[String],
+    env: &std::collections::HashMap<String, String>,
+) -> bool {
+    let boolish = |v: &str| {
+        matches!(
+            v.to_ascii_lowercase().as_str(),
+            "1" | "true" | "t" | "yes" | "y" | "on"
+        )
+    };
+    args.iter().any(|a| a == "--json") || env.get("SECKILL_JSON").is_some_and(|v| boolish(v))
+}
+
+/// The environment variable behind a flag, when that variable is set to `value`: a bad value
+/// that came from the environment is then named by its variable, not by a flag nobody typed.
+pub fn env_source(long: &str, value: &str) -> Option<String> {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let arg = cmd.get_arguments().find(|a| a.get_long() == Some(long))?;
+    let name = arg.get_env()?.to_str()?.to_string();
+    (std::env::var(&name).ok()? == value).then_some(name)
 }
 
 /// The subcommands.

@@ -5,30 +5,8 @@ use crate::error::{Error, Result};
 use crate::redact::SecretUrl;
 use crate::redis::{KeySpace, RedisTarget};
 use serde::Deserialize;
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-
-/// The environment variables the console reads.
-pub const ENV_VARS: &[&str] = &[
-    "SECKILL_CONFIG",
-    "SECKILL_REDIS_URL",
-    "SECKILL_REDIS_CLUSTER",
-    "SECKILL_DATABASE_URL",
-    "SECKILL_READ_ONLY",
-    "SECKILL_JSON",
-    "SECKILL_ACTOR",
-    "SECKILL_PREFIX",
-    "SECKILL_CONNECT_TIMEOUT_MS",
-    "SECKILL_RESPONSE_TIMEOUT_MS",
-    "SECKILL_GRACE_SECS",
-    "SECKILL_REDIS_CA",
-    "SECKILL_REFRESH_SECS",
-    "SECKILL_COMPENSATION_ALERT_SECS",
-    "SECKILL_OUTBOX_ALERT_SECS",
-    "SECKILL_KEY_TTL_DAYS",
-    "SECKILL_TZ",
-];
 
 /// One layer of settings; `None` means "not set here".
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -131,59 +109,6 @@ pub fn parse_file(name: &str, text: &str) -> Result<Layer> {
             crate::domain::import::toml_location(text, &e),
             crate::redact::redact_text(e.message())
         ))
-    })
-}
-
-/// Reads the `SECKILL_*` variables from `env`.
-pub fn env_layer(env: &HashMap<String, String>) -> Result<Layer> {
-    let get = |k: &str| env.get(k).filter(|v| !v.is_empty()).cloned();
-    let boolean = |k: &str| -> Result<Option<bool>> {
-        match get(k) {
-            None => Ok(None),
-            Some(v) => match v.to_ascii_lowercase().as_str() {
-                "1" | "true" | "yes" | "on" => Ok(Some(true)),
-                "0" | "false" | "no" | "off" => Ok(Some(false)),
-                _ => Err(Error::bad_input(format!(
-                    "environment variable {k}='{v}' is not a boolean: use 1/0, true/false"
-                ))),
-            },
-        }
-    };
-    let number = |k: &str| -> Result<Option<u64>> {
-        match get(k) {
-            None => Ok(None),
-            Some(v) => v.trim().parse::<u64>().map(Some).map_err(|_| {
-                Error::bad_input(format!(
-                    "environment variable {k}='{v}' is not a whole number"
-                ))
-            }),
-        }
-    };
-    let refresh = match get("SECKILL_REFRESH_SECS") {
-        None => None,
-        Some(v) => Some(v.trim().parse::<f64>().map_err(|_| {
-            Error::bad_input(format!(
-                "environment variable SECKILL_REFRESH_SECS='{v}' is not a number of seconds"
-            ))
-        })?),
-    };
-    Ok(Layer {
-        redis: get("SECKILL_REDIS_URL"),
-        redis_cluster: get("SECKILL_REDIS_CLUSTER").map(StringOrList::One),
-        db: get("SECKILL_DATABASE_URL"),
-        read_only: boolean("SECKILL_READ_ONLY")?,
-        json: boolean("SECKILL_JSON")?,
-        actor: get("SECKILL_ACTOR"),
-        prefix: get("SECKILL_PREFIX"),
-        connect_timeout_ms: number("SECKILL_CONNECT_TIMEOUT_MS")?,
-        response_timeout_ms: number("SECKILL_RESPONSE_TIMEOUT_MS")?,
-        grace_secs: number("SECKILL_GRACE_SECS")?,
-        redis_ca: get("SECKILL_REDIS_CA").map(PathBuf::from),
-        refresh_secs: refresh,
-        compensation_alert_secs: number("SECKILL_COMPENSATION_ALERT_SECS")?,
-        outbox_alert_secs: number("SECKILL_OUTBOX_ALERT_SECS")?,
-        key_ttl_days: number("SECKILL_KEY_TTL_DAYS")?,
-        tz: get("SECKILL_TZ"),
     })
 }
 
@@ -356,13 +281,6 @@ mod tests {
         assert_eq!(name_in_passwd("", 0), None);
     }
 
-    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
-
     #[test]
     fn later_layers_win() {
         let file = parse_file(
@@ -370,16 +288,13 @@ mod tests {
             "redis = \"redis://file:1\"\nactor = \"file\"\ngrace_secs = 5",
         )
         .expect("valid");
-        let envl = env_layer(&env(&[
-            ("SECKILL_ACTOR", "env"),
-            ("SECKILL_REDIS_CLUSTER", "redis://a:1, redis://b:2"),
-        ]))
-        .expect("valid");
+        // The flags and environment variables come as one layer (clap reads both).
         let flags = Layer {
             actor: Some("flag".into()),
+            redis_cluster: Some(StringOrList::One("redis://a:1, redis://b:2".into())),
             ..Layer::default()
         };
-        let c = resolve(&[file, envl, flags]).expect("valid");
+        let c = resolve(&[file, flags]).expect("valid");
         assert_eq!(c.actor, "flag");
         assert_eq!(c.grace, Duration::from_secs(5));
         match c.redis {
@@ -402,12 +317,6 @@ mod tests {
         let e = parse_file("c.toml", "redis_url = \"x\"").expect_err("unknown key");
         assert!(
             e.message.contains("c.toml") && e.message.contains("redis_url"),
-            "{}",
-            e.message
-        );
-        let e = env_layer(&env(&[("SECKILL_GRACE_SECS", "soon")])).expect_err("not a number");
-        assert!(
-            e.message.contains("SECKILL_GRACE_SECS='soon'"),
             "{}",
             e.message
         );

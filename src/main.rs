@@ -8,29 +8,34 @@ mod commands;
 
 use clap::Parser;
 use cli::Cli;
+use seckill_console::ErrorKind;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let env: std::collections::HashMap<String, String> = std::env::vars().collect();
-    let json = std::env::args().any(|a| a == "--json")
-        || env
-            .get("SECKILL_JSON")
-            .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on"));
+    let args: Vec<String> = std::env::args().collect();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            use clap::error::ErrorKind;
+            use clap::error::ErrorKind as Clap;
             if matches!(
                 e.kind(),
-                ErrorKind::DisplayHelp
-                    | ErrorKind::DisplayVersion
-                    | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+                Clap::DisplayHelp
+                    | Clap::DisplayVersion
+                    | Clap::DisplayHelpOnMissingArgumentOrSubcommand
             ) {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
-            let text = seckill_console::redact::redact_text(&e.render().to_string());
-            if json {
+            let mut text = seckill_console::redact::redact_text(&e.render().to_string());
+            if let Some(var) = bad_value_from_env(&e) {
+                text = text.replacen(
+                    '\n',
+                    &format!(" (set by the environment variable {var})\n"),
+                    1,
+                );
+            }
+            if cli::json_requested_raw(&args, &env) {
                 let first = text
                     .lines()
                     .next()
@@ -38,12 +43,12 @@ fn main() -> ExitCode {
                     .trim_start_matches("error: ");
                 eprintln!(
                     "{}",
-                    serde_json::json!({ "error": first, "kind": "bad_input" })
+                    serde_json::json!({ "error": first, "kind": ErrorKind::BadInput.as_str() })
                 );
             } else {
                 eprint!("{text}");
             }
-            return ExitCode::from(2);
+            return exit(ErrorKind::BadInput.exit_code());
         }
     };
     init_logging(&env);
@@ -71,13 +76,38 @@ fn main() -> ExitCode {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
+            return exit(ErrorKind::Internal.exit_code());
         }
     };
-    let code = runtime.block_on(commands::run(cli, env));
+    let code = runtime.block_on(commands::run(cli));
     // Background tasks (pollers, pools) must not keep a finished command alive.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    exit(code)
+}
+
+/// The process exit status for a contract code (every code comes from an `ErrorKind`).
+fn exit(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
+}
+
+/// The variable that held a value clap refused, when the value came from the environment.
+fn bad_value_from_env(e: &clap::Error) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue};
+    let arg = match e.get(ContextKind::InvalidArg)? {
+        ContextValue::String(s) => s.clone(),
+        _ => return None,
+    };
+    let value = match e.get(ContextKind::InvalidValue)? {
+        ContextValue::String(s) => s.clone(),
+        _ => return None,
+    };
+    // "--grace-secs <SECS>" -> "grace-secs"
+    let long = arg
+        .trim_start_matches('-')
+        .split([' ', '='])
+        .next()?
+        .to_string();
+    cli::env_source(&long, &value)
 }
 
 /// Logs go to stderr, filtered by SECKILL_LOG (default: warnings). Log lines only ever carry

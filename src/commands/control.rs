@@ -4,7 +4,7 @@ use super::{Ctx, Outcome, table};
 use crate::cli::{AuditArgs, PauseArgs, TopupArgs};
 use chrono::{DateTime, Duration, Utc};
 use seckill_console::domain::{ActivityId, ProductId};
-use seckill_console::error::{Error, Result};
+use seckill_console::error::{Error, ErrorKind, Result};
 use seckill_console::ops::pause::{PauseReport, set_paused};
 use seckill_console::ops::topup::{TopupReport, topup};
 use serde::Serialize;
@@ -79,8 +79,7 @@ pub async fn run_pause(ctx: &Ctx, args: PauseArgs, pause: bool) -> Result<Outcom
     db.close().await;
     let r = r?;
     let text = render_pause(&r);
-    let code = if r.failed() { 4 } else { 0 };
-    Outcome::with_code(&r, text, code)
+    Outcome::finished(&r, text, r.failed().then_some(ErrorKind::CheckFailed))
 }
 
 fn render_pause(r: &PauseReport) -> String {

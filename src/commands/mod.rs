@@ -16,23 +16,24 @@ use crate::cli::{Cli, Command};
 use seckill_console::config::{self, Config, Layer};
 pub use seckill_console::ctx::Ctx;
 use seckill_console::db::migrate;
-use seckill_console::error::{Error, Result};
+use seckill_console::error::{Error, ErrorKind, Result};
 pub use seckill_console::render::table;
 use serde::Serialize;
-use std::collections::HashMap;
 
-/// What a command produced: the JSON document, the text for humans, and the exit code (a
-/// no-go report is a document *and* exit 4).
+/// What a command produced: the JSON document, the text for humans, and, when the command
+/// ran to its end but its verdict is a failure (a no-go preheat, a drift under
+/// `--fail-on-drift`), that failure's kind. A no-go report is a document *and* exit 4: the
+/// exit code comes from the kind, as for every error, never from a number set by hand.
 pub struct Outcome {
     pub doc: serde_json::Value,
     pub text: String,
-    pub code: i32,
+    pub failure: Option<ErrorKind>,
 }
 
 impl Outcome {
     /// A successful result.
     pub fn ok<T: Serialize>(doc: &T, text: String) -> Result<Self> {
-        Self::with_code(doc, text, 0)
+        Self::finished(doc, text, None)
     }
 
     /// A command that printed its own output as it went (`watch`): nothing more to print.
@@ -40,42 +41,42 @@ impl Outcome {
         Outcome {
             doc: serde_json::Value::Null,
             text: String::new(),
-            code: 0,
+            failure: None,
         }
     }
 
-    pub fn with_code<T: Serialize>(doc: &T, text: String, code: i32) -> Result<Self> {
+    /// A result whose verdict may be a failure of this kind.
+    pub fn finished<T: Serialize>(
+        doc: &T,
+        text: String,
+        failure: Option<ErrorKind>,
+    ) -> Result<Self> {
         let doc = serde_json::to_value(doc)
             .map_err(|e| Error::internal(format!("cannot encode the result as JSON: {e}")))?;
-        Ok(Outcome { doc, text, code })
+        Ok(Outcome { doc, text, failure })
+    }
+
+    /// The process exit code: 0, or the failure's.
+    pub fn exit_code(&self) -> i32 {
+        self.failure.map_or(0, ErrorKind::exit_code)
     }
 }
 
-/// Builds the configuration from the file, the environment and the flags.
-pub fn load_config(cli: &Cli, env: &HashMap<String, String>) -> Result<Config> {
-    let flags = cli.global.layer();
-    let env_layer = config::env_layer(env)?;
-    let file_path = cli.global.config.clone().or_else(|| {
-        env.get("SECKILL_CONFIG")
-            .filter(|v| !v.is_empty())
-            .map(Into::into)
-    });
-    let file = match file_path {
-        Some(p) => config::read_file(&p)?,
+/// Builds the configuration: the file (`--config` / `SECKILL_CONFIG`) under the flags and their
+/// environment variables (clap has already read those).
+pub fn load_config(cli: &Cli) -> Result<Config> {
+    let file = match &cli.global.config {
+        Some(p) => config::read_file(p)?,
         None => Layer::default(),
     };
-    config::resolve(&[file, env_layer, flags])
+    config::resolve(&[file, cli.global.layer()])
 }
 
 /// Runs the parsed command line; returns the exit code. Output goes to stdout, errors to stderr.
-pub async fn run(cli: Cli, env: HashMap<String, String>) -> i32 {
-    let json_hint = cli.global.json
-        || env
-            .get("SECKILL_JSON")
-            .is_some_and(|v| matches!(v.as_str(), "1" | "true" | "yes" | "on"));
-    let config = match load_config(&cli, &env) {
+pub async fn run(cli: Cli) -> i32 {
+    let config = match load_config(&cli) {
         Ok(c) => c,
-        Err(e) => return report_error(&e, json_hint),
+        Err(e) => return report_error(&e, cli.global.json),
     };
     let json = config.json;
     let ctx = Ctx { config };
@@ -91,7 +92,7 @@ pub async fn run(cli: Cli, env: HashMap<String, String>) -> i32 {
             } else {
                 print!("{}", out.text);
             }
-            out.code
+            out.exit_code()
         }
         Err(e) => report_error(&e, json),
     }
@@ -101,11 +102,7 @@ async fn dispatch(ctx: &Ctx, command: Option<Command>) -> Result<Outcome> {
     match command {
         None => {
             seckill_console::tui::run(ctx, seckill_console::tui::TuiOptions::default()).await?;
-            Ok(Outcome {
-                doc: serde_json::Value::Null,
-                text: String::new(),
-                code: 0,
-            })
+            Ok(Outcome::silent())
         }
         Some(Command::Demo(args)) => demo::run_demo(ctx, args).await,
         Some(Command::Migrate) => migrate_command(ctx).await,

@@ -1,7 +1,7 @@
 //! `ping`: reachability of Redis (every node, scripts loaded) and of the database (schema).
 
 use super::{Ctx, Outcome, table};
-use seckill_console::error::Result;
+use seckill_console::error::{ErrorKind, Result};
 use seckill_console::ops::health;
 use serde_json::json;
 
@@ -53,5 +53,5 @@ pub async fn run(ctx: &Ctx) -> Result<Outcome> {
         "database": database,
         "ok": all_ok,
     });
-    Outcome::with_code(&doc, text, if all_ok { 0 } else { 4 })
+    Outcome::finished(&doc, text, (!all_ok).then_some(ErrorKind::CheckFailed))
 }

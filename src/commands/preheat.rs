@@ -109,8 +109,8 @@ pub async fn run_preheat(ctx: &Ctx, activity: &str, force: bool) -> Result<Outco
                 .collect::<Vec<_>>(),
         ));
     }
-    let code = report.exit_code;
-    Outcome::with_code(&report, text, code)
+    let failure = report.failure;
+    Outcome::finished(&report, text, failure)
 }
 
 fn yes(b: bool) -> String {

@@ -7,7 +7,7 @@ use seckill_console::db::compensation;
 use seckill_console::domain::ActivityId;
 use seckill_console::domain::stock::{ProductStatus, State};
 use seckill_console::domain::zone::Zone;
-use seckill_console::error::{Error, Result};
+use seckill_console::error::{Error, ErrorKind, Result};
 use seckill_console::ops::compensation::{Which, resolve};
 use seckill_console::ops::fix::{FixOptions, FixReport, fix};
 use seckill_console::ops::status::{StatusOptions, StatusReport, status};
@@ -129,8 +129,8 @@ pub async fn run_status(ctx: &Ctx, activity: &str) -> Result<Outcome> {
 pub async fn run_reconcile(ctx: &Ctx, activity: &str, fail_on_drift: bool) -> Result<Outcome> {
     let r = report(ctx, activity).await?;
     let text = render(&r, "reconcile", ctx.config.tz);
-    let code = if fail_on_drift && !r.all_ok() { 4 } else { 0 };
-    Outcome::with_code(&r, text, code)
+    let drifted = fail_on_drift && !r.all_ok();
+    Outcome::finished(&r, text, drifted.then_some(ErrorKind::CheckFailed))
 }
 
 fn render_fix(r: &FixReport) -> String {
@@ -254,8 +254,8 @@ pub async fn run_fix(
     let r = fix(&redis, &db, keys, &activity, &opts).await?;
     db.close().await;
     let text = render_fix(&r);
-    let code = r.exit_code;
-    Outcome::with_code(&r, text, code)
+    let failure = r.failure;
+    Outcome::finished(&r, text, failure)
 }
 
 pub async fn run_compensation(ctx: &Ctx, cmd: CompensationCommand) -> Result<Outcome> {

@@ -3,7 +3,7 @@
 use super::{Ctx, Outcome, table};
 use crate::cli::{DryRunArgs, LoadArgs, LoadStrategyArg, StrategyArg};
 use seckill_console::domain::ActivityId;
-use seckill_console::error::{Error, Result};
+use seckill_console::error::{Error, ErrorKind, Result};
 use seckill_console::worker::demand::Demand;
 use seckill_console::worker::dry_run::{DryRunSpec, dry_run};
 use seckill_console::worker::payment::PaymentSpec;
@@ -277,7 +277,7 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
             "no request was answered: {} errors, {} unknown outcomes; check Redis and the keys (status)\n",
             stats.errors, stats.unknown
         ));
-        return Outcome::with_code(&stats, text, 4);
+        return Outcome::finished(&stats, text, Some(ErrorKind::CheckFailed));
     }
     Outcome::ok(&stats, text)
 }
@@ -361,10 +361,10 @@ pub async fn run_dry_run(ctx: &Ctx, args: DryRunArgs) -> Result<Outcome> {
             ));
         }
     }
-    let code = if runs.iter().all(|r| r.ok) { 0 } else { 4 };
+    let failure = (!runs.iter().all(|r| r.ok)).then_some(ErrorKind::CheckFailed);
     if runs.len() == 1 {
-        Outcome::with_code(&runs[0], text, code)
+        Outcome::finished(&runs[0], text, failure)
     } else {
-        Outcome::with_code(&runs, text, code)
+        Outcome::finished(&runs, text, failure)
     }
 }

@@ -9,7 +9,7 @@ use crate::db::Db;
 use crate::db::audit::{self, AuditEntry};
 use crate::domain::ActivityId;
 use crate::domain::stock::State;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::redis::{KeySpace, RedisStore};
 use chrono::Utc;
 use serde::Serialize;
@@ -95,10 +95,11 @@ pub struct FixReport {
     pub products: Vec<FixProduct>,
     pub conflicts: usize,
     pub errors: usize,
-    /// 0; 5 when a product changed since the confirmed preview or its rewrite met a moving
-    /// offset on every attempt; 4 when Redis refused a product's write (it is still not fixed).
+    /// Why the fix did not finish, if it did not: `Refused` (exit 5) when a product changed
+    /// since the confirmed preview or its rewrite met a moving offset on every attempt;
+    /// `CheckFailed` (exit 4) when Redis refused a product's write (it is still not fixed).
     #[serde(skip)]
-    pub exit_code: i32,
+    pub failure: Option<ErrorKind>,
 }
 
 impl FixReport {
@@ -162,7 +163,7 @@ pub async fn fix(
         products: Vec::new(),
         conflicts: 0,
         errors: 0,
-        exit_code: 0,
+        failure: None,
     };
     let candidates: Vec<String> = match &opts.confirmed {
         Some(plan) => plan.keys().cloned().collect(),
@@ -252,12 +253,12 @@ pub async fn fix(
         .iter()
         .filter(|p| p.error.is_some() && !p.conflict)
         .count();
-    report.exit_code = if report.conflicts > 0 {
-        5
+    report.failure = if report.conflicts > 0 {
+        Some(ErrorKind::Refused)
     } else if report.errors > 0 {
-        4
+        Some(ErrorKind::CheckFailed)
     } else {
-        0
+        None
     };
     Ok(report)
 }

@@ -10,7 +10,7 @@ use crate::db::audit::{self, AuditEntry};
 use crate::domain::ActivityId;
 use crate::domain::preheat::{Action, TokenBucket, plan, prechecks};
 use crate::domain::stock::StockValue;
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 use crate::ops::health;
 use crate::redis::cut;
 use crate::redis::{KeySpace, RedisStore};
@@ -69,15 +69,16 @@ pub struct PreheatReport {
     pub written: usize,
     pub unchanged: usize,
     pub elapsed_ms: u64,
-    /// The exit code of the decision: 0 go, 4 a check failed, 5 refused (conflicts).
+    /// Why the decision is no-go: `CheckFailed` (exit 4) when a check failed, `Refused`
+    /// (exit 5) on conflicts; `None` for go.
     #[serde(skip)]
-    pub exit_code: i32,
+    pub failure: Option<ErrorKind>,
 }
 
 impl PreheatReport {
-    fn no_go(mut self, code: i32, started: Instant) -> Self {
+    fn no_go(mut self, why: ErrorKind, started: Instant) -> Self {
         self.decision = "no-go";
-        self.exit_code = code;
+        self.failure = Some(why);
         self.elapsed_ms = elapsed_ms(started);
         self
     }
@@ -129,7 +130,7 @@ pub async fn preheat(
         written: 0,
         unchanged: 0,
         elapsed_ms: 0,
-        exit_code: 0,
+        failure: None,
     };
 
     let products: Vec<_> = snap.products.iter().map(|v| v.product.clone()).collect();
@@ -172,7 +173,7 @@ pub async fn preheat(
         }
     }
     if !report.reasons.is_empty() {
-        return Ok(report.no_go(4, started));
+        return Ok(report.no_go(ErrorKind::CheckFailed, started));
     }
     if !report.conflicts.is_empty() {
         let n = report.conflicts.len();
@@ -180,7 +181,7 @@ pub async fn preheat(
             "{n} product(s) hold other values in Redis than the database truth; nothing was written \
              (rerun with --force to overwrite, or see `seckill-console reconcile {activity}`)"
         ));
-        return Ok(report.no_go(5, started));
+        return Ok(report.no_go(ErrorKind::Refused, started));
     }
 
     // Scripts on every node, before the keys: a node that cannot run the deduction is a no-go.
@@ -262,7 +263,7 @@ pub async fn preheat(
     report.elapsed_ms = elapsed_ms(started);
     if !report.reasons.is_empty() {
         report.decision = "no-go";
-        report.exit_code = 4;
+        report.failure = Some(ErrorKind::CheckFailed);
     }
     record_audit(db, &opts.actor, activity, &snap.products, &report).await?;
     tracing::debug!(

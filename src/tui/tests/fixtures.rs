@@ -348,7 +348,7 @@ pub fn preheat_report(go: bool) -> PreheatReport {
         written: usize::from(go),
         unchanged: 1,
         elapsed_ms: 12,
-        exit_code: if go { 0 } else { 5 },
+        failure: (!go).then_some(crate::error::ErrorKind::Refused),
     }
 }
 

@@ -59,7 +59,7 @@ pub fn preview_report() -> FixReport {
         ],
         conflicts: 0,
         errors: 0,
-        exit_code: 0,
+        failure: None,
     }
 }
 
