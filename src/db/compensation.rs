@@ -42,6 +42,13 @@ pub struct Compensation {
     pub resolved_at: Option<DateTime<Utc>>,
 }
 
+impl Compensation {
+    /// Still waiting for a decision.
+    pub fn is_pending(&self) -> bool {
+        self.status == PENDING
+    }
+}
+
 /// Records an entry; a second record of the same request id is ignored (returns false).
 pub async fn insert(db: &Db, c: &NewCompensation) -> Result<bool> {
     let sql = db.insert_ignore(

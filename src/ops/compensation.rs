@@ -38,8 +38,11 @@ pub struct ResolveReport {
 }
 
 /// Which entries to resolve.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Which {
+    /// One request id.
     One(String),
+    /// Every pending entry.
     All,
 }
 

@@ -65,6 +65,16 @@ pub struct NodeHealth {
     pub error: Option<String>,
 }
 
+impl NodeHealth {
+    /// Whether the deduction script is cached on this node (None: not asked, e.g. unreachable).
+    pub fn deduct_loaded(&self) -> Option<bool> {
+        self.scripts
+            .iter()
+            .find(|(name, _)| name == scripts::DEDUCT.name)
+            .map(|(_, loaded)| *loaded)
+    }
+}
+
 /// Pings every node and asks SCRIPT EXISTS for every script.
 pub async fn redis_nodes(redis: &RedisStore) -> Vec<NodeHealth> {
     let mut out = Vec::new();

@@ -1,63 +1,25 @@
 //! What flows into `App::update` (Actions: keys, ticks, snapshots, results) and what flows out
 //! of it (Commands for the runtime and the executor).
 
-use super::app::View;
+use super::feed::Fetched;
+use super::view::View;
+use super::views::activities::Overview;
 use crate::db::activity::ActivitySummary;
 use crate::db::audit::AuditEntry;
 use crate::db::compensation::Compensation;
 use crate::domain::ActivityId;
 use crate::error::Error;
 use crate::ops::compensation::ResolveReport;
+use crate::ops::compensation::Which;
 use crate::ops::fix::FixReport;
-pub use crate::ops::health::{NodeInfo, RedisInfo};
+use crate::ops::health::RedisInfo;
 use crate::ops::pause::PauseReport;
 use crate::ops::preheat::PreheatReport;
 use crate::ops::status::StatusReport;
 use crate::ops::topup::TopupReport;
 use crate::worker::{LiveSnapshot, RunStats, Strategy};
-use chrono::{DateTime, Utc};
 use crossterm::event::KeyEvent;
 use std::time::Instant;
-
-/// One poll's outcome: when it arrived (the UI's clock, for "stale Ns"), when it was read
-/// (the data's clock, for ages and rates) and the data or the error.
-#[derive(Clone, Debug)]
-pub struct Fetched<T> {
-    /// When the runtime received it (monotonic; compared with [`Action::Tick`]).
-    pub at: Instant,
-    /// When the data was read.
-    pub taken_at: DateTime<Utc>,
-    pub result: Result<T, Error>,
-}
-
-impl<T> Fetched<T> {
-    /// A result stamped now.
-    pub fn now(result: Result<T, Error>) -> Self {
-        Fetched {
-            at: Instant::now(),
-            taken_at: Utc::now(),
-            result,
-        }
-    }
-}
-
-/// Per-activity figures for the Activities view, for activities other than the selected one.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Overview {
-    pub activity: String,
-    pub alerts: usize,
-    /// Every product has its stock key in Redis.
-    pub preheated: bool,
-}
-
-/// Which compensation entries a resolve covers.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ResolveWhich {
-    /// One request id.
-    One(String),
-    /// Every pending entry.
-    All,
-}
 
 /// Everything that changes the App. Keys are mapped to the other variants by the current mode
 /// (normal, filter input, dialog), so tests can feed either.
@@ -243,7 +205,7 @@ pub enum Command {
     ResolveCompensation {
         seq: u64,
         activity: ActivityId,
-        which: ResolveWhich,
+        which: Which,
     },
     /// Start the dry run the operator confirmed: each strategy in turn on its shadow copy.
     StartDryRun {

@@ -4,9 +4,9 @@
 //! nothing.
 
 use super::action::Command;
-use super::app::{
-    App, Confirm, Dialog, DryRun, FormField, PendingWrite, StrategyChoice, THROUGHPUT_POINTS, View,
-};
+use super::app::{App, Confirm, Dialog, PendingWrite};
+use super::view::View;
+use super::views::dry_run::{DryRun, FormField, StrategyChoice, THROUGHPUT_POINTS};
 use crate::domain::{ActivityId, Phase};
 use crate::error::Error;
 use crate::worker::{LiveSnapshot, RunStats, Strategy};
@@ -68,8 +68,8 @@ impl App {
             self.flash("no activity selected: press 1, highlight one, Enter", true);
             return;
         }
-        self.dry_run_form.error = None;
-        self.dry_run_form.field = FormField::Buyers;
+        self.views.dry_run.form.error = None;
+        self.views.dry_run.form.field = FormField::Buyers;
         self.dialog = Some(Dialog::DryRunForm);
     }
 
@@ -84,7 +84,7 @@ impl App {
             );
             return false;
         }
-        if self.dry_run.as_ref().is_some_and(DryRun::running) {
+        if self.views.dry_run.run.as_ref().is_some_and(DryRun::running) {
             self.flash("a dry run is already running: x stops it", true);
             return false;
         }
@@ -92,7 +92,7 @@ impl App {
     }
 
     pub(super) fn form_input(&mut self, c: char) {
-        let f = &mut self.dry_run_form;
+        let f = &mut self.views.dry_run.form;
         let field = match f.field {
             FormField::Buyers => &mut f.buyers,
             FormField::Concurrency => &mut f.concurrency,
@@ -119,7 +119,7 @@ impl App {
     }
 
     pub(super) fn form_backspace(&mut self) {
-        let f = &mut self.dry_run_form;
+        let f = &mut self.views.dry_run.form;
         match f.field {
             FormField::Buyers => {
                 f.buyers.pop();
@@ -134,14 +134,14 @@ impl App {
 
     /// Enter in the form: checks the numbers, then asks for confirmation.
     pub(super) fn submit_dry_run_form(&mut self) {
-        let f = &self.dry_run_form;
+        let f = &self.views.dry_run.form;
         let checked = parse_number("buyers", &f.buyers, MAX_BUYERS).and_then(|b| {
             parse_number("concurrency", &f.concurrency, MAX_CONCURRENCY).map(|c| (b, c))
         });
         let (buyers, concurrency) = match checked {
             Ok(v) => v,
             Err(e) => {
-                self.dry_run_form.error = Some(e);
+                self.views.dry_run.form.error = Some(e);
                 return;
             }
         };
@@ -206,7 +206,7 @@ impl App {
         }
         let seq = self.seq();
         let strategies = strategy.strategies();
-        self.dry_run = Some(DryRun {
+        self.views.dry_run.run = Some(DryRun {
             seq,
             activity: activity.clone(),
             buyers,
@@ -233,7 +233,7 @@ impl App {
 
     /// `x`, or Esc on the Dry run view.
     pub(super) fn stop_dry_run(&mut self) -> Vec<Command> {
-        match self.dry_run.as_mut().filter(|r| r.running()) {
+        match self.views.dry_run.run.as_mut().filter(|r| r.running()) {
             Some(run) if run.stopped_at.is_some() => {
                 self.flash(
                     "the dry run is stopping: it checks what it did and removes its shadow keys",
@@ -266,7 +266,9 @@ impl App {
         snapshot: LiveSnapshot,
     ) {
         let Some(run) = self
+            .views
             .dry_run
+            .run
             .as_mut()
             .filter(|r| r.seq == seq && r.running())
         else {
@@ -300,7 +302,7 @@ impl App {
     }
 
     pub(super) fn dry_run_strategy_done(&mut self, seq: u64, stats: RunStats) {
-        let Some(run) = self.dry_run.as_mut().filter(|r| r.seq == seq) else {
+        let Some(run) = self.views.dry_run.run.as_mut().filter(|r| r.seq == seq) else {
             return;
         };
         if run
@@ -315,7 +317,7 @@ impl App {
 
     pub(super) fn dry_run_done(&mut self, seq: u64, result: Result<(), Error>) {
         let now = self.now;
-        let Some(run) = self.dry_run.as_mut().filter(|r| r.seq == seq) else {
+        let Some(run) = self.views.dry_run.run.as_mut().filter(|r| r.seq == seq) else {
             return;
         };
         run.finished = Some(now);

@@ -4,13 +4,13 @@
 //! runtime of its own (`dry_run_job.rs`): thousands of buyer tasks never share a thread with
 //! the render loop.
 
-use super::action::{Action, Command, ResolveWhich};
+use super::action::{Action, Command};
 use super::dry_run_job::{self, DryRunJob};
 use super::services::Services;
 use crate::ctx::Ctx;
 use crate::domain::ActivityId;
 use crate::error::{Error, Result};
-use crate::ops::compensation::{Which, resolve};
+use crate::ops::compensation::resolve;
 use crate::ops::fix::{FixOptions, fix};
 use crate::ops::pause::set_paused;
 use crate::ops::preheat::{PreheatOptions, preheat};
@@ -226,10 +226,6 @@ impl Executor {
             } => self.job(
                 async move {
                     let (redis, db) = (s.redis().await?, s.db().await?);
-                    let which = match which {
-                        ResolveWhich::One(r) => Which::One(r),
-                        ResolveWhich::All => Which::All,
-                    };
                     resolve(&redis, &db, &keys, &activity, &which, &actor, grace).await
                 },
                 move |result| Action::Resolved { seq, result },

@@ -2,7 +2,9 @@
 //! bindings. The Help view lists [`BINDINGS`], so what it shows is what this file does.
 
 use super::action::Action;
-use super::app::{App, Dialog, View};
+use super::app::{App, Dialog};
+use super::view::View;
+use super::views;
 use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 /// Every binding, for the Help view: (keys, what they do, where).
@@ -165,22 +167,13 @@ fn normal_key(app: &App, key: KeyEvent, ctrl: bool) -> Option<Action> {
         KeyCode::Char('/') => Action::StartFilter,
         KeyCode::Enter => Action::Enter,
         KeyCode::Esc => Action::Cancel,
-        KeyCode::Char('s') => Action::CycleSort,
-        KeyCode::Char('S') => Action::ReverseSort,
-        KeyCode::Char('f') => Action::FixProduct,
-        KeyCode::Char('F') => Action::FixActivity,
-        KeyCode::Char('t') => Action::OpenTopupForm,
         KeyCode::Char('w') => Action::WriteReport,
-        KeyCode::Char('z') => Action::TogglePause { all: false },
-        KeyCode::Char('Z') => Action::TogglePause { all: true },
-        KeyCode::Char('r') => Action::ResolveSelected,
-        KeyCode::Char('R') => Action::ResolveAll,
-        KeyCode::Char('p') => Action::Preheat { force: false },
-        KeyCode::Char('P') => Action::Preheat { force: true },
-        KeyCode::Char('d') => Action::OpenDryRunForm,
-        KeyCode::Char('x') => Action::StopDryRun,
-        KeyCode::Char(c) => return View::for_key(c).map(Action::SwitchView),
-        _ => return None,
+        KeyCode::Char(c) if View::for_key(c).is_some() => {
+            return View::for_key(c).map(Action::SwitchView);
+        }
+        // The current view's own keys first; a key of another view still maps, so that its
+        // handler can say where it works.
+        code => return views::view_key(app.view, code).or_else(|| views::other_view_key(code)),
     };
     Some(action)
 }

@@ -1,6 +1,8 @@
 //! The terminal UI: what an on-call operator opens (no subcommand).
 //!
-//! The shape (see STYLE.md): [`app::App`] holds every piece of state and its `update` turns an
+//! The shape (the Elm architecture, as the ratatui templates use it, with gitui's components):
+//! [`app::App`] holds the state the views share plus one component per view
+//! ([`views::Views`]: each owns its cursor, rows, keys and drawing), and its `update` turns an
 //! [`action::Action`] into state changes and [`action::Command`]s, without awaiting anything.
 //! [`runtime`] owns the loop: terminal input arrives from a blocking thread, snapshots from
 //! pollers in background tasks (`pollers.rs`), results of writes from the executor
@@ -11,19 +13,23 @@
 
 pub mod action;
 pub mod app;
+pub mod cursor;
 mod data;
 mod dry_run;
 mod dry_run_job;
 mod event;
 mod executor;
+pub mod feed;
 mod keys;
 pub mod logs;
 mod pollers;
 pub mod priority;
 pub mod runtime;
+pub mod selected;
 mod services;
 pub mod terminal;
 mod update;
+pub mod view;
 pub mod views;
 pub mod widgets;
 mod writes;
@@ -32,5 +38,6 @@ mod writes;
 mod tests;
 
 pub use action::{Action, Command};
-pub use app::{App, AppConfig, View};
+pub use app::{App, AppConfig};
 pub use runtime::{Headless, TuiOptions, run};
+pub use view::View;

@@ -3,8 +3,10 @@
 //! each bounded by a deadline, each in its own task so that even a panic only costs one
 //! snapshot. A change of activity or a "refresh now" wakes them early.
 
-use super::action::{Action, Fetched, Overview};
+use super::action::Action;
+use super::feed::Fetched;
 use super::services::Services;
+use super::views::activities::Overview;
 use crate::db::{activity, audit, compensation};
 use crate::domain::{ActivityId, Phase};
 use crate::error::{Error, Result};

@@ -142,7 +142,14 @@ pub async fn run(ctx: &Ctx, opts: TuiOptions) -> Result<()> {
     };
     logs::capture(false);
     // After the terminal is restored, so that the wait is explained on a normal screen.
-    if session.app.dry_run.as_ref().is_some_and(|r| r.running()) {
+    if session
+        .app
+        .views
+        .dry_run
+        .run
+        .as_ref()
+        .is_some_and(|r| r.running())
+    {
         eprintln!(
             "stopping the dry run and removing its shadow keys (up to {} s) ...",
             DRY_RUN_GRACE.as_secs()

@@ -2,8 +2,10 @@
 //! the network, so a key is answered in the same loop turn whatever Redis is doing.
 
 use super::action::{Action, Command};
-use super::app::{App, Confirm, Dialog, FormField, PendingWrite, View};
+use super::app::{App, Confirm, Dialog, PendingWrite};
 use super::keys;
+use super::view::View;
+use super::views::dry_run::FormField;
 
 /// Longest filter or typed confirmation kept (a paste cannot grow the state without bound).
 const MAX_INPUT: usize = 128;
@@ -85,12 +87,8 @@ impl App {
                 if self.view != View::Stock {
                     self.flash("sorting: press s on the Stock view (2)", false);
                 } else {
-                    if matches!(action, Action::CycleSort) {
-                        self.sort = self.sort.next();
-                    } else {
-                        self.sort_descending = !self.sort_descending;
-                    }
-                    self.rebuild_stock_order();
+                    let reverse = matches!(action, Action::ReverseSort);
+                    self.views.stock.change_sort(reverse, &self.stock);
                 }
                 Vec::new()
             }
@@ -131,14 +129,14 @@ impl App {
             }
             Action::FormField(n) => {
                 if self.dialog == Some(Dialog::DryRunForm) {
-                    let f = &mut self.dry_run_form;
+                    let f = &mut self.views.dry_run.form;
                     f.field = f.field.step(n);
                 }
                 Vec::new()
             }
             Action::FormChoice(n) => {
                 if self.dialog == Some(Dialog::DryRunForm) {
-                    let f = &mut self.dry_run_form;
+                    let f = &mut self.views.dry_run.form;
                     f.field = FormField::Strategy;
                     f.strategy = f.strategy.step(n);
                 }
@@ -181,7 +179,7 @@ impl App {
                 done,
                 total,
             } => {
-                if let Some(run) = self.preheat_run.as_mut().filter(|r| r.seq == seq) {
+                if let Some(run) = self.views.preheat.run.as_mut().filter(|r| r.seq == seq) {
                     run.stage = stage;
                     run.done = done;
                     run.total = total;
@@ -229,7 +227,7 @@ impl App {
                     mismatch: false,
                 }));
             }
-            None if self.dry_run.as_ref().is_some_and(|r| r.running()) => {
+            None if self.views.dry_run.run.as_ref().is_some_and(|r| r.running()) => {
                 self.dialog = Some(Dialog::Confirm(Confirm {
                     title: "Quit while a dry run runs?".into(),
                     lines: vec![
@@ -339,7 +337,7 @@ impl App {
 
     fn filter_changed(&mut self) {
         if self.view == View::Stock {
-            self.rebuild_stock_order();
+            self.views.stock.rebuild(&self.stock);
         }
         self.clamp(self.view);
     }
@@ -372,7 +370,9 @@ impl App {
         }
         if self.view == View::Activities {
             let picked = self
-                .activity_rows()
+                .views
+                .activities
+                .rows(self)
                 .get(self.cursor(View::Activities).selected)
                 .map(|a| a.activity.activity_id.clone());
             if let Some(id) = picked {
@@ -407,7 +407,7 @@ impl App {
         }
         // Esc on the Dry run view stops a running dry run (as x does).
         if self.view == View::DryRun {
-            if self.dry_run.as_ref().is_some_and(|r| r.running()) {
+            if self.views.dry_run.run.as_ref().is_some_and(|r| r.running()) {
                 return self.stop_dry_run();
             }
             return Vec::new();

@@ -2,11 +2,14 @@
 //! compensation queue. Each asks first, refuses in read-only mode and while another write
 //! runs, then hands the write to the executor as a Command and shows its outcome.
 
-use super::action::{Command, ResolveWhich};
-use super::app::{App, Busy, Confirm, Dialog, PendingWrite, PreheatRun, View};
+use super::action::Command;
+use super::app::{App, Busy, Confirm, Dialog, PendingWrite};
+use super::view::View;
+use super::views::preheat::PreheatRun;
 use crate::domain::ActivityId;
 use crate::error::Error;
 use crate::ops::compensation::ResolveReport;
+use crate::ops::compensation::Which;
 use crate::ops::fix::FixReport;
 use crate::ops::pause::PauseReport;
 use crate::ops::preheat::PreheatReport;
@@ -194,7 +197,7 @@ impl App {
                 },
             ),
             PendingWrite::Preheat { activity, force } => {
-                self.preheat_run = Some(PreheatRun {
+                self.views.preheat.run = Some(PreheatRun {
                     seq,
                     activity: activity.clone(),
                     force,
@@ -341,36 +344,29 @@ impl App {
             return Vec::new();
         };
         let (which, lines) = if all {
-            let pending = self
-                .compensation
-                .data
-                .iter()
-                .flatten()
-                .filter(|c| c.status == crate::db::compensation::PENDING)
-                .count();
+            let pending = self.views.compensation.pending_count();
             if pending == 0 {
                 self.flash("no pending compensation entries", false);
                 return Vec::new();
             }
             (
-                ResolveWhich::All,
+                Which::All,
                 vec![format!(
                     "Resolve all {pending} pending entries of {activity}?"
                 )],
             )
         } else {
-            let rows = self.compensation_rows();
-            let Some(c) = rows.get(self.cursor(View::Compensation).selected) else {
+            let Some(c) = self.views.compensation.selected() else {
                 self.flash("no entry highlighted", true);
                 return Vec::new();
             };
-            if c.status != crate::db::compensation::PENDING {
+            if !c.is_pending() {
                 let text = format!("{} is already {}", c.request_id, c.status);
                 self.flash(text, false);
                 return Vec::new();
             }
             (
-                ResolveWhich::One(c.request_id.clone()),
+                Which::One(c.request_id.clone()),
                 vec![format!(
                     "Resolve request {} ({} x{}, user {})?",
                     c.request_id, c.product_id, c.quantity, c.user_id
@@ -680,7 +676,7 @@ impl App {
         seq: u64,
         result: Result<PreheatReport, Error>,
     ) -> Vec<Command> {
-        let Some(run) = self.preheat_run.take_if(|r| r.seq == seq) else {
+        let Some(run) = self.views.preheat.run.take_if(|r| r.seq == seq) else {
             return Vec::new();
         };
         if self.busy.as_ref().is_some_and(|b| b.seq == seq) {
@@ -696,7 +692,7 @@ impl App {
             }
             Err(e) => self.flash(format!("preheat failed: {}", e.message), true),
         }
-        self.preheat_report = Some((run.activity, result));
+        self.views.preheat.report = Some((run.activity, result));
         self.clamp(View::Preheat);
         vec![Command::RefreshNow]
     }

@@ -38,7 +38,7 @@ use seckill_console::ops::preheat::{PreheatOptions, preheat};
 use seckill_console::ops::progress::Silent;
 use seckill_console::ops::status::{StatusReport, Totals};
 use seckill_console::redis::KeySpace;
-use seckill_console::tui::action::Fetched;
+use seckill_console::tui::feed::Fetched;
 use seckill_console::tui::{Action, App, AppConfig, Headless, TuiOptions, View, views};
 use std::cell::RefCell;
 use std::rc::Rc;

@@ -425,7 +425,7 @@ async fn the_dry_run_view_runs_strategies_on_shadow_keys_only() {
             }
             let mut s = seen.lock().expect("lock");
             s.text = text;
-            if let Some(r) = &app.dry_run {
+            if let Some(r) = &app.views.dry_run.run {
                 s.progress |= r.current.is_some();
                 s.finished = !r.running();
                 s.results = r.results.clone();

@@ -6,7 +6,9 @@ use super::fixtures::{self, app, at, screen};
 use super::snapshots::assert_screen;
 use crate::error::Error;
 use crate::tui::action::{Action, Command};
-use crate::tui::app::{App, Dialog, StrategyChoice, View};
+use crate::tui::app::{App, Dialog};
+use crate::tui::view::View;
+use crate::tui::views::dry_run::StrategyChoice;
 use crate::worker::Strategy;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
@@ -102,9 +104,9 @@ fn idle_view_and_form() {
 
     let a = filled_form(false);
     assert_eq!(a.dialog, Some(Dialog::DryRunForm));
-    assert_eq!(a.dry_run_form.buyers, "5000");
-    assert_eq!(a.dry_run_form.concurrency, "200");
-    assert_eq!(a.dry_run_form.strategy, StrategyChoice::All);
+    assert_eq!(a.views.dry_run.form.buyers, "5000");
+    assert_eq!(a.views.dry_run.form.concurrency, "200");
+    assert_eq!(a.views.dry_run.form.strategy, StrategyChoice::All);
     assert_screen("dry_run_form", &screen(&a, W, H));
 }
 
@@ -143,7 +145,12 @@ fn results_of_all_four_with_a_failed_invariant() {
         seq,
         result: Ok(()),
     });
-    let run = a.dry_run.as_ref().expect("the run stays for its results");
+    let run = a
+        .views
+        .dry_run
+        .run
+        .as_ref()
+        .expect("the run stays for its results");
     assert!(!run.running());
     let verdicts: Vec<&str> = (0..4).map(|i| run.verdict(i)).collect();
     assert_eq!(verdicts, ["ok", "FAILED", "ok", "ok"]);
@@ -181,7 +188,7 @@ fn read_only_view_and_refusal() {
     rw.update(code(KeyCode::Enter));
     a.dialog = rw.dialog.take();
     assert!(a.update(Action::Confirm).is_empty());
-    assert!(a.dry_run.is_none());
+    assert!(a.views.dry_run.run.is_none());
 }
 
 #[test]
@@ -202,7 +209,7 @@ fn the_form_checks_its_numbers_then_asks_and_starts() {
     assert!(!a.should_quit);
     assert!(a.update(code(KeyCode::Enter)).is_empty());
     assert_eq!(
-        a.dry_run_form.error.as_deref(),
+        a.views.dry_run.form.error.as_deref(),
         Some("buyers '0' is out of range: use 1 to 1000000")
     );
     assert_eq!(a.dialog, Some(Dialog::DryRunForm), "the form stays open");
@@ -212,12 +219,14 @@ fn the_form_checks_its_numbers_then_asks_and_starts() {
     keys(&mut a, "00000"); // concurrency 5000000
     a.update(code(KeyCode::Enter));
     assert!(
-        a.dry_run_form
+        a.views
+            .dry_run
+            .form
             .error
             .as_deref()
             .is_some_and(|e| e.contains("concurrency '5000000' is out of range")),
         "{:?}",
-        a.dry_run_form.error
+        a.views.dry_run.form.error
     );
     for _ in 0..5 {
         a.update(code(KeyCode::Backspace));
@@ -225,9 +234,15 @@ fn the_form_checks_its_numbers_then_asks_and_starts() {
     // On the strategy field a first letter picks one.
     a.update(code(KeyCode::Tab));
     keys(&mut a, "k");
-    assert_eq!(a.dry_run_form.strategy, StrategyChoice::One(Strategy::Lock));
+    assert_eq!(
+        a.views.dry_run.form.strategy,
+        StrategyChoice::One(Strategy::Lock)
+    );
     a.update(code(KeyCode::Right));
-    assert_eq!(a.dry_run_form.strategy, StrategyChoice::One(Strategy::Sql));
+    assert_eq!(
+        a.views.dry_run.form.strategy,
+        StrategyChoice::One(Strategy::Sql)
+    );
 
     assert!(a.update(code(KeyCode::Enter)).is_empty(), "asks first");
     let s = screen(&a, W, H);
@@ -240,8 +255,8 @@ fn the_form_checks_its_numbers_then_asks_and_starts() {
     assert!(s.contains("spring-sale is LIVE"), "{s}");
     // n cancels: nothing starts; the form keeps its values for the next time.
     assert!(keys(&mut a, "n").is_empty());
-    assert!(a.dialog.is_none() && a.dry_run.is_none());
-    assert_eq!(a.dry_run_form.buyers, "300");
+    assert!(a.dialog.is_none() && a.views.dry_run.run.is_none());
+    assert_eq!(a.views.dry_run.form.buyers, "300");
 
     keys(&mut a, "d");
     a.update(code(KeyCode::Enter));
@@ -249,7 +264,7 @@ fn the_form_checks_its_numbers_then_asks_and_starts() {
     assert_eq!(
         cmds,
         vec![Command::StartDryRun {
-            seq: a.dry_run.as_ref().map_or(0, |r| r.seq),
+            seq: a.views.dry_run.run.as_ref().map_or(0, |r| r.seq),
             activity: fixtures::id("spring-sale"),
             buyers: 300,
             concurrency: 50,
@@ -258,7 +273,7 @@ fn the_form_checks_its_numbers_then_asks_and_starts() {
     );
     assert!(cmds[0].writes(), "a dry run counts as a write");
     assert!(a.dialog.is_none());
-    assert!(a.dry_run.as_ref().is_some_and(|r| r.running()));
+    assert!(a.views.dry_run.run.as_ref().is_some_and(|r| r.running()));
     // One at a time.
     assert!(keys(&mut a, "d").is_empty());
     assert!(a.dialog.is_none());
@@ -282,7 +297,7 @@ fn x_or_esc_stops_and_the_cut_strategy_is_not_a_failure() {
     assert!(keys(&mut a, "x").is_empty());
     assert!(a.update(code(KeyCode::Esc)).is_empty());
     assert!(
-        a.dry_run.as_ref().is_some_and(|r| r.running()),
+        a.views.dry_run.run.as_ref().is_some_and(|r| r.running()),
         "it runs until it reports its end"
     );
     assert!(screen(&a, W, H).contains("stopping after"));
@@ -306,7 +321,7 @@ fn x_or_esc_stops_and_the_cut_strategy_is_not_a_failure() {
         seq,
         result: Ok(()),
     });
-    let run = a.dry_run.as_ref().expect("run");
+    let run = a.views.dry_run.run.as_ref().expect("run");
     assert_eq!(run.verdict(0), "ok");
     assert_eq!(run.verdict(1), "stopped");
     assert_eq!(
@@ -335,7 +350,9 @@ fn late_or_foreign_reports_are_ignored_and_errors_are_shown() {
     let seq = started(&mut a);
     feed_progress(&mut a, seq);
     let points = |a: &App, s: Strategy| {
-        a.dry_run
+        a.views
+            .dry_run
+            .run
             .as_ref()
             .and_then(|r| r.throughput.iter().find(|(x, _)| *x == s))
             .map_or(0, |(_, p)| p.len())
@@ -360,7 +377,9 @@ fn late_or_foreign_reports_are_ignored_and_errors_are_shown() {
         snapshot: fixtures::live(1, f64::INFINITY),
     });
     let last = a
+        .views
         .dry_run
+        .run
         .as_ref()
         .and_then(|r| r.throughput.iter().find(|(x, _)| *x == Strategy::Hincrby))
         .and_then(|(_, p)| p.last().copied());

@@ -4,8 +4,9 @@
 
 use super::fixtures::{self, app, at, fetched, id, screen};
 use crate::error::Error;
-use crate::tui::action::{Action, Fetched};
-use crate::tui::app::View;
+use crate::tui::action::Action;
+use crate::tui::feed::Fetched;
+use crate::tui::view::View;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::style::{Color, Modifier};
 use std::path::PathBuf;
@@ -228,7 +229,13 @@ fn preheat_view_idle_running_and_reported() {
     let mut a = show(View::Preheat, false);
     a.update(key('p'));
     a.update(key('y'));
-    let seq = a.preheat_run.as_ref().map(|r| r.seq).expect("running");
+    let seq = a
+        .views
+        .preheat
+        .run
+        .as_ref()
+        .map(|r| r.seq)
+        .expect("running");
     a.update(Action::PreheatProgress {
         seq,
         stage: "writing".into(),

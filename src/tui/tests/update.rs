@@ -4,10 +4,14 @@
 use super::fixtures::{self, app, at, fetched, id, screen};
 use crate::domain::stock::State;
 use crate::error::Error;
+use crate::ops::compensation::Which;
 use crate::ops::compensation::{Resolution, ResolveReport};
 use crate::ops::fix::{FixProduct, FixReport};
-use crate::tui::action::{Action, Command, Fetched, ResolveWhich};
-use crate::tui::app::{App, Dialog, SortKey, View};
+use crate::tui::action::{Action, Command};
+use crate::tui::app::{App, Dialog};
+use crate::tui::feed::Fetched;
+use crate::tui::view::View;
+use crate::tui::views::stock::SortKey;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 
 fn key(c: char) -> Action {
@@ -25,7 +29,8 @@ fn keys(app: &mut App, text: &str) -> Vec<Command> {
 /// The product ids of the stock table, in order.
 fn stock_ids(app: &App) -> Vec<String> {
     let r = app.stock.report().expect("report");
-    app.stock
+    app.views
+        .stock
         .order
         .iter()
         .map(|&i| r.products[i].product.clone())
@@ -138,7 +143,7 @@ fn filter_narrows_the_table_and_esc_clears_it() {
     assert_eq!(a.row_count(View::Stock), 6);
     // Each table has its own filter.
     keys(&mut a, "8/fix");
-    assert_eq!(a.audit_rows().len(), 1);
+    assert_eq!(a.views.audit.rows().len(), 1);
     a.update(Action::SwitchView(View::Stock));
     assert!(!a.filtering, "switching views closes the input");
     assert_eq!(a.row_count(View::Stock), 6);
@@ -148,22 +153,22 @@ fn filter_narrows_the_table_and_esc_clears_it() {
 #[test]
 fn sort_cycles_columns_and_reverses() {
     let mut a = app(false);
-    assert_eq!(a.sort, SortKey::Product);
+    assert_eq!(a.views.stock.sort, SortKey::Product);
     assert_eq!(stock_ids(&a)[0], "case");
     keys(&mut a, "S");
     assert_eq!(stock_ids(&a)[0], "watch", "product, descending");
     keys(&mut a, "s");
-    assert_eq!(a.sort, SortKey::Remaining);
+    assert_eq!(a.views.stock.sort, SortKey::Remaining);
     // Descending by Redis stock: the biggest first, the missing key (no value) last.
     assert_eq!(
         stock_ids(&a),
         vec!["case", "charger", "phone", "laptop", "tablet", "watch"]
     );
     keys(&mut a, "sss");
-    assert_eq!(a.sort, SortKey::State);
+    assert_eq!(a.views.stock.sort, SortKey::State);
     assert_eq!(stock_ids(&a)[0], "tablet", "negative is the worst state");
     keys(&mut a, "s");
-    assert_eq!(a.sort, SortKey::Rate);
+    assert_eq!(a.views.stock.sort, SortKey::Rate);
     assert_eq!(stock_ids(&a)[0], "phone", "phone sold 6 units in 2 s");
     assert!((a.stock.rates["phone"] - 3.0).abs() < 1e-9);
     keys(&mut a, "4s");
@@ -390,7 +395,7 @@ fn compensation_resolve_one_and_all() {
         [
             Command::ResolveCompensation {
                 seq,
-                which: ResolveWhich::One(r),
+                which: Which::One(r),
                 ..
             },
         ] if r == "req-0001" => *seq,
@@ -430,7 +435,7 @@ fn compensation_resolve_one_and_all() {
         matches!(
             cmds.as_slice(),
             [Command::ResolveCompensation {
-                which: ResolveWhich::All,
+                which: Which::All,
                 ..
             }]
         ),
@@ -461,14 +466,14 @@ fn preheat_runs_after_a_yes_and_force_needs_the_id() {
         done: 1,
         total: 2,
     });
-    assert_eq!(a.preheat_run.as_ref().map(|r| r.done), Some(1));
+    assert_eq!(a.views.preheat.run.as_ref().map(|r| r.done), Some(1));
     let cmds = a.update(Action::PreheatDone {
         seq,
         result: Ok(fixtures::preheat_report(true)),
     });
     assert_eq!(cmds, vec![Command::RefreshNow]);
-    assert!(a.preheat_run.is_none() && a.busy.is_none());
-    assert_eq!(a.preheat_rows().len(), 3);
+    assert!(a.views.preheat.run.is_none() && a.busy.is_none());
+    assert_eq!(a.views.preheat.rows(a.activity.as_ref()).len(), 3);
     assert!(
         a.flash
             .as_ref()
@@ -555,7 +560,7 @@ fn poll_errors_keep_the_last_good_rows() {
             )),
         },
     ));
-    assert_eq!(a.compensation_rows().len(), 3);
+    assert_eq!(a.views.compensation.rows().len(), 3);
     keys(&mut a, "4");
     let s = screen(&a, 100, 30);
     assert!(

@@ -1,8 +1,15 @@
 //! Activities: id, window, state (draft, scheduled, preheated, live, ended, cancelled), alert
 //! count. Enter shows one in every other view.
 
+use super::ViewKey;
 use super::error_line;
-use crate::tui::app::{App, View};
+use crate::db::activity::ActivitySummary;
+use crate::domain::Phase;
+use crate::tui::app::App;
+use crate::tui::cursor::{TableCursor, matches};
+use crate::tui::feed::Feed;
+use crate::tui::selected::preheated;
+use crate::tui::view::View;
 use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
 use crate::tui::widgets::{bold, critical, dim, good, warning};
 use chrono::{DateTime, Datelike, FixedOffset, Utc};
@@ -12,8 +19,95 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row};
 
+/// Per-activity figures for the Activities view, for activities other than the selected one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Overview {
+    pub activity: String,
+    pub alerts: usize,
+    /// Every product has its stock key in Redis.
+    pub preheated: bool,
+}
+
+/// The Activities view: every activity with its phase, preheat state and alert count. Enter
+/// makes the highlighted one the activity every other view shows.
+#[derive(Debug, Default)]
+pub struct ActivitiesView {
+    pub cursor: TableCursor,
+    /// Alert counts and preheat state of activities other than the selected one.
+    pub overview: Feed<Vec<Overview>>,
+}
+
+impl ActivitiesView {
+    /// This view's own keys for the footer: (key, what, writes).
+    pub const KEYS: &'static [ViewKey] = &[("Enter", "show activity", false)];
+
+    /// The rows shown (filter applied).
+    pub fn rows<'a>(&'a self, app: &'a App) -> Vec<&'a ActivitySummary> {
+        let f = self.cursor.needle();
+        let at = app.activities.taken_at.unwrap_or_else(Utc::now);
+        app.activities
+            .data
+            .iter()
+            .flatten()
+            .filter(|a| {
+                matches(a.activity.activity_id.as_str(), &f)
+                    || matches(&a.activity.name, &f)
+                    || matches(self.state(app, a, at), &f)
+            })
+            .collect()
+    }
+
+    /// draft, cancelled, live, ended, preheated (upcoming, every key in Redis) or scheduled.
+    pub fn state(&self, app: &App, a: &ActivitySummary, now: DateTime<Utc>) -> &'static str {
+        match a.activity.status.as_str() {
+            "cancelled" => return "cancelled",
+            "draft" => return "draft",
+            _ => {}
+        }
+        match a.activity.phase(now) {
+            Phase::Live => "live",
+            Phase::Ended => "ended",
+            Phase::Cancelled => "cancelled",
+            Phase::Upcoming => {
+                if self.preheated(app, a.activity.activity_id.as_str()) == Some(true) {
+                    "preheated"
+                } else {
+                    "scheduled"
+                }
+            }
+        }
+    }
+
+    fn preheated(&self, app: &App, id: &str) -> Option<bool> {
+        if app.activity.as_ref().is_some_and(|a| a.as_str() == id)
+            && let Some(r) = app.stock.report()
+        {
+            return Some(preheated(r));
+        }
+        self.overview_of(id).map(|o| o.preheated)
+    }
+
+    fn overview_of(&self, id: &str) -> Option<&Overview> {
+        self.overview
+            .data
+            .iter()
+            .flatten()
+            .find(|o| o.activity == id)
+    }
+
+    /// The alert count of an activity, when known.
+    pub fn alert_count(&self, app: &App, id: &str) -> Option<usize> {
+        if app.activity.as_ref().is_some_and(|a| a.as_str() == id)
+            && let Some(r) = app.stock.report()
+        {
+            return Some(r.alarms());
+        }
+        self.overview_of(id).map(|o| o.alerts)
+    }
+}
+
 pub fn render(frame: &mut Frame, area: Rect, app: &App) {
-    let rows = app.activity_rows();
+    let rows = app.views.activities.rows(app);
     let now = app.activities.taken_at.unwrap_or_else(Utc::now);
     let title = Line::from(vec![
         Span::styled(" Activities ", bold()),
@@ -65,14 +159,14 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     table::render(frame, area, app, View::Activities, spec, rows.len(), |i| {
         let a = rows[i];
         let id = a.activity.activity_id.as_str();
-        let state = app.activity_state(a, now);
+        let state = app.views.activities.state(app, a, now);
         let state_style = match state {
             "live" => good(),
             "preheated" => Style::default().fg(ratatui::style::Color::Cyan),
             "ended" | "cancelled" | "draft" => dim(),
             _ => Style::default(),
         };
-        let alerts = app.alert_count(id);
+        let alerts = app.views.activities.alert_count(app, id);
         let alert_style = match alerts {
             Some(n) if n > 0 => critical(),
             _ => Style::default(),

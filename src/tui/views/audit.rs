@@ -1,8 +1,13 @@
 //! Audit: the console's own writes (fix, preheat, resolve, import, cleanup), newest first,
 //! with who, what, before and after.
 
+use super::ViewKey;
 use super::error_line;
-use crate::tui::app::{App, View};
+use crate::db::audit::AuditEntry;
+use crate::tui::app::App;
+use crate::tui::cursor::{TableCursor, matches};
+use crate::tui::feed::Feed;
+use crate::tui::view::View;
 use crate::tui::widgets::table::{self, TableSpec, h};
 use crate::tui::widgets::{bold, dim};
 use ratatui::Frame;
@@ -10,13 +15,44 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::Row;
 
+/// The Audit view: the console's writes (every operator, every activity), newest first.
+#[derive(Debug, Default)]
+pub struct AuditView {
+    pub cursor: TableCursor,
+    pub feed: Feed<Vec<AuditEntry>>,
+}
+
+impl AuditView {
+    /// This view's own keys for the footer: (key, what, writes).
+    pub const KEYS: &'static [ViewKey] = &[];
+
+    /// The rows, newest first (filter applied).
+    pub fn rows(&self) -> Vec<&AuditEntry> {
+        let f = self.cursor.needle();
+        self.feed
+            .data
+            .iter()
+            .flatten()
+            .filter(|e| {
+                matches(&e.action, &f)
+                    || matches(&e.actor, &f)
+                    || matches(&e.activity_id, &f)
+                    || e.product_id.as_deref().is_some_and(|p| matches(p, &f))
+            })
+            .collect()
+    }
+}
+
 pub fn render(frame: &mut Frame, area: Rect, app: &App) {
-    let rows = app.audit_rows();
+    let rows = app.views.audit.rows();
     let title = Line::from(vec![
         Span::styled(" Audit ", bold()),
         Span::styled(format!("{} newest first ", rows.len()), dim()),
     ]);
-    let empty = match (&app.audit.data, app.audit.error_text()) {
+    let empty = match (
+        &app.views.audit.feed.data,
+        app.views.audit.feed.error_text(),
+    ) {
         (None, Some(e)) => format!("No data: {e}. Retrying every refresh."),
         (None, None) => "Waiting for the database ...".into(),
         (Some(_), _) => "No writes recorded.".into(),
@@ -42,7 +78,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             Constraint::Min(12),
         ],
         empty,
-        bottom: error_line(&app.audit),
+        bottom: error_line(&app.views.audit.feed),
     };
     table::render(frame, area, app, View::Audit, spec, rows.len(), |i| {
         let e = rows[i];

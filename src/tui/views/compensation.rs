@@ -1,27 +1,79 @@
 //! The compensation queue of the selected activity: deductions whose outcome is unknown, with
 //! age and status. `r` resolves the highlighted entry, `R` every pending one (after a yes).
 
+use super::ViewKey;
 use super::{age, empty_reason, error_line};
-use crate::db::compensation::PENDING;
-use crate::tui::app::{App, View};
+use crate::db::compensation::Compensation;
+use crate::tui::action::Action;
+use crate::tui::app::App;
+use crate::tui::cursor::{TableCursor, matches};
+use crate::tui::feed::Feed;
+use crate::tui::view::View;
 use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
 use crate::tui::widgets::{bold, dim, warning};
+use crossterm::event::KeyCode;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row};
 
+/// The Compensation view: the queue of the selected activity.
+#[derive(Debug, Default)]
+pub struct CompensationView {
+    pub cursor: TableCursor,
+    pub feed: Feed<Vec<Compensation>>,
+}
+
+impl CompensationView {
+    /// This view's own keys for the footer: (key, what, writes).
+    pub const KEYS: &'static [ViewKey] = &[("r", "resolve", true), ("R", "resolve all", true)];
+
+    /// The action of one of this view's keys.
+    pub fn key(code: KeyCode) -> Option<Action> {
+        match code {
+            KeyCode::Char('r') => Some(Action::ResolveSelected),
+            KeyCode::Char('R') => Some(Action::ResolveAll),
+            _ => None,
+        }
+    }
+
+    /// The rows: pending first (oldest first), then resolved (filter applied).
+    pub fn rows(&self) -> Vec<&Compensation> {
+        let f = self.cursor.needle();
+        self.feed
+            .data
+            .iter()
+            .flatten()
+            .filter(|c| {
+                matches(&c.request_id, &f)
+                    || matches(&c.product_id, &f)
+                    || matches(&c.status, &f)
+                    || matches(&c.user_id, &f)
+            })
+            .collect()
+    }
+
+    /// Entries still waiting for a decision.
+    pub fn pending_count(&self) -> usize {
+        self.feed
+            .data
+            .iter()
+            .flatten()
+            .filter(|c| c.is_pending())
+            .count()
+    }
+
+    /// The entry highlighted, if any.
+    pub fn selected(&self) -> Option<&Compensation> {
+        self.rows().get(self.cursor.selected).copied()
+    }
+}
+
 pub fn render(frame: &mut Frame, area: Rect, app: &App) {
-    let rows = app.compensation_rows();
-    let at = app.compensation.taken_at;
-    let pending = app
-        .compensation
-        .data
-        .iter()
-        .flatten()
-        .filter(|c| c.status == PENDING)
-        .count();
+    let rows = app.views.compensation.rows();
+    let at = app.views.compensation.feed.taken_at;
+    let pending = app.views.compensation.pending_count();
     let title = Line::from(vec![
         Span::styled(" Compensation ", bold()),
         Span::styled(format!("{pending} pending, {} shown ", rows.len()), dim()),
@@ -46,8 +98,8 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             Constraint::Length(7),
             Constraint::Min(16),
         ],
-        empty: empty_reason(app, &app.compensation, "The queue is empty."),
-        bottom: error_line(&app.compensation),
+        empty: empty_reason(app, &app.views.compensation.feed, "The queue is empty."),
+        bottom: error_line(&app.views.compensation.feed),
     };
     table::render(
         frame,
@@ -63,7 +115,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
                 Some(r) => r.clone(),
                 None => c.reason.clone(),
             };
-            let style = if c.status == PENDING {
+            let style = if c.is_pending() {
                 warning()
             } else {
                 Style::default()

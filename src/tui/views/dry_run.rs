@@ -2,11 +2,17 @@
 //! strategy's progress, ops/s and latency, and a throughput chart over the whole run; after it,
 //! the results of every strategy side by side and the detail of each failed invariant.
 
+use super::ViewKey;
 use super::age;
-use crate::tui::app::{App, DryRun};
+use crate::domain::ActivityId;
+use crate::error::Error;
+use crate::tui::action::Action;
+use crate::tui::app::App;
 use crate::tui::widgets::table::{h, hn, num};
 use crate::tui::widgets::{bold, clip, critical, dim, good, warning};
 use crate::worker::Strategy;
+use crate::worker::{LiveSnapshot, RunStats};
+use crossterm::event::KeyCode;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
@@ -15,6 +21,157 @@ use ratatui::text::{Line, Span};
 use ratatui::widgets::{
     Axis, Block, Borders, Cell, Chart, Dataset, Gauge, GraphType, Paragraph, Row, Table, Wrap,
 };
+use std::time::Instant;
+
+/// What a dry run compares: one strategy, or all four side by side.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StrategyChoice {
+    One(Strategy),
+    All,
+}
+
+impl StrategyChoice {
+    /// The choices in the form's order.
+    pub const CHOICES: [StrategyChoice; 5] = [
+        StrategyChoice::One(Strategy::Lua),
+        StrategyChoice::One(Strategy::Hincrby),
+        StrategyChoice::One(Strategy::Lock),
+        StrategyChoice::One(Strategy::Sql),
+        StrategyChoice::All,
+    ];
+
+    /// The name, as `dry-run --strategy` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            StrategyChoice::One(s) => s.as_str(),
+            StrategyChoice::All => "all",
+        }
+    }
+
+    /// The strategies run, in order.
+    pub fn strategies(self) -> Vec<Strategy> {
+        match self {
+            StrategyChoice::One(s) => vec![s],
+            StrategyChoice::All => Strategy::ALL.to_vec(),
+        }
+    }
+
+    /// The choice `n` steps away in [`Self::CHOICES`], wrapping around.
+    pub fn step(self, n: isize) -> StrategyChoice {
+        let len = Self::CHOICES.len() as isize;
+        let i = Self::CHOICES.iter().position(|c| *c == self).unwrap_or(0) as isize;
+        Self::CHOICES[(i + n).rem_euclid(len) as usize]
+    }
+}
+
+/// A field of the dry-run form.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FormField {
+    Buyers,
+    Concurrency,
+    Strategy,
+}
+
+impl FormField {
+    pub const ALL: [FormField; 3] = [
+        FormField::Buyers,
+        FormField::Concurrency,
+        FormField::Strategy,
+    ];
+
+    /// The field `n` steps away, wrapping around.
+    pub fn step(self, n: isize) -> FormField {
+        let len = Self::ALL.len() as isize;
+        let i = Self::ALL.iter().position(|f| *f == self).unwrap_or(0) as isize;
+        Self::ALL[(i + n).rem_euclid(len) as usize]
+    }
+}
+
+/// The dry-run form as typed (numbers stay text until Enter, so a half-typed value is shown
+/// as it is).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DryRunForm {
+    pub buyers: String,
+    pub concurrency: String,
+    pub strategy: StrategyChoice,
+    pub field: FormField,
+    /// Why the last Enter was refused.
+    pub error: Option<String>,
+}
+
+impl Default for DryRunForm {
+    fn default() -> Self {
+        DryRunForm {
+            buyers: "1000".into(),
+            concurrency: "50".into(),
+            strategy: StrategyChoice::One(Strategy::Lua),
+            field: FormField::Buyers,
+            error: None,
+        }
+    }
+}
+
+/// Throughput points kept per strategy (an hour at one a second).
+pub const THROUGHPUT_POINTS: usize = 3600;
+
+/// A dry run started from the Dry run view: running, or done with its results (kept until the
+/// next one starts).
+#[derive(Debug)]
+pub struct DryRun {
+    pub seq: u64,
+    pub activity: ActivityId,
+    pub buyers: usize,
+    pub concurrency: usize,
+    pub strategies: Vec<Strategy>,
+    /// When it started (UI clock).
+    pub started: Instant,
+    /// The strategy running now and its latest live figures.
+    pub current: Option<(Strategy, LiveSnapshot)>,
+    /// Ops/s over time per strategy: (seconds since the run started, ops/s).
+    pub throughput: Vec<(Strategy, Vec<(f64, f64)>)>,
+    /// Seconds since the start at the latest progress report.
+    pub elapsed_secs: f64,
+    /// The figures of each strategy that has finished, in run order.
+    pub results: Vec<RunStats>,
+    /// The operator asked it to stop while the strategy at this index of `strategies` ran.
+    pub stopped_at: Option<usize>,
+    /// When the executor reported its end (UI clock); `None` while it runs.
+    pub finished: Option<Instant>,
+    /// Why it ended early, if it failed.
+    pub error: Option<Error>,
+}
+
+impl DryRun {
+    pub fn running(&self) -> bool {
+        self.finished.is_none()
+    }
+}
+
+/// The Dry run view: the form's values (kept between runs) and the running or last run.
+#[derive(Debug, Default)]
+pub struct DryRunView {
+    pub form: DryRunForm,
+    pub run: Option<DryRun>,
+}
+
+impl DryRunView {
+    /// This view's own keys for the footer: (key, what, writes).
+    pub const KEYS: &'static [ViewKey] = &[("d", "dry run", true), ("x/Esc", "stop", true)];
+
+    /// The action of one of this view's keys.
+    pub fn key(code: KeyCode) -> Option<Action> {
+        match code {
+            KeyCode::Char('d') => Some(Action::OpenDryRunForm),
+            KeyCode::Char('x') => Some(Action::StopDryRun),
+            _ => None,
+        }
+    }
+
+    /// A dry run is running now.
+    pub fn running(&self) -> bool {
+        self.run.as_ref().is_some_and(DryRun::running)
+    }
+}
 
 /// Lines of failed-invariant detail under the results; the rest are counted.
 const FAILURES_SHOWN: usize = 4;
@@ -30,7 +187,7 @@ pub fn colour(s: Strategy) -> Color {
 }
 
 pub fn render(frame: &mut Frame, area: Rect, app: &App) {
-    match &app.dry_run {
+    match &app.views.dry_run.run {
         None => idle(frame, area, app),
         Some(run) => with_run(frame, area, app, run),
     }
@@ -38,7 +195,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
 
 fn idle(frame: &mut Frame, area: Rect, app: &App) {
     let [info, results] = Layout::vertical([Constraint::Length(7), Constraint::Min(3)]).areas(area);
-    let f = &app.dry_run_form;
+    let f = &app.views.dry_run.form;
     let mut lines = match &app.activity {
         Some(a) => vec![Line::styled(
             format!(

@@ -1,5 +1,7 @@
-//! One file per view; each draws `&App` and nothing else (no I/O, no state changes beyond the
-//! table's scroll position).
+//! One component per view, one file each: the view's own state (its table cursor with the
+//! selection and filter, and whatever only it shows), its rows, its keys and its drawing. The
+//! App holds the components in [`Views`] and keeps only what several views share. Drawing
+//! reads `&App` and changes nothing beyond a table's scroll position; no I/O.
 
 pub mod activities;
 pub mod alerts;
@@ -12,12 +14,102 @@ pub mod reconcile;
 pub mod redis;
 pub mod stock;
 
-use super::app::{App, View};
+use super::action::Action;
+use super::app::App;
+use super::cursor::TableCursor;
+use super::view::View;
 use super::widgets;
+use crossterm::event::KeyCode;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::Line;
 use ratatui::widgets::Paragraph;
+
+/// A key a view answers, for its footer: (key, what it does, whether it writes; writes are
+/// left out in read-only mode).
+pub type ViewKey = (&'static str, &'static str, bool);
+
+/// Every view's component.
+#[derive(Debug, Default)]
+pub struct Views {
+    pub activities: activities::ActivitiesView,
+    pub stock: stock::StockView,
+    pub alerts: alerts::AlertsView,
+    pub compensation: compensation::CompensationView,
+    pub reconcile: reconcile::ReconcileView,
+    pub preheat: preheat::PreheatView,
+    pub redis: redis::RedisView,
+    pub audit: audit::AuditView,
+    pub dry_run: dry_run::DryRunView,
+    /// The cursor of the views without a table (Dry run, Help): never drawn, never moved.
+    no_table: TableCursor,
+}
+
+impl Views {
+    /// The table cursor of a view.
+    pub fn cursor(&self, view: View) -> &TableCursor {
+        match view {
+            View::Activities => &self.activities.cursor,
+            View::Stock => &self.stock.cursor,
+            View::Alerts => &self.alerts.cursor,
+            View::Compensation => &self.compensation.cursor,
+            View::Reconcile => &self.reconcile.cursor,
+            View::Preheat => &self.preheat.cursor,
+            View::Redis => &self.redis.cursor,
+            View::Audit => &self.audit.cursor,
+            View::DryRun | View::Help => &self.no_table,
+        }
+    }
+
+    pub fn cursor_mut(&mut self, view: View) -> &mut TableCursor {
+        match view {
+            View::Activities => &mut self.activities.cursor,
+            View::Stock => &mut self.stock.cursor,
+            View::Alerts => &mut self.alerts.cursor,
+            View::Compensation => &mut self.compensation.cursor,
+            View::Reconcile => &mut self.reconcile.cursor,
+            View::Preheat => &mut self.preheat.cursor,
+            View::Redis => &mut self.redis.cursor,
+            View::Audit => &mut self.audit.cursor,
+            View::DryRun | View::Help => &mut self.no_table,
+        }
+    }
+}
+
+/// The keys a view answers, for its footer.
+pub fn view_keys(view: View) -> &'static [ViewKey] {
+    match view {
+        View::Activities => activities::ActivitiesView::KEYS,
+        View::Stock => stock::StockView::KEYS,
+        View::Alerts => alerts::AlertsView::KEYS,
+        View::Compensation => compensation::CompensationView::KEYS,
+        View::Reconcile => reconcile::ReconcileView::KEYS,
+        View::Preheat => preheat::PreheatView::KEYS,
+        View::Redis => redis::RedisView::KEYS,
+        View::Audit => audit::AuditView::KEYS,
+        View::DryRun => dry_run::DryRunView::KEYS,
+        View::Help => &[("Esc", "back", false)],
+    }
+}
+
+/// The action of a view's own key, if `code` is one of them.
+pub fn view_key(view: View, code: KeyCode) -> Option<Action> {
+    match view {
+        View::Stock => stock::StockView::key(code),
+        View::Compensation => compensation::CompensationView::key(code),
+        View::Reconcile => reconcile::ReconcileView::key(code),
+        View::Preheat => preheat::PreheatView::key(code),
+        View::DryRun => dry_run::DryRunView::key(code),
+        View::Activities | View::Alerts | View::Redis | View::Audit | View::Help => None,
+    }
+}
+
+/// The action of a key that belongs to another view: the action's handler, finding the wrong
+/// view, says where the key works (so `s` on the Alerts view answers "press s on the Stock
+/// view (2)" instead of nothing).
+pub fn other_view_key(code: KeyCode) -> Option<Action> {
+    View::TABBED.into_iter().find_map(|v| view_key(v, code))
+}
 
 /// Below this the screen says so instead of drawing a broken layout.
 pub const MIN_WIDTH: u16 = 60;
@@ -66,7 +158,7 @@ pub fn render_view(frame: &mut Frame, area: Rect, app: &App) {
 }
 
 /// Why a per-activity view has no rows: no activity yet, no data yet, or the poll's error.
-pub fn empty_reason<T>(app: &App, feed: &super::app::Feed<T>, none: &str) -> String {
+pub fn empty_reason<T>(app: &App, feed: &super::feed::Feed<T>, none: &str) -> String {
     if app.activity.is_none() {
         return match app.activities.error_text() {
             Some(e) => format!("No activity: the list cannot be read ({e}). Retrying."),
@@ -81,7 +173,7 @@ pub fn empty_reason<T>(app: &App, feed: &super::app::Feed<T>, none: &str) -> Str
 }
 
 /// The error line under a table whose last poll failed (its rows are the last good ones).
-pub fn error_line<T>(feed: &super::app::Feed<T>) -> Option<Line<'static>> {
+pub fn error_line<T>(feed: &super::feed::Feed<T>) -> Option<Line<'static>> {
     feed.error_text().map(|e| {
         Line::styled(
             format!(" last poll failed: {} ", widgets::clip(e, 120)),

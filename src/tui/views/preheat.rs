@@ -1,29 +1,86 @@
 //! Preheat: runs the gate (after a confirmation) with a progress bar, then shows the go /
 //! no-go report with its reasons and what happened to each product.
 
+use super::ViewKey;
+use crate::domain::ActivityId;
 use crate::domain::preheat::Action;
 use crate::domain::stock::State;
+use crate::error::Error;
+use crate::ops::preheat::PreheatProduct;
 use crate::ops::preheat::PreheatReport;
-use crate::tui::app::{App, View};
+use crate::tui::action::Action as Do;
+use crate::tui::app::App;
+use crate::tui::cursor::{TableCursor, matches};
+use crate::tui::view::View;
 use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
 use crate::tui::widgets::{bold, critical, dim, good, warning};
+use crossterm::event::KeyCode;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Gauge, Paragraph, Row, Wrap};
 
+/// A preheat in progress.
+#[derive(Clone, Debug)]
+pub struct PreheatRun {
+    pub seq: u64,
+    pub activity: ActivityId,
+    pub force: bool,
+    pub stage: String,
+    pub done: usize,
+    pub total: usize,
+}
+
+/// The Preheat view: the gate's progress while it runs and its last report.
+#[derive(Debug, Default)]
+pub struct PreheatView {
+    pub cursor: TableCursor,
+    pub run: Option<PreheatRun>,
+    /// The last preheat's outcome, for the activity it ran on.
+    pub report: Option<(ActivityId, Result<PreheatReport, Error>)>,
+}
+
+impl PreheatView {
+    /// This view's own keys for the footer: (key, what, writes).
+    pub const KEYS: &'static [ViewKey] = &[("p", "preheat", true), ("P", "preheat --force", true)];
+
+    /// The action of one of this view's keys.
+    pub fn key(code: KeyCode) -> Option<Do> {
+        match code {
+            KeyCode::Char('p') => Some(Do::Preheat { force: false }),
+            KeyCode::Char('P') => Some(Do::Preheat { force: true }),
+            _ => None,
+        }
+    }
+
+    /// The report rows of the last preheat of `activity` (filter applied).
+    pub fn rows(&self, activity: Option<&ActivityId>) -> Vec<&PreheatProduct> {
+        let f = self.cursor.needle();
+        match &self.report {
+            Some((id, Ok(r))) if Some(id) == activity => r
+                .products
+                .iter()
+                .filter(|p| matches(&p.product, &f))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// Reasons listed above the table; the rest are counted.
 const REASONS_SHOWN: usize = 4;
 
 pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     let selected = app.activity.as_ref();
-    let report = match &app.preheat_report {
+    let report = match &app.views.preheat.report {
         Some((id, r)) if Some(id) == selected => Some(r),
         _ => None,
     };
     let running = app
-        .preheat_run
+        .views
+        .preheat
+        .run
         .as_ref()
         .filter(|r| Some(&r.activity) == selected);
     let top_height = match (running, report) {
@@ -63,7 +120,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         frame.render_widget(Paragraph::new(lines).wrap(Wrap { trim: false }), top);
     }
 
-    let rows = app.preheat_rows();
+    let rows = app.views.preheat.rows(app.activity.as_ref());
     let title = Line::from(vec![
         Span::styled(" Preheat report ", bold()),
         Span::styled(format!("{} products ", rows.len()), dim()),

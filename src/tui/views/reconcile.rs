@@ -2,19 +2,66 @@
 //! orphaned deductions), worst first. `f` fixes the highlighted one, `F` the whole activity;
 //! both show the preview (before -> after) in a confirmation dialog first.
 
+use super::ViewKey;
 use super::{drift, empty_reason, error_line, opt};
-use crate::tui::app::{App, View};
+use crate::domain::stock::ProductStatus;
+use crate::tui::action::Action;
+use crate::tui::app::App;
+use crate::tui::cursor::{TableCursor, matches};
+use crate::tui::selected::{StockData, state_rank};
+use crate::tui::view::View;
 use crate::tui::views::stock::row_style;
 use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
 use crate::tui::widgets::{bold, critical, dim, good};
+use crossterm::event::KeyCode;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Paragraph, Row};
 
+/// The Reconcile view: the products a fix would touch, worst first.
+#[derive(Debug, Default)]
+pub struct ReconcileView {
+    pub cursor: TableCursor,
+}
+
+impl ReconcileView {
+    /// This view's own keys for the footer: (key, what, writes).
+    pub const KEYS: &'static [ViewKey] = &[("f", "fix product", true), ("F", "fix all", true)];
+
+    /// The action of one of this view's keys.
+    pub fn key(code: KeyCode) -> Option<Action> {
+        match code {
+            KeyCode::Char('f') => Some(Action::FixProduct),
+            KeyCode::Char('F') => Some(Action::FixActivity),
+            _ => None,
+        }
+    }
+
+    /// The rows (filter applied), worst first.
+    pub fn rows<'a>(&self, stock: &'a StockData) -> Vec<&'a ProductStatus> {
+        let Some(report) = stock.report() else {
+            return Vec::new();
+        };
+        let f = self.cursor.needle();
+        let mut rows: Vec<&ProductStatus> = report
+            .products
+            .iter()
+            .filter(|p| p.needs_fix() && (matches(&p.product, &f) || matches(p.state.as_str(), &f)))
+            .collect();
+        rows.sort_by_key(|p| std::cmp::Reverse(state_rank(p.state)));
+        rows
+    }
+
+    /// The product highlighted, if any.
+    pub fn selected<'a>(&self, stock: &'a StockData) -> Option<&'a ProductStatus> {
+        self.rows(stock).get(self.cursor.selected).copied()
+    }
+}
+
 pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     let [summary, rest] = Layout::vertical([Constraint::Length(2), Constraint::Min(3)]).areas(area);
-    let rows = app.reconcile_rows();
+    let rows = app.views.reconcile.rows(&app.stock);
     if let Some(r) = app.stock.report() {
         let net: i64 = r.products.iter().filter_map(|p| p.drift).sum();
         let orphaned = r.totals.orphaned;

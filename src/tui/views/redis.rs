@@ -1,9 +1,13 @@
 //! Redis: every node with its role, latency, the deduction script's presence, ops/s and
 //! memory; the slowest recent commands below. Read-only commands only (INFO, SLOWLOG GET).
 
+use super::ViewKey;
 use super::{age, error_line};
-use crate::redis::scripts::DEDUCT;
-use crate::tui::app::{App, View};
+use crate::ops::health::{NodeInfo, RedisInfo};
+use crate::tui::app::App;
+use crate::tui::cursor::{TableCursor, matches};
+use crate::tui::feed::Feed;
+use crate::tui::view::View;
 use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
 use crate::tui::widgets::{bold, clip, critical, dim};
 use ratatui::Frame;
@@ -12,11 +16,32 @@ use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row};
 
+/// The Redis view: every node with its role, health, INFO figures and slowlog.
+#[derive(Debug, Default)]
+pub struct RedisView {
+    pub cursor: TableCursor,
+}
+
+impl RedisView {
+    /// This view's own keys for the footer: (key, what, writes).
+    pub const KEYS: &'static [ViewKey] = &[];
+
+    /// The rows (filter applied).
+    pub fn rows<'a>(&self, feed: &'a Feed<RedisInfo>) -> Vec<&'a NodeInfo> {
+        let f = self.cursor.needle();
+        feed.data
+            .iter()
+            .flat_map(|r| r.nodes.iter())
+            .filter(|n| matches(&n.health.addr, &f) || matches(n.health.role.as_str(), &f))
+            .collect()
+    }
+}
+
 /// Slowlog entries listed (the slowest first, over every node).
 const SLOWLOG_SHOWN: usize = 10;
 
 pub fn render(frame: &mut Frame, area: Rect, app: &App) {
-    let rows = app.redis_rows();
+    let rows = app.views.redis.rows(&app.redis);
     let [nodes_area, slow_area] =
         Layout::vertical([Constraint::Min(5), Constraint::Length(8)]).areas(area);
     let title = Line::from(vec![
@@ -60,11 +85,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     table::render(frame, nodes_area, app, View::Redis, spec, rows.len(), |i| {
         let n = rows[i];
         let h = &n.health;
-        let deduct = h
-            .scripts
-            .iter()
-            .find(|(name, _)| name == DEDUCT.name)
-            .map(|(_, loaded)| *loaded);
+        let deduct = h.deduct_loaded();
         let loaded = h.scripts.iter().filter(|(_, l)| *l).count();
         let style = if !h.ok || deduct == Some(false) {
             critical()

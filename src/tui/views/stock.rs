@@ -2,16 +2,179 @@
 //! second and a sold-percentage gauge; the activity's sold gauge and sales-rate sparkline on
 //! top. Rows that need attention are coloured; only the visible rows are built.
 
+use super::ViewKey;
 use super::{bar, drift, empty_reason, error_line, opt};
 use crate::domain::stock::{ProductStatus, State};
-use crate::tui::app::{App, View};
+use crate::tui::action::Action;
+use crate::tui::app::App;
+use crate::tui::cursor::{TableCursor, matches};
+use crate::tui::selected::{StockData, state_rank};
+use crate::tui::view::View;
 use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
 use crate::tui::widgets::{bold, critical, dim, warning};
+use crossterm::event::KeyCode;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Block, Borders, Cell, Gauge, Row, Sparkline};
+use std::cmp::Ordering;
+
+/// Sort columns of the stock table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SortKey {
+    Product,
+    Remaining,
+    SoldPercent,
+    Drift,
+    State,
+    Rate,
+}
+
+impl SortKey {
+    pub const ALL: [SortKey; 6] = [
+        SortKey::Product,
+        SortKey::Remaining,
+        SortKey::SoldPercent,
+        SortKey::Drift,
+        SortKey::State,
+        SortKey::Rate,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            SortKey::Product => "product",
+            SortKey::Remaining => "redis",
+            SortKey::SoldPercent => "sold%",
+            SortKey::Drift => "drift",
+            SortKey::State => "state",
+            SortKey::Rate => "rate",
+        }
+    }
+
+    pub fn next(self) -> SortKey {
+        let i = SortKey::ALL.iter().position(|k| *k == self).unwrap_or(0);
+        SortKey::ALL[(i + 1) % SortKey::ALL.len()]
+    }
+}
+
+/// The Stock view: the table's cursor, its sort, and the order of the rows.
+#[derive(Debug)]
+pub struct StockView {
+    pub cursor: TableCursor,
+    pub sort: SortKey,
+    pub descending: bool,
+    /// Indices into the report's products in the table's order (filter and sort applied);
+    /// rebuilt once per snapshot, sort or filter change, so a frame of 10,000 products sorts
+    /// nothing.
+    pub order: Vec<usize>,
+}
+
+impl Default for StockView {
+    fn default() -> Self {
+        StockView {
+            cursor: TableCursor::default(),
+            sort: SortKey::Product,
+            descending: false,
+            order: Vec::new(),
+        }
+    }
+}
+
+impl StockView {
+    /// This view's own keys for the footer: (key, what, writes).
+    pub const KEYS: &'static [ViewKey] = &[
+        ("s", "sort", false),
+        ("S", "reverse", false),
+        ("f", "fix product", true),
+        ("F", "fix all", true),
+        ("t", "top up", true),
+        ("z/Z", "pause one/all", true),
+    ];
+
+    /// The action of one of this view's keys.
+    pub fn key(code: KeyCode) -> Option<Action> {
+        Some(match code {
+            KeyCode::Char('s') => Action::CycleSort,
+            KeyCode::Char('S') => Action::ReverseSort,
+            KeyCode::Char('f') => Action::FixProduct,
+            KeyCode::Char('F') => Action::FixActivity,
+            KeyCode::Char('t') => Action::OpenTopupForm,
+            KeyCode::Char('z') => Action::TogglePause { all: false },
+            KeyCode::Char('Z') => Action::TogglePause { all: true },
+            _ => return None,
+        })
+    }
+
+    /// The next sort column, or the same column reversed.
+    pub fn change_sort(&mut self, reverse: bool, stock: &StockData) {
+        if reverse {
+            self.descending = !self.descending;
+        } else {
+            self.sort = self.sort.next();
+        }
+        self.rebuild(stock);
+    }
+
+    /// Filters and sorts the rows once per snapshot, sort or filter change.
+    pub fn rebuild(&mut self, stock: &StockData) {
+        let filter = self.cursor.needle();
+        let (sort, descending) = (self.sort, self.descending);
+        let Some(report) = stock.report() else {
+            self.order.clear();
+            return;
+        };
+        let products = &report.products;
+        let mut order: Vec<usize> = (0..products.len())
+            .filter(|&i| {
+                let p = &products[i];
+                matches(&p.product, &filter) || matches(p.state.as_str(), &filter)
+            })
+            .collect();
+        let rates = &stock.rates;
+        let key_cmp = |a: &ProductStatus, b: &ProductStatus| -> Ordering {
+            match sort {
+                SortKey::Product => Ordering::Equal,
+                SortKey::Remaining => a.redis_remaining.cmp(&b.redis_remaining),
+                SortKey::SoldPercent => a.sold_percent.total_cmp(&b.sold_percent),
+                SortKey::Drift => drift_size(a).cmp(&drift_size(b)),
+                SortKey::State => state_rank(a.state).cmp(&state_rank(b.state)),
+                SortKey::Rate => {
+                    let r = |p: &ProductStatus| rates.get(&p.product).copied().unwrap_or(0.0);
+                    r(a).total_cmp(&r(b))
+                }
+            }
+        };
+        order.sort_by(|&i, &j| {
+            let (a, b) = (&products[i], &products[j]);
+            let primary = key_cmp(a, b);
+            let primary = if descending {
+                primary.reverse()
+            } else {
+                primary
+            };
+            let tie = if sort == SortKey::Product && descending {
+                b.product.cmp(&a.product)
+            } else {
+                a.product.cmp(&b.product)
+            };
+            primary.then(tie)
+        });
+        self.order = order;
+        self.cursor.clamp(self.order.len());
+    }
+
+    /// The product highlighted, if any.
+    pub fn selected<'a>(&self, stock: &'a StockData) -> Option<&'a ProductStatus> {
+        let i = *self.order.get(self.cursor.selected)?;
+        stock.report()?.products.get(i)
+    }
+}
+
+/// |drift|, with a missing or corrupt stock (no drift figure) above every number.
+fn drift_size(p: &ProductStatus) -> i64 {
+    p.drift.map_or(i64::MAX, i64::abs)
+}
 
 /// The style of a product's row: red for what breaks sales or oversells, yellow for lost
 /// sales and orphans, blue for paused.
@@ -39,7 +202,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     render_top(frame, top, app);
 
     let report = app.stock.report();
-    let order = &app.stock.order;
+    let order = &app.views.stock.order;
     let mut title = vec![Span::styled(" Stock ", bold())];
     if let Some(r) = report {
         title.push(Span::styled(
@@ -55,8 +218,12 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     title.push(Span::styled(
         format!(
             "sorted by {} {} ",
-            app.sort.name(),
-            if app.sort_descending { "desc" } else { "asc" }
+            app.views.stock.sort.name(),
+            if app.views.stock.descending {
+                "desc"
+            } else {
+                "asc"
+            }
         ),
         dim(),
     ));

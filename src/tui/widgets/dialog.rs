@@ -2,7 +2,8 @@
 //! for activity-wide writes), a "working" window while a background job runs, a result.
 
 use super::{bold, clip, critical, dim};
-use crate::tui::app::{App, Dialog, FormField, StrategyChoice};
+use crate::tui::app::{App, Dialog};
+use crate::tui::views::dry_run::{FormField, StrategyChoice};
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
@@ -142,7 +143,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, dialog: &Dialog) {
 
 /// The dry-run form: two numbers and the strategy, the focused field marked and in colour.
 fn dry_run_form(app: &App) -> (String, Vec<Line<'static>>, Style) {
-    let f = &app.dry_run_form;
+    let f = &app.views.dry_run.form;
     let activity = app
         .activity
         .as_ref()

@@ -2,7 +2,8 @@
 //! terminal cursor at its end while the operator types.
 
 use super::{bold, dim};
-use crate::tui::app::{App, View};
+use crate::tui::app::App;
+use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};

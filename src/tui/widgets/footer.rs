@@ -2,34 +2,13 @@
 //! keys of the current view. Write keys are left out in read-only mode.
 
 use super::{bold, clip, critical, dim};
-use crate::tui::app::{App, View};
+use crate::tui::app::App;
+use crate::tui::view::View;
+use crate::tui::views::view_keys;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-
-/// The keys of a view: (key, what), writes marked so read-only mode can hide them.
-pub fn view_keys(view: View) -> &'static [(&'static str, &'static str, bool)] {
-    match view {
-        View::Activities => &[("Enter", "show activity", false)],
-        View::Stock => &[
-            ("s", "sort", false),
-            ("S", "reverse", false),
-            ("f", "fix product", true),
-            ("F", "fix all", true),
-            ("t", "top up", true),
-            ("z/Z", "pause one/all", true),
-        ],
-        View::Alerts => &[],
-        View::Compensation => &[("r", "resolve", true), ("R", "resolve all", true)],
-        View::Reconcile => &[("f", "fix product", true), ("F", "fix all", true)],
-        View::Preheat => &[("p", "preheat", true), ("P", "preheat --force", true)],
-        View::Redis => &[],
-        View::Audit => &[],
-        View::DryRun => &[("d", "dry run", true), ("x/Esc", "stop", true)],
-        View::Help => &[("Esc", "back", false)],
-    }
-}
 
 fn key(k: &str, what: &str) -> Vec<Span<'static>> {
     vec![
@@ -58,7 +37,7 @@ fn tab_spans(app: &App, current: View, short: bool) -> Vec<Span<'static>> {
                     label = format!("{label}({})", r.compensation.pending);
                 }
             }
-            View::DryRun if app.dry_run.as_ref().is_some_and(|r| r.running()) => {
+            View::DryRun if app.views.dry_run.run.as_ref().is_some_and(|r| r.running()) => {
                 label = format!("{label}*");
             }
             _ => {}
@@ -103,7 +82,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             Line::styled(format!(" {} is running ({secs}s) ...", b.what), bold()),
             message,
         );
-    } else if let Some(r) = app.dry_run.as_ref().filter(|r| r.running())
+    } else if let Some(r) = app.views.dry_run.run.as_ref().filter(|r| r.running())
         && app.view != View::DryRun
     {
         let secs = app.now.saturating_duration_since(r.started).as_secs();

@@ -3,7 +3,7 @@
 
 use super::{bold, dim};
 use crate::tui::app::App;
-use crate::tui::app::View;
+use crate::tui::view::View;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::style::{Modifier, Style};

@@ -1,0 +1,99 @@
+//! The selected activity's status as the App keeps it: the last report and what successive
+//! reports tell (sales rates, when each alert was first seen). Shared by the views that show
+//! the activity (Stock, Alerts, Reconcile, Activities) and by the header and footer.
+
+use super::feed::Feed;
+use crate::domain::alerts::AlertKind;
+use crate::domain::stock::{ProductStatus, State};
+use crate::ops::status::StatusReport;
+use chrono::{DateTime, Utc};
+use std::collections::{HashMap, VecDeque};
+
+/// The status of the selected activity, with what the UI derives from successive snapshots.
+#[derive(Debug, Default)]
+pub struct StockData {
+    pub feed: Feed<StatusReport>,
+    /// Units per second per product, from the last two snapshots.
+    pub rates: HashMap<String, f64>,
+    /// The activity's units per second, oldest first, for the sparkline.
+    pub rate_history: VecDeque<f64>,
+    /// Sold units per product at the previous snapshot.
+    pub prev_sold: Option<(DateTime<Utc>, HashMap<String, i64>)>,
+    /// When each alert was first seen (the alerts carry no time of their own).
+    pub alert_seen: HashMap<AlertKey, DateTime<Utc>>,
+}
+
+impl StockData {
+    pub fn report(&self) -> Option<&StatusReport> {
+        self.feed.data.as_ref()
+    }
+
+    /// Rates and alert ages from the new report against the previous one.
+    pub fn derive(&mut self, report: &StatusReport) {
+        let s = self;
+        let now_sold: HashMap<String, i64> = report
+            .products
+            .iter()
+            .map(|p| (p.product.clone(), sold_units(p)))
+            .collect();
+        if let Some((prev_at, prev)) = &s.prev_sold {
+            let dt = (report.taken_at - *prev_at).num_milliseconds() as f64 / 1000.0;
+            if dt > 0.0 {
+                let mut total = 0.0;
+                s.rates.clear();
+                for (product, sold) in &now_sold {
+                    // A fix or a cancelled order lowers the count; that is not a negative sale.
+                    let delta = prev.get(product).map_or(0, |p| (sold - p).max(0));
+                    let rate = delta as f64 / dt;
+                    total += rate;
+                    s.rates.insert(product.clone(), rate);
+                }
+                s.rate_history.push_back(total);
+                while s.rate_history.len() > RATE_HISTORY {
+                    s.rate_history.pop_front();
+                }
+            }
+        }
+        s.prev_sold = Some((report.taken_at, now_sold));
+
+        let mut seen = HashMap::with_capacity(report.alerts.len());
+        for a in &report.alerts {
+            let key = (a.kind, a.product.clone(), a.node.clone());
+            let first = match a.age_secs {
+                // Queue alerts know the age of their oldest item.
+                Some(age) => report.taken_at - chrono::Duration::seconds(age),
+                None => s.alert_seen.get(&key).copied().unwrap_or(report.taken_at),
+            };
+            seen.insert(key, first);
+        }
+        s.alert_seen = seen;
+    }
+}
+
+/// Units a product has sold for the rate: orders plus deductions whose orders are on the way.
+fn sold_units(p: &ProductStatus) -> i64 {
+    p.db_sold + p.in_flight
+}
+
+/// Identifies an alert across snapshots.
+pub type AlertKey = (AlertKind, Option<String>, Option<String>);
+
+/// Points kept for the sales-rate sparkline.
+pub const RATE_HISTORY: usize = 240;
+
+/// Severity order of states, worst last (so a descending sort puts the worst first).
+pub fn state_rank(s: State) -> u8 {
+    match s {
+        State::Ok => 0,
+        State::Paused => 1,
+        State::Drift => 2,
+        State::Missing => 3,
+        State::Corrupt => 4,
+        State::Negative => 5,
+    }
+}
+
+/// True when every product has its stock key: the activity was preheated.
+pub fn preheated(r: &StatusReport) -> bool {
+    !r.products.is_empty() && r.products.iter().all(|p| p.state != State::Missing)
+}
