@@ -335,10 +335,81 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Whatever the text: what resolves keeps every setting within its documented bounds,
+        /// and a file that does not parse is bad input naming the file.
         #[test]
-        fn config_parsing_never_panics(s in "\\PC{0,300}") {
-            if let Ok(layer) = parse_file("fuzz.toml", &s) {
-                let _ = resolve(&[layer]);
+        fn accepted_config_stays_within_bounds(s in "\\PC{0,300}") {
+            use proptest::prop_assert;
+            match parse_file("fuzz.toml", &s) {
+                Ok(layer) => {
+                    if let Ok(c) = resolve(&[layer]) {
+                        let ms = Duration::from_millis(1)..=Duration::from_millis(600_000);
+                        prop_assert!(ms.contains(&c.connect_timeout), "{:?}", c);
+                        prop_assert!(ms.contains(&c.response_timeout), "{:?}", c);
+                        let refresh = Duration::from_millis(100)..=Duration::from_secs(3600);
+                        prop_assert!(refresh.contains(&c.refresh), "{:?}", c);
+                        prop_assert!(c.key_ttl_days <= 3650, "{:?}", c);
+                        let actor = &c.actor;
+                        prop_assert!((1..=128).contains(&actor.len()), "{:?}", c);
+                        prop_assert!(!actor.contains(char::is_control), "{:?}", c);
+                        prop_assert!(KeySpace::new(c.keys.prefix()).is_ok(), "{:?}", c);
+                    }
+                }
+                Err(e) => {
+                    prop_assert!(e.kind == crate::error::ErrorKind::BadInput, "{:?}", e);
+                    prop_assert!(e.message.contains("config file 'fuzz.toml'"), "{}", e.message);
+                }
+            }
+        }
+
+        /// Timeouts, refresh and key expiry are taken exactly when within their bounds, and
+        /// refused naming the setting and the value when not.
+        #[test]
+        fn numbers_are_taken_within_bounds_and_named_outside(
+            connect in proptest::prop_oneof![0u64..=2, 0u64..1_000_000],
+            response in proptest::prop_oneof![0u64..=2, 0u64..1_000_000],
+            refresh in proptest::prop_oneof![0.0f64..0.2, 0.0f64..5000.0],
+            ttl in 0u64..5000,
+        ) {
+            use proptest::{prop_assert, prop_assert_eq};
+            let text = format!(
+                "connect_timeout_ms = {connect}\nresponse_timeout_ms = {response}\n\
+                 refresh_secs = {refresh:?}\nkey_ttl_days = {ttl}\nactor = \"ops\"\n"
+            );
+            let layer = parse_file("c.toml", &text).map_err(|e| {
+                proptest::test_runner::TestCaseError::fail(e.message)
+            })?;
+            let ms_ok = |v: u64| (1..=600_000).contains(&v);
+            let mut bad = Vec::new();
+            if !ms_ok(connect) {
+                bad.push(format!("connect timeout {connect} is out of range"));
+            }
+            if !ms_ok(response) {
+                bad.push(format!("response timeout {response} is out of range"));
+            }
+            if !(0.1..=3600.0).contains(&refresh) {
+                bad.push(format!("refresh {refresh} is out of range"));
+            }
+            if ttl > 3650 {
+                bad.push(format!("key_ttl_days {ttl} is out of range"));
+            }
+            match resolve(&[layer]) {
+                Ok(c) => {
+                    prop_assert!(bad.is_empty(), "accepted despite {:?}", bad);
+                    prop_assert_eq!(c.connect_timeout, Duration::from_millis(connect));
+                    prop_assert_eq!(c.response_timeout, Duration::from_millis(response));
+                    prop_assert_eq!(c.refresh, Duration::from_secs_f64(refresh));
+                    prop_assert_eq!(u64::from(c.key_ttl_days), ttl);
+                }
+                Err(e) => {
+                    prop_assert!(e.kind == crate::error::ErrorKind::BadInput, "{:?}", e);
+                    prop_assert!(
+                        bad.iter().any(|b| e.message.contains(b)),
+                        "{} (bad: {:?})",
+                        e.message,
+                        bad
+                    );
+                }
             }
         }
     }

@@ -166,5 +166,48 @@ mod tests {
             let id = EventId { ms, seq };
             proptest::prop_assert_eq!(EventId::parse(&id.to_string()), Some(id));
         }
+
+        /// Whatever the text, an id that parses is the text's numbers (a bare time is sequence
+        /// 0), orders as the pair (ms, seq) does, and reads back from its own form.
+        #[test]
+        fn parsed_ids_are_the_numbers_of_the_text(
+            text in "[0-9]{0,20}(-[0-9]{0,20})?|\\PC{0,24}",
+            other in (0i64..i64::MAX, 0i64..i64::MAX),
+        ) {
+            if let Some(id) = EventId::parse(&text) {
+                let (ms, seq) = text.split_once('-').unwrap_or((text.as_str(), "0"));
+                proptest::prop_assert_eq!(
+                    (ms.parse::<i64>().ok(), seq.parse::<i64>().ok()),
+                    (Some(id.ms), Some(id.seq))
+                );
+                proptest::prop_assert_eq!(EventId::parse(&id.to_string()), Some(id));
+                proptest::prop_assert_eq!(id.exclusive(), format!("({id}"));
+                let other = EventId { ms: other.0, seq: other.1 };
+                proptest::prop_assert_eq!(
+                    id.cmp(&other),
+                    (id.ms, id.seq).cmp(&(other.ms, other.seq))
+                );
+            }
+        }
+
+        /// An event that takes or gives back units names its request and moves at least one.
+        #[test]
+        fn accepted_events_name_a_request_and_units(
+            kind in "[dbra]|[a-z]{0,2}",
+            value in "-?[0-9]{0,3}\\|[a-z|]{0,5}|\\PC{0,10}",
+        ) {
+            let fields = vec![(kind.clone().into_bytes(), value.clone().into_bytes())];
+            if let Some(e) = Event::from_fields("1-1", &fields) {
+                let (units, request) = value.split_once('|').expect("a '|' in an accepted value");
+                proptest::prop_assert_eq!(units.parse::<i64>(), Ok(e.quantity));
+                proptest::prop_assert_eq!(request, e.request_id.as_str());
+                proptest::prop_assert_eq!(e.activates(), kind == "d" || kind == "b");
+                if matches!(kind.as_str(), "d" | "r" | "b") {
+                    proptest::prop_assert!(e.quantity >= 1 && !e.request_id.is_empty(), "{:?}", e);
+                } else if kind != "a" {
+                    proptest::prop_assert_eq!(e.kind, EventKind::Other);
+                }
+            }
+        }
     }
 }

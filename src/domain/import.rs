@@ -283,20 +283,116 @@ per_user_limit = 2
         );
     }
 
+    /// What any parse must hold: an accepted file keeps every documented bound; a refused
+    /// one is bad input that names the file.
+    fn parse_holds_its_rules(
+        text: &str,
+    ) -> std::result::Result<(), proptest::test_runner::TestCaseError> {
+        use proptest::{prop_assert, prop_assert_eq};
+        match parse_activity_file("fuzz.toml", text) {
+            Ok(def) => {
+                let a = &def.activity;
+                prop_assert!(is_valid_id(a.activity_id.as_str()), "{}", a.activity_id);
+                prop_assert!(
+                    !a.name.trim().is_empty() && a.name.len() <= 200,
+                    "{:?}",
+                    a.name
+                );
+                prop_assert!(a.ends_at > a.starts_at, "{} {}", a.starts_at, a.ends_at);
+                prop_assert!(
+                    ACTIVITY_STATUSES.contains(&a.status.as_str()),
+                    "{}",
+                    a.status
+                );
+                prop_assert!(!def.products.is_empty());
+                let mut ids = HashSet::new();
+                for p in &def.products {
+                    prop_assert!(
+                        ids.insert(p.product_id.as_str()),
+                        "duplicate {}",
+                        p.product_id
+                    );
+                    prop_assert!((0..=MAX_STOCK).contains(&p.initial_stock), "{:?}", p);
+                    prop_assert!((1..=MAX_LIMIT).contains(&p.per_user_limit), "{:?}", p);
+                }
+            }
+            Err(e) => {
+                prop_assert_eq!(e.kind.exit_code(), 2);
+                prop_assert!(e.message.starts_with("file 'fuzz.toml': "), "{}", e.message);
+            }
+        }
+        Ok(())
+    }
+
     proptest::proptest! {
         #[test]
-        fn never_panics_on_any_text(s in "\\PC{0,400}") {
-            let _ = parse_activity_file("fuzz.toml", &s);
+        fn any_text_is_a_valid_activity_or_an_error_naming_the_file(s in "\\PC{0,400}") {
+            parse_holds_its_rules(&s)?;
         }
 
         #[test]
-        fn never_panics_on_mutated_files(cut in 0usize..200, junk in "[\\[\\]{}=\"a-z0-9 \\n-]{0,20}") {
+        fn mutated_files_are_valid_activities_or_errors_naming_the_file(
+            cut in 0usize..200,
+            junk in "[\\[\\]{}=\"a-z0-9 \\n-]{0,20}",
+        ) {
             let mut text = GOOD.to_string();
             let at = cut.min(text.len());
             if text.is_char_boundary(at) {
                 text.insert_str(at, &junk);
             }
-            let _ = parse_activity_file("fuzz.toml", &text);
+            parse_holds_its_rules(&text)?;
+        }
+
+        /// Stock and limits written into a file come back as written when within bounds, and
+        /// are refused naming the product's field and the value when not.
+        #[test]
+        fn stock_and_limit_round_trip_or_are_named(
+            stock in proptest::prop_oneof![
+                0i64..=MAX_STOCK,
+                MAX_STOCK - 2..=MAX_STOCK + 2,
+                -1_000i64..0,
+                MAX_STOCK + 1..i64::MAX,
+            ],
+            limit in proptest::prop_oneof![
+                1i64..=MAX_LIMIT,
+                MAX_LIMIT - 2..=MAX_LIMIT + 2,
+                -1_000i64..1,
+                MAX_LIMIT + 1..i64::MAX,
+            ],
+            id in "[A-Za-z0-9_-]{1,64}",
+        ) {
+            let text = GOOD
+                .replace("id = \"p1\"", &format!("id = \"{id}\""))
+                .replace("stock = 10", &format!("stock = {stock}"))
+                .replace("per_user_limit = 2", &format!("per_user_limit = {limit}"));
+            let stock_ok = (0..=MAX_STOCK).contains(&stock);
+            let limit_ok = (1..=MAX_LIMIT).contains(&limit);
+            match parse_activity_file("x.toml", &text) {
+                Ok(def) => {
+                    proptest::prop_assert!(stock_ok && limit_ok, "accepted {} {}", stock, limit);
+                    let p = &def.products[0];
+                    proptest::prop_assert_eq!(
+                        (p.product_id.as_str(), p.initial_stock, p.per_user_limit),
+                        (id.as_str(), stock, limit)
+                    );
+                }
+                Err(e) => {
+                    // Stock is checked first.
+                    let (field, value) = if stock_ok {
+                        ("products[0].per_user_limit", limit)
+                    } else {
+                        ("products[0].stock", stock)
+                    };
+                    proptest::prop_assert!(!(stock_ok && limit_ok), "{}", e.message);
+                    proptest::prop_assert!(
+                        e.message.contains("x.toml")
+                            && e.message.contains(field)
+                            && e.message.contains(&value.to_string()),
+                        "{}",
+                        e.message
+                    );
+                }
+            }
         }
     }
 }

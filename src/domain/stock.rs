@@ -541,17 +541,77 @@ mod tests {
         }
     }
 
+    /// Bytes that are often near a valid value: any bytes, numbers with or without a sign,
+    /// leading zeros, spaces or 16 digits, and ledger records.
+    fn near_valid() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        let ledger = concat!(
+            "(d|r|r@[0-9]{1,3}(-[0-9])?|x)",
+            "\\|-?[0-9]{1,3}\\|[0-9]{1,4}(-[0-9])?\\|-?[0-9]{1,3}\\|[a-z|]{0,6}"
+        );
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..64),
+            "[-+ ]?[0-9]{1,17} ?".prop_map(String::into_bytes),
+            "[-+0-9 ]{0,4}".prop_map(String::into_bytes),
+            "-?[0-9]".prop_map(String::into_bytes),
+            ledger.prop_map(String::into_bytes),
+        ]
+    }
+
     proptest::proptest! {
+        /// What the parsers accept holds the rules they enforce, whatever the bytes.
         #[test]
-        fn parsers_never_panic_on_any_bytes(raw in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64),
-                                            fields in proptest::collection::vec(proptest::option::of(proptest::collection::vec(proptest::prelude::any::<u8>(), 0..20)), 0..8)) {
-            let _ = LedgerEntry::parse("r", &raw);
-            let _ = StockValue::from_raw(Some(&raw)).guard();
-            let _ = parse_int(&raw);
+        fn parsed_values_keep_the_script_rules(
+            raw in near_valid(),
+            fields in proptest::collection::vec(proptest::option::of(near_valid()), 0..8),
+            (initial, sold, in_flight) in (0i64..1000, 0i64..1000, 0i64..1000),
+        ) {
+            use proptest::{prop_assert, prop_assert_eq};
+            // An integer is accepted in its one canonical form, within 15 digits.
+            if let Some(v) = parse_int(&raw) {
+                prop_assert_eq!(v.to_string().into_bytes(), raw.clone());
+                prop_assert!(v.abs() <= 999_999_999_999_999);
+            }
+            // The compare-and-set guard matches exactly the bytes read.
+            let stock = StockValue::from_raw(Some(&raw));
+            prop_assert_eq!(stock.guard(), [b"=".as_slice(), &raw].concat());
+            prop_assert_eq!(stock.value(), parse_int(&raw));
+            // A ledger record: at least one unit, and written out again it reads the same.
+            if let Some(e) = LedgerEntry::parse("r", &raw) {
+                prop_assert!(e.quantity >= 1, "{:?}", e);
+                prop_assert!(e.returned || e.returned_by.is_none(), "{:?}", e);
+                let state = match (e.returned, e.returned_by) {
+                    (false, _) => "d".to_string(),
+                    (true, None) => "r".to_string(),
+                    (true, Some(by)) => format!("r@{by}"),
+                };
+                let again = format!("{state}|{}|{}|{}|{}", e.quantity, e.at, e.result, e.user);
+                prop_assert_eq!(LedgerEntry::parse("r", again.as_bytes()), Some(e));
+            }
+            // A meta hash without a corruption note has every field the scripts read usable.
             let m = Meta::from_fields(&fields);
-            let _ = m.active_units();
-            let t = Truth::new(10, 3, 1, 0);
-            let _ = ProductStatus::build("p", 1, &StockValue::from_raw(Some(&raw)), &m, t);
+            let field = |i: usize| fields.get(i).cloned().flatten();
+            prop_assert_eq!(m.present, fields.iter().any(Option::is_some));
+            prop_assert_eq!(m.paused, field(2).as_deref() == Some(b"1".as_slice()));
+            if m.corrupt.is_none() {
+                prop_assert!(m.limit.is_none_or(|l| l >= 1), "{:?}", m);
+                prop_assert!(field(2).is_none_or(|p| p == b"0" || p == b"1"), "{:?}", m);
+                prop_assert_eq!(m.deducted.is_some(), field(3).is_some());
+                prop_assert_eq!(m.returned.is_some(), field(4).is_some());
+            }
+            // Status: a corrupt product shows no remaining stock and says why; otherwise the
+            // drift is what Redis holds beyond the truth.
+            let t = Truth::new(initial, sold, in_flight, 0);
+            prop_assert!(t.expected_remaining >= 0);
+            let st = ProductStatus::build("p", 1, &stock, &m, t);
+            if st.state == State::Corrupt {
+                prop_assert_eq!(st.redis_remaining, None);
+                prop_assert!(st.corrupt_value.is_some(), "{:?}", st);
+            } else {
+                let v = stock.value().expect("a value when not corrupt");
+                prop_assert_eq!(st.redis_remaining, Some(v));
+                prop_assert_eq!(st.drift, Some(v - t.expected_remaining));
+            }
         }
 
         #[test]

@@ -128,6 +128,7 @@ impl ProductKeys {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::redis::slots::key_slot;
 
     fn ids(a: &str, p: &str) -> (ActivityId, ProductId) {
         (
@@ -166,9 +167,48 @@ mod tests {
     }
 
     proptest::proptest! {
+        /// Every key of a product parses back into its activity, product and suffix, matches
+        /// the activity's SCAN pattern, and all of them hash to one cluster slot.
         #[test]
-        fn parsing_any_key_never_panics(key in "\\PC{0,60}") {
-            let _ = KeySpace::default().parse(&key);
+        fn product_keys_parse_back_and_share_one_slot(
+            prefix in "[A-Za-z0-9_.:-]{1,64}",
+            activity in "[A-Za-z0-9_-]{1,64}",
+            product in "[A-Za-z0-9_-]{1,64}",
+        ) {
+            let ks = KeySpace::new(&prefix).expect("a valid prefix");
+            let (a, p) = ids(&activity, &product);
+            let k = ks.product(&a, &p);
+            let named = [
+                (&k.stock, SUFFIXES[0]),
+                (&k.meta, SUFFIXES[1]),
+                (&k.buyers, SUFFIXES[2]),
+                (&k.ledger, SUFFIXES[3]),
+                (&k.events, SUFFIXES[4]),
+                (&k.books, SUFFIXES[5]),
+                (&k.lock, LOCK_SUFFIX),
+            ];
+            let slot = key_slot(k.stock.as_bytes());
+            let pattern = ks.activity_pattern(&a);
+            for (key, suffix) in named {
+                proptest::prop_assert_eq!(
+                    ks.parse(key),
+                    Some((activity.as_str(), product.as_str(), suffix))
+                );
+                proptest::prop_assert_eq!(key_slot(key.as_bytes()), slot, "{}", key);
+                proptest::prop_assert!(key.starts_with(pattern.trim_end_matches('*')), "{}", key);
+            }
+        }
+
+        /// Whatever a key looks like, a key that parses is exactly its parts put together, and
+        /// the parts hold no separator.
+        #[test]
+        fn a_parsed_key_is_exactly_its_parts(
+            key in "(seckill:\\{)?[a-z0-9:{}*-]{0,12}(\\}:)?\\PC{0,12}"
+        ) {
+            if let Some((a, p, suffix)) = KeySpace::default().parse(&key) {
+                proptest::prop_assert_eq!(format!("seckill:{{{a}:{p}}}:{suffix}"), key.clone());
+                proptest::prop_assert!(!a.contains([':', '}']) && !p.contains('}'), "{}", key);
+            }
         }
     }
 

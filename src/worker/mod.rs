@@ -115,9 +115,65 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
+        /// Any text either parses into probabilities between 0 and 1, or is bad input.
         #[test]
-        fn fault_parsing_never_panics(s in "\\PC{0,40}") {
-            let _ = Faults::parse(&s);
+        fn accepted_faults_are_probabilities(
+            s in concat!(
+                "\\PC{0,40}|((crash-between|timeout|script-flush|meteor)",
+                "(=(-?[0-9](\\.[0-9]{1,2})?|[0-9]e-?[0-9]|inf|NaN|))?, ?){0,4}"
+            )
+        ) {
+            match Faults::parse(&s) {
+                Ok(f) => {
+                    let p = 0.0..=1.0;
+                    proptest::prop_assert!(p.contains(&f.crash_between), "{:?}: {:?}", s, f);
+                    proptest::prop_assert!(p.contains(&f.timeout), "{:?}: {:?}", s, f);
+                }
+                Err(e) => proptest::prop_assert_eq!(e.kind, crate::error::ErrorKind::BadInput),
+            }
+        }
+
+        /// Faults written out parse back to the same faults, in either order, with spaces.
+        #[test]
+        fn faults_round_trip(
+            crash in 0.0f64..=1.0,
+            timeout in 0.0f64..=1.0,
+            flush in proptest::bool::ANY,
+            reverse in proptest::bool::ANY,
+        ) {
+            let mut parts = vec![
+                format!("crash-between={crash}"),
+                format!(" timeout = {timeout} "),
+            ];
+            if flush {
+                parts.push("script-flush".into());
+            }
+            if reverse {
+                parts.reverse();
+            }
+            let text = parts.join(",");
+            let f = Faults::parse(&text).map_err(|e| e.message);
+            proptest::prop_assert_eq!(
+                f,
+                Ok(Faults { crash_between: crash, timeout, script_flush: flush }),
+                "{}",
+                text
+            );
+        }
+
+        /// A probability outside 0 to 1 is refused, and the message names the value.
+        #[test]
+        fn a_probability_out_of_range_is_named(
+            p in proptest::prop_oneof![1.000_001f64..1e9, -1e9f64..-0.000_001],
+            name in "crash-between|timeout",
+        ) {
+            let e = Faults::parse(&format!("{name}={p}")).expect_err("out of range");
+            proptest::prop_assert_eq!(e.kind, crate::error::ErrorKind::BadInput);
+            proptest::prop_assert!(
+                e.message.contains(&format!("'{p}'")) && e.message.contains(&name),
+                "{}",
+                e.message
+            );
         }
     }
 

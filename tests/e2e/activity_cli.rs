@@ -250,8 +250,8 @@ fn bad_ids_and_usage_exit_2() {
 #[tokio::test]
 async fn simultaneous_imports_of_a_new_activity_all_succeed() {
     let servers = [
-        TestDb::postgres().await.expect("SECKILL_TEST_PG_URL"),
-        TestDb::mysql().await.expect("SECKILL_TEST_MYSQL_URL"),
+        TestDb::require_postgres().await,
+        TestDb::require_mysql().await,
     ];
     let dir = tempfile::tempdir().expect("tmp");
     let (s, e) = future_window();

@@ -1,17 +1,12 @@
 //! The operator's controls (issue 12): pause and resume, the audit trail on the command line.
 //! On standalone and cluster.
 
+use crate::harness::cli::finish;
 use crate::harness::fixtures::{import, live_window, product_keys, redis_cmd};
-use crate::harness::{Run, TestDb, Topo, console};
+use crate::harness::session::products;
+use crate::harness::{Console, TestDb, Topo, console};
 use redis::Value;
-
-fn run(topo: &Topo, db: &TestDb, rest: &[&str]) -> Run {
-    let flags = topo.flags();
-    let mut v: Vec<&str> = flags.iter().map(String::as_str).collect();
-    v.extend(["--db", db.url.as_str()]);
-    v.extend_from_slice(rest);
-    console(&v)
-}
+use std::time::Duration;
 
 async fn stock(
     store: &seckill_console::redis::RedisStore,
@@ -25,27 +20,10 @@ async fn stock(
     }
 }
 
-fn load(topo: &Topo, db: &TestDb, activity: &str) -> serde_json::Value {
-    let r = run(
-        topo,
-        db,
-        &[
-            "--json",
-            "load",
-            activity,
-            "--yes",
-            "--buyers",
-            "40",
-            "--concurrency",
-            "4",
-            "--seed",
-            "7",
-            "--pay-share",
-            "1",
-        ],
-    );
-    r.expect_code(0);
-    r.json()
+fn load(c: &Console, activity: &str) -> serde_json::Value {
+    c.json(format!(
+        "load {activity} --yes --buyers 40 --concurrency 4 --seed 7 --pay-share 1"
+    ))
 }
 
 /// Pause, then `load`: nothing sold, every answer `paused`, the stock unchanged, an info alert
@@ -55,49 +33,36 @@ async fn a_paused_activity_sells_nothing_until_it_is_resumed() {
     for topo in Topo::both() {
         let store = topo.store().await;
         let db = TestDb::sqlite();
+        let c = Console::new(&topo, &db);
         let lib = db.open().await;
         let label = topo.name();
-        import(
-            &lib,
-            "hold",
-            &[("p1", 100, 5), ("p2", 100, 5)],
-            live_window(),
-        )
-        .await;
-        run(&topo, &db, &["preheat", "hold"]).expect_code(0);
+        c.import_preheat(&lib, "hold", &[("p1", 100, 5), ("p2", 100, 5)])
+            .await;
 
         // Without a terminal, --yes is required; read-only refuses.
-        run(&topo, &db, &["pause", "hold"]).expect_code(5);
-        run(&topo, &db, &["--read-only", "pause", "hold", "--yes"]).expect_code(5);
+        c.run("pause hold").expect_code(5);
+        c.run("--read-only pause hold --yes").expect_code(5);
         // An unknown product is named, nothing written.
-        let bad = run(&topo, &db, &["pause", "hold", "--product", "p9", "--yes"]);
+        let bad = c.run("pause hold --product p9 --yes");
         bad.expect_code(2);
         assert!(bad.stderr.contains("p9"), "{label}: {}", bad.stderr);
 
-        let p = run(
-            &topo,
-            &db,
-            &[
-                "--json",
-                "--actor",
-                "alice",
-                "pause",
-                "hold",
-                "--yes",
-                "--reason",
-                "wrong price",
-            ],
-        );
-        p.expect_code(0);
-        let doc = p.json();
+        let doc = c.json(&[
+            "--actor",
+            "alice",
+            "pause",
+            "hold",
+            "--yes",
+            "--reason",
+            "wrong price",
+        ]);
         assert_eq!(doc["action"], "pause", "{label}: {doc}");
-        for row in doc["products"].as_array().expect("products") {
+        for row in products(&doc) {
             assert_eq!(row["paused"], true, "{label}: {row}");
             assert_eq!(row["changed"], true, "{label}: {row}");
         }
-        let s = run(&topo, &db, &["--json", "status", "hold"]);
-        let doc = s.json();
-        for p in doc["products"].as_array().expect("products") {
+        let doc = c.run("--json status hold").json();
+        for p in products(&doc) {
             assert_eq!(p["paused"], true, "{label}: {p}");
             assert_eq!(p["state"], "paused", "{label}: {p}");
         }
@@ -109,49 +74,21 @@ async fn a_paused_activity_sells_nothing_until_it_is_resumed() {
             .count();
         assert_eq!(infos, 2, "{label}: {doc}");
         // Paused on purpose is not drift.
-        run(&topo, &db, &["reconcile", "hold", "--fail-on-drift"]).expect_code(0);
+        c.ok("reconcile hold --fail-on-drift");
 
         // A dry run shows the same: its copy of a paused product is paused, and it says why.
-        let d = run(
-            &topo,
-            &db,
-            &[
-                "dry-run",
-                "hold",
-                "--buyers",
-                "20",
-                "--concurrency",
-                "2",
-                "--seed",
-                "3",
-            ],
-        );
-        d.expect_code(0);
+        let dry = "dry-run hold --buyers 20 --concurrency 2 --seed 3";
+        let d = c.ok(dry);
         assert!(
             d.stdout.contains("paused in Redis: p1, p2"),
             "{label}: {}",
             d.stdout
         );
-        let d = run(
-            &topo,
-            &db,
-            &[
-                "--json",
-                "dry-run",
-                "hold",
-                "--buyers",
-                "20",
-                "--concurrency",
-                "2",
-                "--seed",
-                "3",
-            ],
-        );
-        let dj = d.json();
+        let dj = c.run(format!("--json {dry}")).json();
         assert_eq!(dj["succeeded"], 0, "{label}: {dj}");
         assert_eq!(dj["paused"], dj["requests"], "{label}: {dj}");
 
-        let l = load(&topo, &db, "hold");
+        let l = load(&c, "hold");
         let stats = &l;
         assert_eq!(stats["succeeded"], 0, "{label}: {l}");
         assert_eq!(stats["paused"], stats["requests"], "{label}: {l}");
@@ -163,26 +100,20 @@ async fn a_paused_activity_sells_nothing_until_it_is_resumed() {
         assert_eq!(stock(&store, "hold", "p2").await, "100", "{label}");
 
         // Resume one product: only it sells.
-        let r = run(
-            &topo,
-            &db,
-            &[
-                "--json",
-                "--actor",
-                "bob",
-                "resume",
-                "hold",
-                "--product",
-                "p1",
-                "--yes",
-                "--reason",
-                "price fixed",
-            ],
-        );
-        r.expect_code(0);
-        assert_eq!(r.json()["products"][0]["product"], "p1");
-        assert_eq!(r.json()["products"].as_array().map(Vec::len), Some(1));
-        let l = load(&topo, &db, "hold");
+        let r = c.json(&[
+            "--actor",
+            "bob",
+            "resume",
+            "hold",
+            "--product",
+            "p1",
+            "--yes",
+            "--reason",
+            "price fixed",
+        ]);
+        assert_eq!(r["products"][0]["product"], "p1");
+        assert_eq!(r["products"].as_array().map(Vec::len), Some(1));
+        let l = load(&c, "hold");
         let stats = &l;
         assert!(
             stats["succeeded"].as_u64().is_some_and(|n| n > 0),
@@ -195,9 +126,8 @@ async fn a_paused_activity_sells_nothing_until_it_is_resumed() {
         assert_ne!(stock(&store, "hold", "p1").await, "100", "{label}");
         assert_eq!(stock(&store, "hold", "p2").await, "100", "{label}");
 
-        let a = run(&topo, &db, &["--json", "audit", "hold", "--since", "1h"]);
-        a.expect_code(0);
-        let entries = a.json()["entries"].as_array().cloned().unwrap_or_default();
+        let a = c.json("audit hold --since 1h");
+        let entries = a["entries"].as_array().cloned().unwrap_or_default();
         let pauses: Vec<_> = entries.iter().filter(|e| e["action"] == "pause").collect();
         assert_eq!(pauses.len(), 2, "{label}: {entries:?}");
         for e in &pauses {
@@ -212,7 +142,7 @@ async fn a_paused_activity_sells_nothing_until_it_is_resumed() {
         assert_eq!(resumes[0]["product"], "p1");
         // Newest first.
         assert_eq!(entries[0]["action"], "resume", "{label}");
-        let since = run(&topo, &db, &["audit", "hold", "--since", "yesterday"]);
+        let since = c.run("audit hold --since yesterday");
         since.expect_code(2);
         assert!(since.stderr.contains("'yesterday'"), "{}", since.stderr);
         lib.close().await;
@@ -226,57 +156,35 @@ async fn a_top_up_during_a_sale_keeps_the_books_balanced() {
     let topo = Topo::standalone();
     for db in TestDb::sqlite_and_postgres().await {
         let label = db.name();
+        let c = Console::new(&topo, &db);
         let lib = db.open().await;
         let a = format!("top{}", db.name());
-        import(&lib, &a, &[("p1", 1500, 1)], live_window()).await;
-        run(&topo, &db, &["preheat", &a]).expect_code(0);
-        let flags = topo.flags();
-        let mut args: Vec<&str> = flags.iter().map(String::as_str).collect();
-        args.extend([
-            "--db",
-            db.url.as_str(),
-            "--json",
-            "load",
+        c.import_preheat(&lib, &a, &[("p1", 1500, 1)]).await;
+        let child = c.spawn(format!(
+            "--json load {a} --yes --buyers 3000 --concurrency 32 --repeat-share 0
+             --payment-window-secs 1"
+        ));
+        std::thread::sleep(Duration::from_millis(400));
+        let t = c.json(&[
+            "--actor",
+            "carol",
+            "topup",
             &a,
+            "--product",
+            "p1",
+            "--add",
+            "50",
             "--yes",
-            "--buyers",
-            "3000",
-            "--concurrency",
-            "32",
-            "--repeat-share",
-            "0",
-            "--payment-window-secs",
-            "1",
+            "--reason",
+            "more stock arrived",
         ]);
-        let child = crate::harness::cli::spawn(&args);
-        std::thread::sleep(std::time::Duration::from_millis(400));
-        let t = run(
-            &topo,
-            &db,
-            &[
-                "--json",
-                "--actor",
-                "carol",
-                "topup",
-                &a,
-                "--product",
-                "p1",
-                "--add",
-                "50",
-                "--yes",
-                "--reason",
-                "more stock arrived",
-            ],
-        );
-        t.expect_code(0);
-        assert_eq!(t.json()["initial_after"], 1550, "{label}: {}", t.stdout);
-        let l = crate::harness::cli::finish(child, std::time::Duration::from_secs(300));
+        assert_eq!(t["initial_after"], 1550, "{label}: {t}");
+        let l = finish(child, Duration::from_secs(300));
         l.expect_code(0);
         let stats = l.json();
         assert_eq!(stats["oversold"], 0, "{label}: {stats}");
-        let r = run(&topo, &db, &["--json", "reconcile", &a, "--fail-on-drift"]);
-        r.expect_code(0);
-        let p = &r.json()["products"][0];
+        let doc = c.reconcile(&a);
+        let p = &doc["products"][0];
         assert_eq!(p["initial"], 1550, "{label}: {p}");
         assert_eq!(p["state"], "ok", "{label}: {p}");
         let sum = p["redis_remaining"].as_i64().unwrap_or(-1)
@@ -287,19 +195,15 @@ async fn a_top_up_during_a_sale_keeps_the_books_balanced() {
         let before = stock(&topo.store().await, &a, "p1").await;
         let unsold = p["redis_remaining"].as_i64().unwrap_or(0);
         let too_many = format!("-{}", unsold + p["in_flight"].as_i64().unwrap_or(0) + 1);
-        run(
-            &topo,
-            &db,
-            &["topup", &a, "--product", "p1", "--add", &too_many, "--yes"],
-        )
-        .expect_code(5);
+        c.run(&["topup", &a, "--product", "p1", "--add", &too_many, "--yes"])
+            .expect_code(5);
         assert_eq!(
             stock(&topo.store().await, &a, "p1").await,
             before,
             "{label}"
         );
-        let audit = run(&topo, &db, &["--json", "audit", &a]);
-        let e = &audit.json()["entries"];
+        let audit = c.run(&["--json", "audit", &a]).json();
+        let e = &audit["entries"];
         let tops: Vec<_> = e
             .as_array()
             .map(|v| {
@@ -326,31 +230,16 @@ async fn a_top_up_cut_between_its_writes_is_finished_by_fix() {
     use crate::harness::proxy::{Mode, Proxy};
     let server = crate::harness::RedisServer::start();
     let proxy = Proxy::start(&server.addr());
-    let url = format!("redis://{}", proxy.addr());
     let db = TestDb::sqlite();
     let lib = db.open().await;
-    let cli = |rest: &[&str]| {
-        let mut v = vec!["--redis", url.as_str(), "--db", db.url.as_str()];
-        v.extend_from_slice(rest);
-        console(&v)
-    };
-    import(&lib, "cut", &[("p1", 100, 5)], live_window()).await;
-    cli(&["preheat", "cut"]).expect_code(0);
+    let c = Console::redis(&format!("redis://{}", proxy.addr()), &db.url);
+    c.import_preheat(&lib, "cut", &[("p1", 100, 5)]).await;
     let store = crate::harness::fixtures::standalone(&server.url()).await;
     crate::harness::fixtures::buy(&store, &lib, "cut", "p1", "r1", "u1", 3).await;
 
     let sha: &'static str = seckill_console::redis::scripts::TOPUP.sha();
     proxy.set(Mode::CutBefore(sha.as_bytes()));
-    let t = cli(&[
-        "--json",
-        "topup",
-        "cut",
-        "--product",
-        "p1",
-        "--add",
-        "50",
-        "--yes",
-    ]);
+    let t = c.run("--json topup cut --product p1 --add 50 --yes");
     t.expect_code(3);
     let err = t.json_error()["error"]
         .as_str()
@@ -365,17 +254,15 @@ async fn a_top_up_cut_between_its_writes_is_finished_by_fix() {
     assert!(proxy.cuts() > 0);
     proxy.set(Mode::Pass);
     assert_eq!(stock(&store, "cut", "p1").await, "97");
-    let s = cli(&["--json", "status", "cut"]);
-    let p = &s.json()["products"][0];
+    let s = c.run("--json status cut").json();
+    let p = &s["products"][0];
     assert_eq!(p["initial"], 150, "{p}");
     assert_eq!(p["drift"], -50, "{p}");
     assert_eq!(p["offset"], -50, "{p}");
     // What the README tells the operator to do.
-    cli(&["fix", "cut", "--product", "p1", "--yes"]).expect_code(0);
+    c.ok("fix cut --product p1 --yes");
     assert_eq!(stock(&store, "cut", "p1").await, "147");
-    let r = cli(&["--json", "reconcile", "cut", "--fail-on-drift"]);
-    r.expect_code(0);
-    assert_eq!(r.json()["products"][0]["state"], "ok");
+    assert_eq!(c.reconcile("cut")["products"][0]["state"], "ok");
     lib.close().await;
 }
 
@@ -387,15 +274,10 @@ async fn watch_pages_once_per_critical_alert_and_says_when_it_clears() {
     let topo = Topo::standalone();
     let store = topo.store().await;
     let db = TestDb::sqlite();
+    let c = Console::new(&topo, &db);
     let lib = db.open().await;
-    import(
-        &lib,
-        "pager",
-        &[("p1", 100, 5), ("p2", 50, 5)],
-        live_window(),
-    )
-    .await;
-    run(&topo, &db, &["preheat", "pager"]).expect_code(0);
+    c.import_preheat(&lib, "pager", &[("p1", 100, 5), ("p2", 50, 5)])
+        .await;
     let dir = tempfile::tempdir().expect("tmp");
     let hook = dir.path().join("hook.log");
     let env_log = dir.path().join("env.log");
@@ -404,11 +286,7 @@ async fn watch_pages_once_per_critical_alert_and_says_when_it_clears() {
         hook.display(),
         env_log.display()
     );
-    let flags = topo.flags();
-    let mut args: Vec<&str> = flags.iter().map(String::as_str).collect();
-    args.extend([
-        "--db",
-        db.url.as_str(),
+    let child = c.spawn(&[
         "--json",
         "watch",
         "pager",
@@ -419,14 +297,13 @@ async fn watch_pages_once_per_critical_alert_and_says_when_it_clears() {
         "--exec",
         &cmd,
     ]);
-    let child = crate::harness::cli::spawn(&args);
-    std::thread::sleep(std::time::Duration::from_millis(1500));
+    std::thread::sleep(Duration::from_millis(1500));
     let k = product_keys("pager", "p1");
     redis_cmd(&store, &["INCRBY", &k.stock, "7"]).await;
     // The drift lasts several polls.
-    std::thread::sleep(std::time::Duration::from_millis(2500));
-    run(&topo, &db, &["fix", "pager", "--yes"]).expect_code(0);
-    let w = crate::harness::cli::finish(child, std::time::Duration::from_secs(60));
+    std::thread::sleep(Duration::from_millis(2500));
+    c.ok("fix pager --yes");
+    let w = finish(child, Duration::from_secs(60));
     w.expect_code(0);
     let events: Vec<serde_json::Value> = w
         .stdout

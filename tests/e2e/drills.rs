@@ -3,69 +3,33 @@
 //! Redis remaining plus in-flight equals initial, and nothing is oversold.
 
 use crate::harness::cli::finish;
-use crate::harness::fixtures::ledger_entries;
-use crate::harness::fixtures::{buy, import, live_window, product_keys, redis_cmd};
+use crate::harness::fixtures::{P, buy, dump_activity, import, ledger_entries, live_window};
+use crate::harness::fixtures::{product_keys, redis_cmd};
 use crate::harness::proxy::{Mode, Proxy};
 use crate::harness::redis_server::RedisCluster;
-use crate::harness::{RedisServer, Run, TestDb, console};
-use crate::preheat::dump_activity;
+use crate::harness::session::products;
+use crate::harness::{Console, RedisServer, TestDb, Topo, assert_books, product};
+use seckill_console::db::Db;
 use seckill_console::redis::cut;
 use serde_json::Value as Json;
-use std::process::Child;
 use std::time::{Duration, Instant};
 
-fn run_with(redis_flags: &[&str], db: &str, rest: &[&str]) -> Run {
-    let mut v: Vec<&str> = redis_flags.to_vec();
-    v.extend(["--db", db]);
-    v.extend_from_slice(rest);
-    console(&v)
-}
-
-/// Starts the binary in the background (for a load that a drill interrupts).
-fn spawn(redis_flags: &[&str], db: &str, rest: &[&str]) -> Child {
-    let mut v: Vec<&str> = redis_flags.to_vec();
-    v.extend(["--db", db]);
-    v.extend_from_slice(rest);
-    crate::harness::cli::spawn(&v)
-}
-
-/// Every product balances and nothing is oversold.
-fn assert_books(doc: &Json, label: &str) {
-    for p in doc["products"].as_array().expect("products") {
-        let initial = p["initial"].as_i64().unwrap_or(-1);
-        let sold = p["db_sold"].as_i64().unwrap_or(-1);
-        let sum = sold
-            + p["redis_remaining"].as_i64().unwrap_or(-1000)
-            + p["in_flight"].as_i64().unwrap_or(-1000);
-        assert_eq!(sum, initial, "{label}: books do not balance: {p}");
-        assert!(sold <= initial, "{label}: oversold: {p}");
-        assert_eq!(p["state"], "ok", "{label}: {p}");
-    }
-}
+/// Short timeouts, so a hung or killed server shows within a second.
+const IMPATIENT: &str = "--response-timeout-ms 300 --connect-timeout-ms 300";
 
 /// Resolves the compensation queue, fixes, and checks the books (grace 0: nothing in flight).
-fn settle_and_check(redis_flags: &[&str], db: &str, a: &str, label: &str) {
-    run_with(
-        redis_flags,
-        db,
-        &["--grace-secs", "0", "compensation", "resolve", a, "--all"],
-    )
-    .expect_code(0);
-    run_with(redis_flags, db, &["--grace-secs", "0", "fix", a, "--yes"]).expect_code(0);
-    let r = run_with(
-        redis_flags,
-        db,
-        &[
-            "--json",
-            "--grace-secs",
-            "0",
-            "reconcile",
-            a,
-            "--fail-on-drift",
-        ],
-    );
-    r.expect_code(0);
-    assert_books(&r.json(), label);
+fn settle_and_check(c: &Console, a: &str, label: &str) {
+    let now = c.clone().with("--grace-secs 0");
+    now.ok(&["compensation", "resolve", a, "--all"]);
+    now.ok(&["fix", a, "--yes"]);
+    assert_books(&now.reconcile(a), label);
+}
+
+/// Imports and preheats `n` products p0, p1, ... of `stock` units each.
+async fn import_many(c: &Console, lib: &Db, a: &str, n: usize, stock: i64, limit: i64) {
+    let names: Vec<String> = (0..n).map(|i| format!("p{i}")).collect();
+    let products: Vec<P<'_>> = names.iter().map(|p| (p.as_str(), stock, limit)).collect();
+    c.import_preheat(lib, a, &products).await;
 }
 
 #[tokio::test]
@@ -73,34 +37,12 @@ async fn kill_9_during_load_with_aof_everysec() {
     let mut server = RedisServer::start_with(&["--appendonly", "yes", "--appendfsync", "everysec"]);
     let db = TestDb::sqlite();
     let lib = db.open().await;
-    import(&lib, "k9", &[("p1", 400, 5), ("p2", 400, 5)], live_window()).await;
-    let url = server.url();
-    let flags = ["--redis", url.as_str()];
-    run_with(&flags, &db.url, &["preheat", "k9"]).expect_code(0);
-
-    let load = spawn(
-        &flags,
-        &db.url,
-        &[
-            "--json",
-            "--response-timeout-ms",
-            "300",
-            "--connect-timeout-ms",
-            "300",
-            "load",
-            "k9",
-            "--buyers",
-            "6000",
-            "--concurrency",
-            "64",
-            "--rate",
-            "1500",
-            "--retries",
-            "0",
-            "--yes",
-            "--pay-share",
-            "1",
-        ],
+    let c = Console::redis(&server.url(), &db.url);
+    c.import_preheat(&lib, "k9", &[("p1", 400, 5), ("p2", 400, 5)])
+        .await;
+    let load = c.clone().with(IMPATIENT).spawn(
+        "--json load k9 --buyers 6000 --concurrency 64 --rate 1500 --retries 0 --yes
+         --pay-share 1",
     );
     std::thread::sleep(Duration::from_millis(1200));
     server.kill9();
@@ -116,50 +58,23 @@ async fn kill_9_during_load_with_aof_everysec() {
 
     // What the console shows after the restart: deductions without orders (their replies
     // died with the server) and the compensation entries the worker wrote for them.
-    let seen = run_with(
-        &flags,
-        &db.url,
-        &["--json", "--grace-secs", "0", "reconcile", "k9"],
-    );
-    let sdoc = seen.json();
-    let not_ok = sdoc["products"]
-        .as_array()
-        .expect("products")
-        .iter()
-        .any(|p| p["state"] != "ok");
+    let now = c.clone().with("--grace-secs 0");
+    let sdoc = now.run("--json reconcile k9").json();
+    let not_ok = products(&sdoc).iter().any(|p| p["state"] != "ok");
     assert!(
         not_ok || sdoc["compensation"]["pending"].as_i64().unwrap_or(0) > 0,
         "nothing to see after kill -9: {sdoc}"
     );
-    settle_and_check(&flags, &db.url, "k9", "kill -9 with AOF");
+    settle_and_check(&c, "k9", "kill -9 with AOF");
 
     // The incident report: a write outside the scripts, fixed, then the report names the fix
     // with before and after, the compensation resolutions and balanced books, with the same
     // figures in Markdown and JSON.
     let store = crate::harness::fixtures::standalone(&server.url()).await;
-    let k = crate::harness::fixtures::product_keys("k9", "p1");
-    crate::harness::fixtures::redis_cmd(&store, &["INCRBY", &k.stock, "3"]).await;
-    run_with(
-        &flags,
-        &db.url,
-        &["--grace-secs", "0", "fix", "k9", "--yes"],
-    )
-    .expect_code(0);
-    let j = run_with(
-        &flags,
-        &db.url,
-        &[
-            "--grace-secs",
-            "0",
-            "--tz",
-            "UTC",
-            "report",
-            "k9",
-            "--format",
-            "json",
-        ],
-    );
-    j.expect_code(0);
+    let k = product_keys("k9", "p1");
+    redis_cmd(&store, &["INCRBY", &k.stock, "3"]).await;
+    now.ok("fix k9 --yes");
+    let j = now.ok("--tz UTC report k9 --format json");
     let rep: Json = serde_json::from_str(&j.stdout).expect("the report as JSON");
     assert_eq!(rep["balanced"], true, "{rep}");
     let fixes = rep["fixes"].as_array().cloned().unwrap_or_default();
@@ -174,12 +89,7 @@ async fn kill_9_during_load_with_aof_everysec() {
         comp.iter().all(|c| c["status"] != "pending"),
         "a compensation entry is still pending: {comp:?}"
     );
-    let md = run_with(
-        &flags,
-        &db.url,
-        &["--grace-secs", "0", "--tz", "UTC", "report", "k9"],
-    );
-    md.expect_code(0);
+    let md = now.ok("--tz UTC report k9");
     let text = &md.stdout;
     for part in [
         "## Sales",
@@ -226,30 +136,20 @@ async fn restart_without_persistence_then_preheat_rewrites_truth() {
     let store = crate::harness::fixtures::standalone(&server.url()).await;
     let db = TestDb::sqlite();
     let lib = db.open().await;
-    import(&lib, "np", &[("p1", 50, 10), ("p2", 80, 10)], live_window()).await;
-    let url = server.url();
-    let flags = ["--redis", url.as_str()];
-    run_with(&flags, &db.url, &["preheat", "np"]).expect_code(0);
-    for i in 0..30 {
-        buy(
-            &store,
-            &lib,
-            "np",
-            if i % 2 == 0 { "p1" } else { "p2" },
-            &format!("r{i}"),
-            &format!("u{i}"),
-            1,
-        )
+    let c = Console::redis(&server.url(), &db.url);
+    c.import_preheat(&lib, "np", &[("p1", 50, 10), ("p2", 80, 10)])
         .await;
+    for i in 0..30 {
+        let p = if i % 2 == 0 { "p1" } else { "p2" };
+        buy(&store, &lib, "np", p, &format!("r{i}"), &format!("u{i}"), 1).await;
     }
     server.restart();
-    let s = run_with(&flags, &db.url, &["--json", "status", "np"]);
-    s.expect_code(0);
-    for p in s.json()["products"].as_array().expect("products") {
+    let s = c.status("np");
+    for p in products(&s) {
         assert_eq!(p["state"], "missing", "{p}");
     }
     assert!(
-        s.json()["alerts"]
+        s["alerts"]
             .as_array()
             .expect("alerts")
             .iter()
@@ -257,34 +157,13 @@ async fn restart_without_persistence_then_preheat_rewrites_truth() {
             .count()
             == 2
     );
-    let pre = run_with(&flags, &db.url, &["--json", "preheat", "np"]);
-    pre.expect_code(0);
-    assert_eq!(pre.json()["total_stock"], 130 - 30);
+    let pre = c.json("preheat np");
+    assert_eq!(pre["total_stock"], 130 - 30);
     // Sell everything that is left, and more: nothing is oversold.
-    run_with(
-        &flags,
-        &db.url,
-        &[
-            "load",
-            "np",
-            "--buyers",
-            "400",
-            "--concurrency",
-            "16",
-            "--yes",
-            "--pay-share",
-            "1",
-        ],
-    )
-    .expect_code(0);
-    let r = run_with(
-        &flags,
-        &db.url,
-        &["--json", "reconcile", "np", "--fail-on-drift"],
-    );
-    r.expect_code(0);
-    assert_books(&r.json(), "restart without persistence");
-    for p in r.json()["products"].as_array().expect("products") {
+    c.ok("load np --buyers 400 --concurrency 16 --yes --pay-share 1");
+    let doc = c.reconcile("np");
+    assert_books(&doc, "restart without persistence");
+    for p in products(&doc) {
         assert_eq!(p["db_sold"], p["initial"], "{p}");
     }
     lib.close().await;
@@ -326,16 +205,10 @@ async fn cluster_failover_with_lost_writes_is_found_and_fixed_before_an_oversell
     let mut cluster = RedisCluster::start_with(3, 1);
     let db = TestDb::sqlite();
     let lib = db.open().await;
-    import(
-        &lib,
-        "fo",
-        &[("hot", 100, 100), ("cold", 100, 100)],
-        live_window(),
-    )
-    .await;
     let seeds = cluster.seeds();
-    let flags = ["--redis-cluster", seeds.as_str()];
-    run_with(&flags, &db.url, &["preheat", "fo"]).expect_code(0);
+    Console::cluster(&seeds, &db.url)
+        .import_preheat(&lib, "fo", &[("hot", 100, 100), ("cold", 100, 100)])
+        .await;
     let store = crate::harness::fixtures::cluster(&seeds).await;
     let hot = product_keys("fo", "hot");
     let (pi, ri) = primary_and_replica(&cluster, &hot.stock);
@@ -397,31 +270,18 @@ async fn cluster_failover_with_lost_writes_is_found_and_fixed_before_an_oversell
         .map(|(_, n)| n.url())
         .collect();
     let seeds = live_seeds.join(",");
-    let flags = ["--redis-cluster", seeds.as_str()];
+    let c = Console::cluster(&seeds, &db.url);
 
-    let r = run_with(&flags, &db.url, &["--json", "reconcile", "fo"]);
-    r.expect_code(0);
-    let doc = r.json();
-    let p = doc["products"]
-        .as_array()
-        .expect("products")
-        .iter()
-        .find(|p| p["product"] == "hot")
-        .expect("hot")
-        .clone();
+    let doc = c.json("reconcile fo");
+    let p = product(&doc, "hot");
     assert_eq!(p["state"], "drift", "{p}");
     assert_eq!(
         p["drift"], 30,
         "the lost writes show as positive drift: {p}"
     );
     assert!(doc["alerts"].to_string().contains("oversell risk"));
-    run_with(&flags, &db.url, &["fix", "fo", "--yes"]).expect_code(0);
-    let after = run_with(
-        &flags,
-        &db.url,
-        &["--json", "reconcile", "fo", "--fail-on-drift"],
-    );
-    after.expect_code(0);
+    c.ok("fix fo --yes");
+    c.reconcile("fo");
     // Sell out after the fix: exactly the stock, never more.
     let store = crate::harness::fixtures::cluster(&seeds).await;
     for i in 30..200 {
@@ -436,20 +296,9 @@ async fn cluster_failover_with_lost_writes_is_found_and_fixed_before_an_oversell
         )
         .await;
     }
-    let r = run_with(
-        &flags,
-        &db.url,
-        &["--json", "reconcile", "fo", "--fail-on-drift"],
-    );
-    r.expect_code(0);
-    assert_books(&r.json(), "cluster failover");
-    let hot_doc = r.json()["products"]
-        .as_array()
-        .expect("products")
-        .iter()
-        .find(|p| p["product"] == "hot")
-        .expect("hot")
-        .clone();
+    let doc = c.reconcile("fo");
+    assert_books(&doc, "cluster failover");
+    let hot_doc = product(&doc, "hot");
     assert_eq!(hot_doc["db_sold"], 100, "{hot_doc}");
     lib.close().await;
 }
@@ -461,32 +310,14 @@ async fn replies_lost_after_the_server_ran_the_script_never_double_deduct() {
     let db = TestDb::sqlite();
     let lib = db.open().await;
     let products = [("p1", 300, 3), ("p2", 300, 3), ("p3", 300, 3)];
-    import(&lib, "px", &products, live_window()).await;
     let direct = server.url();
-    run_with(&["--redis", direct.as_str()], &db.url, &["preheat", "px"]).expect_code(0);
+    let c = Console::redis(&direct, &db.url);
+    c.import_preheat(&lib, "px", &products).await;
     proxy.set(Mode::CutAfterRequest(0.03));
-    let via = format!("redis://{}", proxy.addr());
-    let r = run_with(
-        &["--redis", via.as_str()],
-        &db.url,
-        &[
-            "--json",
-            "--response-timeout-ms",
-            "500",
-            "load",
-            "px",
-            "--buyers",
-            "2500",
-            "--concurrency",
-            "16",
-            "--retries",
-            "3",
-            "--yes",
-            "--pay-share",
-            "1",
-            "--repeat-share",
-            "0.2",
-        ],
+    let via = Console::redis(&format!("redis://{}", proxy.addr()), &db.url);
+    let r = via.run(
+        "--json --response-timeout-ms 500 load px --buyers 2500 --concurrency 16 --retries 3
+         --yes --pay-share 1 --repeat-share 0.2",
     );
     proxy.set(Mode::Pass);
     // The load may still fail to reach Redis on its very first connection through a cutting
@@ -518,8 +349,7 @@ async fn replies_lost_after_the_server_ran_the_script_never_double_deduct() {
             .sum();
         assert_eq!(initial - st.stock.value().unwrap_or(-1), in_ledger, "{p}");
     }
-    let flags = ["--redis", direct.as_str()];
-    settle_and_check(&flags, &db.url, "px", "lost replies");
+    settle_and_check(&c, "px", "lost replies");
     lib.close().await;
 }
 
@@ -528,21 +358,12 @@ async fn a_hung_redis_makes_commands_exit_3_and_the_worker_record_unknown_outcom
     let server = RedisServer::start();
     let db = TestDb::sqlite();
     let lib = db.open().await;
-    import(&lib, "hang", &[("p1", 500, 5)], live_window()).await;
-    let url = server.url();
-    let flags = ["--redis", url.as_str()];
-    run_with(&flags, &db.url, &["preheat", "hang"]).expect_code(0);
-    let timeouts = [
-        "--response-timeout-ms",
-        "300",
-        "--connect-timeout-ms",
-        "300",
-    ];
+    let c = Console::redis(&server.url(), &db.url);
+    c.import_preheat(&lib, "hang", &[("p1", 500, 5)]).await;
+    let impatient = c.clone().with(IMPATIENT);
 
     server.signal("STOP");
-    let mut args = timeouts.to_vec();
-    args.extend(["--json", "status", "hang"]);
-    let s = run_with(&flags, &db.url, &args);
+    let s = impatient.run("--json status hang");
     s.expect_code(3);
     assert!(
         s.elapsed < Duration::from_secs(10),
@@ -551,24 +372,10 @@ async fn a_hung_redis_makes_commands_exit_3_and_the_worker_record_unknown_outcom
     );
     server.signal("CONT");
 
-    let mut args = timeouts.to_vec();
-    args.extend([
-        "--json",
-        "load",
-        "hang",
-        "--buyers",
-        "1500",
-        "--concurrency",
-        "16",
-        "--rate",
-        "500",
-        "--retries",
-        "1",
-        "--yes",
-        "--pay-share",
-        "1",
-    ]);
-    let load = spawn(&flags, &db.url, &args);
+    let load = impatient.spawn(
+        "--json load hang --buyers 1500 --concurrency 16 --rate 500 --retries 1 --yes
+         --pay-share 1",
+    );
     std::thread::sleep(Duration::from_millis(800));
     server.signal("STOP");
     std::thread::sleep(Duration::from_millis(1500));
@@ -579,56 +386,63 @@ async fn a_hung_redis_makes_commands_exit_3_and_the_worker_record_unknown_outcom
     let unknown = doc["unknown"].as_i64().unwrap_or(0);
     assert!(unknown > 0, "no unknown outcome recorded: {doc}");
     assert_eq!(doc["compensation_entries"], unknown, "{doc}");
-    settle_and_check(&flags, &db.url, "hang", "hung redis");
+    settle_and_check(&c, "hang", "hung redis");
     lib.close().await;
+}
+
+/// The database behind a proxy goes down after the preheat: `reconcile` and `fix` exit 3 naming
+/// it unavailable and nothing reaches Redis; once it is back, a fix goes through.
+async fn database_down_drill(topo: &Topo, db: &TestDb, a: &str, products: &[P<'_>]) {
+    let store = topo.store().await;
+    let lib = db.open().await;
+    import(&lib, a, products, live_window()).await;
+    lib.close().await;
+    let proxy = Proxy::start(&db.server_addr().expect("server address"));
+    let c = Console::on(topo.flags(), &db.url_via(&proxy.addr()));
+    c.preheat(a);
+    redis_cmd(&store, &["INCRBY", &product_keys(a, "p1").stock, "5"]).await;
+    let before = dump_activity(&store, a).await;
+    proxy.set(Mode::Down);
+    for cmd in [
+        format!("--json reconcile {a}"),
+        format!("--json fix {a} --yes"),
+    ] {
+        let r = c.run(&cmd);
+        r.expect_code(3);
+        assert_eq!(r.json_error()["kind"], "unavailable", "{}", db.name());
+    }
+    assert_eq!(
+        dump_activity(&store, a).await,
+        before,
+        "{} {}: Redis was written while the database was down",
+        topo.name(),
+        db.name()
+    );
+    proxy.set(Mode::Pass);
+    c.ok(&["fix", a, "--yes"]);
 }
 
 #[tokio::test]
 async fn the_database_down_during_reconcile_or_fix_exits_3_before_any_redis_write() {
-    let server = RedisServer::start();
-    let store = crate::harness::fixtures::standalone(&server.url()).await;
-    let url = server.url();
-    let flags = ["--redis", url.as_str()];
-    let mut backends = Vec::new();
-    if let Some(db) = TestDb::postgres().await {
-        backends.push(db);
+    let topo = Topo::standalone();
+    let mut servers = 0;
+    for db in [TestDb::postgres().await, TestDb::mysql().await]
+        .into_iter()
+        .flatten()
+    {
+        database_down_drill(&topo, &db, &format!("down{}", db.name()), &[("p1", 50, 5)]).await;
+        servers += 1;
     }
-    if let Some(db) = TestDb::mysql().await {
-        backends.push(db);
-    }
-    for db in &backends {
-        let lib = db.open().await;
-        let a = format!("down{}", db.name());
-        import(&lib, &a, &[("p1", 50, 5)], live_window()).await;
-        lib.close().await;
-        let proxy = Proxy::start(&db.server_addr().expect("server address"));
-        let via = db.url_via(&proxy.addr());
-        run_with(&flags, &via, &["preheat", &a]).expect_code(0);
-        redis_cmd(&store, &["INCRBY", &product_keys(&a, "p1").stock, "5"]).await;
-        let before = dump_activity(&store, &a).await;
-        proxy.set(Mode::Down);
-        for cmd in [
-            vec!["--json", "reconcile", a.as_str()],
-            vec!["--json", "fix", a.as_str(), "--yes"],
-        ] {
-            let r = run_with(&flags, &via, &cmd);
-            r.expect_code(3);
-            assert_eq!(r.json_error()["kind"], "unavailable", "{}", db.name());
-        }
-        assert_eq!(
-            dump_activity(&store, &a).await,
-            before,
-            "{}: Redis was written while the database was down",
-            db.name()
-        );
-        proxy.set(Mode::Pass);
-        run_with(&flags, &via, &["fix", &a, "--yes"]).expect_code(0);
-    }
+    assert!(
+        servers > 0,
+        "neither SECKILL_TEST_PG_URL nor SECKILL_TEST_MYSQL_URL is set: this drill takes a \
+         database server down and had none to take down"
+    );
     // SQLite: the file's directory is gone. That is a path to correct (exit 2, naming the
     // directory), and still nothing reaches Redis.
     let dir = tempfile::tempdir().expect("tmp");
     let gone = format!("sqlite://{}/no/such/dir/x.db", dir.path().display());
-    let r = run_with(&flags, &gone, &["--json", "reconcile", "x"]);
+    let r = Console::on(topo.flags(), &gone).run("--json reconcile x");
     r.expect_code(2);
     let msg = r.json_error()["error"].as_str().unwrap_or("").to_string();
     assert!(
@@ -640,105 +454,34 @@ async fn the_database_down_during_reconcile_or_fix_exits_3_before_any_redis_writ
 #[tokio::test]
 async fn cluster_restart_without_persistence_then_preheat_rewrites_truth() {
     let mut cluster = RedisCluster::start();
-    let seeds = cluster.seeds();
-    let flags = ["--redis-cluster", seeds.as_str()];
     let db = TestDb::sqlite();
     let lib = db.open().await;
-    let products: Vec<(String, i64, i64)> = (0..12).map(|i| (format!("p{i}"), 30, 10)).collect();
-    let refs: Vec<(&str, i64, i64)> = products
-        .iter()
-        .map(|(p, s, l)| (p.as_str(), *s, *l))
-        .collect();
-    import(&lib, "cnp", &refs, live_window()).await;
-    run_with(&flags, &db.url, &["preheat", "cnp"]).expect_code(0);
-    run_with(
-        &flags,
-        &db.url,
-        &[
-            "load",
-            "cnp",
-            "--buyers",
-            "100",
-            "--concurrency",
-            "8",
-            "--yes",
-            "--pay-share",
-            "1",
-        ],
-    )
-    .expect_code(0);
+    let c = Console::cluster(&cluster.seeds(), &db.url);
+    import_many(&c, &lib, "cnp", 12, 30, 10).await;
+    c.ok("load cnp --buyers 100 --concurrency 8 --yes --pay-share 1");
     // Every node restarts empty (the cluster layout survives in nodes.conf, the data does not).
     for n in &mut cluster.nodes {
         n.restart();
     }
     cluster.wait_ok();
-    let s = run_with(&flags, &db.url, &["--json", "status", "cnp"]);
-    s.expect_code(0);
-    assert!(
-        s.json()["products"]
-            .as_array()
-            .expect("products")
-            .iter()
-            .all(|p| p["state"] == "missing"),
-        "{}",
-        s.stdout
-    );
-    run_with(&flags, &db.url, &["preheat", "cnp"]).expect_code(0);
-    run_with(
-        &flags,
-        &db.url,
-        &[
-            "load",
-            "cnp",
-            "--buyers",
-            "600",
-            "--concurrency",
-            "8",
-            "--yes",
-            "--pay-share",
-            "1",
-        ],
-    )
-    .expect_code(0);
-    let r = run_with(
-        &flags,
-        &db.url,
-        &["--json", "reconcile", "cnp", "--fail-on-drift"],
-    );
-    r.expect_code(0);
-    assert_books(&r.json(), "cluster restart without persistence");
+    let s = c.status("cnp");
+    assert!(products(&s).iter().all(|p| p["state"] == "missing"), "{s}");
+    c.preheat("cnp");
+    c.ok("load cnp --buyers 600 --concurrency 8 --yes --pay-share 1");
+    assert_books(&c.reconcile("cnp"), "cluster restart without persistence");
     lib.close().await;
 }
 
 #[tokio::test]
 async fn a_hung_cluster_node_makes_commands_exit_3_in_time() {
     let cluster = RedisCluster::start();
-    let seeds = cluster.seeds();
-    let flags = ["--redis-cluster", seeds.as_str()];
     let db = TestDb::sqlite();
     let lib = db.open().await;
-    let products: Vec<(String, i64, i64)> = (0..12).map(|i| (format!("p{i}"), 30, 10)).collect();
-    let refs: Vec<(&str, i64, i64)> = products
-        .iter()
-        .map(|(p, s, l)| (p.as_str(), *s, *l))
-        .collect();
-    import(&lib, "chg", &refs, live_window()).await;
-    run_with(&flags, &db.url, &["preheat", "chg"]).expect_code(0);
+    let c = Console::cluster(&cluster.seeds(), &db.url);
+    import_many(&c, &lib, "chg", 12, 30, 10).await;
     let hung = cluster.node_for(&product_keys("chg", "p0").stock);
     hung.signal("STOP");
-    let r = run_with(
-        &flags,
-        &db.url,
-        &[
-            "--response-timeout-ms",
-            "300",
-            "--connect-timeout-ms",
-            "300",
-            "--json",
-            "status",
-            "chg",
-        ],
-    );
+    let r = c.clone().with(IMPATIENT).run("--json status chg");
     hung.signal("CONT");
     r.expect_code(3);
     assert!(
@@ -754,12 +497,7 @@ async fn a_hung_cluster_node_makes_commands_exit_3_in_time() {
         "{}",
         r.stderr
     );
-    run_with(
-        &flags,
-        &db.url,
-        &["--json", "reconcile", "chg", "--fail-on-drift"],
-    )
-    .expect_code(0);
+    c.reconcile("chg");
     lib.close().await;
 }
 
@@ -767,40 +505,13 @@ async fn a_hung_cluster_node_makes_commands_exit_3_in_time() {
 async fn kill_9_of_a_cluster_primary_during_load_with_aof_everysec() {
     let mut cluster =
         RedisCluster::start_with_args(3, 0, &["--appendonly", "yes", "--appendfsync", "everysec"]);
-    let seeds = cluster.seeds();
-    let flags = ["--redis-cluster", seeds.as_str()];
     let db = TestDb::sqlite();
     let lib = db.open().await;
-    let products: Vec<(String, i64, i64)> = (0..9).map(|i| (format!("p{i}"), 200, 5)).collect();
-    let refs: Vec<(&str, i64, i64)> = products
-        .iter()
-        .map(|(p, s, l)| (p.as_str(), *s, *l))
-        .collect();
-    import(&lib, "ck9", &refs, live_window()).await;
-    run_with(&flags, &db.url, &["preheat", "ck9"]).expect_code(0);
-    let load = spawn(
-        &flags,
-        &db.url,
-        &[
-            "--json",
-            "--response-timeout-ms",
-            "300",
-            "--connect-timeout-ms",
-            "300",
-            "load",
-            "ck9",
-            "--buyers",
-            "5000",
-            "--concurrency",
-            "32",
-            "--rate",
-            "1500",
-            "--retries",
-            "0",
-            "--yes",
-            "--pay-share",
-            "1",
-        ],
+    let c = Console::cluster(&cluster.seeds(), &db.url);
+    import_many(&c, &lib, "ck9", 9, 200, 5).await;
+    let load = c.clone().with(IMPATIENT).spawn(
+        "--json load ck9 --buyers 5000 --concurrency 32 --rate 1500 --retries 0 --yes
+         --pay-share 1",
     );
     std::thread::sleep(Duration::from_millis(1200));
     let victim = cluster
@@ -819,44 +530,20 @@ async fn kill_9_of_a_cluster_primary_during_load_with_aof_everysec() {
         "{}",
         r.stdout
     );
-    settle_and_check(
-        &flags,
-        &db.url,
-        "ck9",
-        "kill -9 of a cluster primary with AOF",
-    );
+    settle_and_check(&c, "ck9", "kill -9 of a cluster primary with AOF");
     lib.close().await;
 }
 
+/// The database down with a cluster in front of the sale. A PostgreSQL drill: it fails, naming
+/// SECKILL_TEST_PG_URL, when that is not set.
 #[tokio::test]
 async fn the_database_down_with_a_cluster_exits_3_before_any_redis_write() {
-    let Some(db) = TestDb::postgres().await else {
-        return;
-    };
-    let cluster = RedisCluster::start();
-    let seeds = cluster.seeds();
-    let flags = ["--redis-cluster", seeds.as_str()];
-    let store = crate::harness::fixtures::cluster(&seeds).await;
-    let lib = db.open().await;
-    import(
-        &lib,
+    let db = TestDb::require_postgres().await;
+    database_down_drill(
+        &Topo::cluster(),
+        &db,
         "cdown",
         &[("p1", 50, 5), ("p2", 50, 5)],
-        live_window(),
     )
     .await;
-    lib.close().await;
-    let proxy = Proxy::start(&db.server_addr().expect("server address"));
-    let via = db.url_via(&proxy.addr());
-    run_with(&flags, &via, &["preheat", "cdown"]).expect_code(0);
-    redis_cmd(&store, &["INCRBY", &product_keys("cdown", "p1").stock, "5"]).await;
-    let before = dump_activity(&store, "cdown").await;
-    proxy.set(Mode::Down);
-    for cmd in [
-        vec!["--json", "reconcile", "cdown"],
-        vec!["--json", "fix", "cdown", "--yes"],
-    ] {
-        run_with(&flags, &via, &cmd).expect_code(3);
-    }
-    assert_eq!(dump_activity(&store, "cdown").await, before);
 }

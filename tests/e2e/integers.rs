@@ -4,8 +4,8 @@
 //! reads it answer an error with nothing written; `status` calls a stock or meta field like
 //! that `corrupt`, and `fix` rewrites such a stock from the truth. On standalone and cluster.
 
-use crate::harness::fixtures::{buy, import, live_window, product_keys, redis_cmd};
-use crate::harness::{Run, TestDb, Topo, console};
+use crate::harness::fixtures::{buy, product_keys, redis_cmd};
+use crate::harness::{Console, TestDb, Topo};
 use redis::Value;
 use seckill_console::redis::stock::{
     RecordMode, Recorded, Rewrite, StockWrite, deduct, record, restore, set_stock_many,
@@ -46,14 +46,6 @@ const PLACES: [Place; 7] = [
     Place::Holding,
     Place::Ledger,
 ];
-
-/// The binary pointed at `topo` and `db`, with `rest`.
-fn run_on(topo: &Topo, db: &TestDb, rest: &[&str]) -> Run {
-    let mut v: Vec<String> = topo.flags();
-    v.extend(["--db".into(), db.url.clone()]);
-    v.extend(rest.iter().map(|s| s.to_string()));
-    console(&v.iter().map(String::as_str).collect::<Vec<_>>())
-}
 
 async fn dump(store: &RedisStore, k: &ProductKeys) -> Vec<Value> {
     let mut out = Vec::new();
@@ -170,9 +162,8 @@ async fn values_redis_would_refuse_stop_every_script_before_its_first_write() {
         let store = topo.store().await;
         let db = TestDb::sqlite();
         let lib = db.open().await;
-        import(&lib, "ints", &[("p1", 10, 5)], live_window()).await;
-        let run = |rest: &[&str]| run_on(&topo, &db, rest);
-        run(&["preheat", "ints"]).expect_code(0);
+        let c = Console::new(&topo, &db);
+        c.import_preheat(&lib, "ints", &[("p1", 10, 5)]).await;
         let k = product_keys("ints", "p1");
         // History, so that every key exists: h1 deducted and returned once, h2 deducted.
         assert!(deduct(&store, &k, "h0", "u1", "1").await.is_ok());
@@ -183,8 +174,8 @@ async fn values_redis_would_refuse_stop_every_script_before_its_first_write() {
                 let label = format!("{} {place:?} = {bad:?}", topo.name());
                 let mend = spoil(&store, &k, place, bad).await;
                 every_script_refuses(&store, &k, place, &label).await;
-                let s = run(&["--json", "status", "ints"]);
-                let p = &s.json()["products"][0];
+                let doc = c.run("--json status ints").json();
+                let p = &doc["products"][0];
                 assert_eq!(p["state"], "corrupt", "{label}: {p}");
                 // A holding or ledger entry is named (the sweep of both hashes found it).
                 let named = match place {
@@ -200,17 +191,15 @@ async fn values_redis_would_refuse_stop_every_script_before_its_first_write() {
                 );
                 if place == Place::Stock {
                     // Either repair rewrites it from the truth: 10 units, one held by h1.
-                    let repair: &[&str] = if bad.len() % 2 == 0 {
-                        &["--json", "fix", "ints", "--yes"]
+                    c.ok(if bad.len() % 2 == 0 {
+                        "--json fix ints --yes"
                     } else {
-                        &["--json", "preheat", "ints", "--force"]
-                    };
-                    let f = run(repair);
-                    f.expect_code(0);
+                        "--json preheat ints --force"
+                    });
                     let now = text(&redis_cmd(&store, &["GET", &k.stock]).await);
                     assert_eq!(now, "9", "{label}: after the fix");
-                    let s = run(&["--json", "status", "ints"]);
-                    assert_ne!(s.json()["products"][0]["state"], "corrupt", "{label}");
+                    let doc = c.run("--json status ints").json();
+                    assert_ne!(doc["products"][0]["state"], "corrupt", "{label}");
                 } else {
                     let m: Vec<&str> = mend.iter().map(String::as_str).collect();
                     redis_cmd(&store, &m).await;
@@ -234,9 +223,8 @@ async fn an_unreadable_ledger_entry_or_holding_is_found_named_and_left_to_the_op
         let store = topo.store().await;
         let db = TestDb::sqlite();
         let lib = db.open().await;
-        import(&lib, "entries", &[("p1", 5000, 5)], live_window()).await;
-        let run = |rest: &[&str]| run_on(&topo, &db, rest);
-        run(&["preheat", "entries"]).expect_code(0);
+        let c = Console::new(&topo, &db);
+        c.import_preheat(&lib, "entries", &[("p1", 5000, 5)]).await;
         let k = product_keys("entries", "p1");
         // More entries than one sweep page holds (a hashtable, not a listpack).
         for i in 0..400 {
@@ -269,8 +257,7 @@ async fn an_unreadable_ledger_entry_or_holding_is_found_named_and_left_to_the_op
             assert!(deduct(&store, &k, "other", "u-other", "1").await.is_ok());
             let mut found = None;
             for _ in 0..60 {
-                let s = run(&["--json", "status", "entries"]);
-                let doc = s.json();
+                let doc = c.run("--json status entries").json();
                 if doc["products"][0]["state"] == "corrupt" {
                     found = Some(doc);
                     break;
@@ -288,7 +275,7 @@ async fn an_unreadable_ledger_entry_or_holding_is_found_named_and_left_to_the_op
                 "{label}: {alert}"
             );
             let stock = text(&redis_cmd(&store, &["GET", &k.stock]).await);
-            let f = run(&["--json", "fix", "entries", "--yes"]);
+            let f = c.run("--json fix entries --yes");
             f.expect_code(4);
             let row = &f.json()["products"][0];
             assert!(
@@ -300,13 +287,8 @@ async fn an_unreadable_ledger_entry_or_holding_is_found_named_and_left_to_the_op
             assert_eq!(text(&redis_cmd(&store, &["GET", &k.stock]).await), stock);
             // Set right by hand: the next status no longer names it.
             redis_cmd(&store, &["HSET", &key, field, &good]).await;
-            let s = run(&["--json", "status", "entries"]);
-            assert_eq!(
-                s.json()["products"][0]["state"],
-                "ok",
-                "{label}: {}",
-                s.stdout
-            );
+            let doc = c.run("--json status entries").json();
+            assert_eq!(doc["products"][0]["state"], "ok", "{label}: {doc}");
             // The request that was deducted during the check has no order: undo it so the
             // next round starts balanced.
             assert!(restore(&store, &k, "other").await.is_ok());
@@ -323,9 +305,8 @@ async fn a_buyers_or_ledger_key_of_another_type_is_corrupt() {
         let store = topo.store().await;
         let db = TestDb::sqlite();
         let lib = db.open().await;
-        import(&lib, "types", &[("p1", 10, 5)], live_window()).await;
-        let run = |rest: &[&str]| run_on(&topo, &db, rest);
-        run(&["preheat", "types"]).expect_code(0);
+        let c = Console::new(&topo, &db);
+        c.import_preheat(&lib, "types", &[("p1", 10, 5)]).await;
         let k = product_keys("types", "p1");
         for (what, key) in [("buyers", k.buyers.clone()), ("ledger", k.ledger.clone())] {
             let label = format!("{} {what}", topo.name());
@@ -336,8 +317,7 @@ async fn a_buyers_or_ledger_key_of_another_type_is_corrupt() {
                 deduct(&store, &k, "n1", "u1", "1").await.is_err(),
                 "{label}"
             );
-            let s = run(&["--json", "status", "types"]);
-            let doc = s.json();
+            let doc = c.run("--json status types").json();
             assert_eq!(doc["products"][0]["state"], "corrupt", "{label}: {doc}");
             let named = doc["alerts"]
                 .as_array()
@@ -345,7 +325,7 @@ async fn a_buyers_or_ledger_key_of_another_type_is_corrupt() {
                 .iter()
                 .any(|a| a["message"].as_str().is_some_and(|m| m.contains(&key)));
             assert!(named, "{label}: no alert names {key}: {doc}");
-            let f = run(&["--json", "fix", "types", "--yes"]);
+            let f = c.run("--json fix types --yes");
             assert_ne!(f.code, 0, "{label}: fix claimed success: {}", f.stdout);
             // Put it back as it was.
             redis_cmd(&store, &["DEL", &key]).await;
@@ -354,8 +334,8 @@ async fn a_buyers_or_ledger_key_of_another_type_is_corrupt() {
                 c.arg(&key).arg(0).arg(b);
                 store.query(&key, &c).await.expect("restore");
             }
-            let s = run(&["--json", "status", "types"]);
-            assert_eq!(s.json()["products"][0]["state"], "ok", "{label}");
+            let doc = c.run("--json status types").json();
+            assert_eq!(doc["products"][0]["state"], "ok", "{label}");
         }
         lib.close().await;
     }
@@ -369,9 +349,8 @@ async fn rebuilding_a_corrupt_meta_hash_keeps_paused_epoch_and_bucket() {
     let store = topo.store().await;
     let db = TestDb::sqlite();
     let lib = db.open().await;
-    import(&lib, "keep", &[("p1", 1000, 5)], live_window()).await;
-    let run = |rest: &[&str]| run_on(&topo, &db, rest);
-    run(&["preheat", "keep"]).expect_code(0);
+    let c = Console::new(&topo, &db);
+    c.import_preheat(&lib, "keep", &[("p1", 1000, 5)]).await;
     let k = product_keys("keep", "p1");
     let field = |f: &'static str| {
         let store = &store;
@@ -393,9 +372,9 @@ async fn rebuilding_a_corrupt_meta_hash_keeps_paused_epoch_and_bucket() {
             &["HSET", &k.meta, "paused", paused, "deducted", "00"],
         )
         .await;
-        let s = run(&["--json", "status", "keep"]);
-        assert_eq!(s.json()["products"][0]["state"], "corrupt");
-        run(&["--json", "fix", "keep", "--yes"]).expect_code(0);
+        let doc = c.run("--json status keep").json();
+        assert_eq!(doc["products"][0]["state"], "corrupt");
+        c.ok("--json fix keep --yes");
         // Still paused ("01" stopped every sale, so it stays stopped), counters readable.
         assert_eq!(field("paused").await, "1", "paused {paused:?}");
         assert_eq!(field("deducted").await, "0");

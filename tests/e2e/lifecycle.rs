@@ -3,17 +3,9 @@
 //! cluster, SQLite and PostgreSQL.
 
 use crate::harness::fixtures::{buy, import, live_window, product_keys, redis_cmd};
-use crate::harness::{Run, TestDb, Topo, console};
+use crate::harness::{Console, TestDb, Topo};
 use redis::Value;
 use seckill_console::redis::stock::{Deducted, deduct};
-
-fn run(topo: &Topo, db: &TestDb, rest: &[&str]) -> Run {
-    let flags = topo.flags();
-    let mut v: Vec<&str> = flags.iter().map(String::as_str).collect();
-    v.extend(["--db", db.url.as_str()]);
-    v.extend_from_slice(rest);
-    console(&v)
-}
 
 async fn text(store: &seckill_console::redis::RedisStore, args: &[&str]) -> Option<String> {
     match redis_cmd(store, args).await {
@@ -31,21 +23,20 @@ async fn a_preheat_after_key_loss_brings_back_what_each_buyer_holds() {
     for topo in Topo::both() {
         let store = topo.store().await;
         for db in TestDb::sqlite_and_postgres().await {
-            let label = format!("{} {}", topo.name(), db.name());
+            let c = Console::new(&topo, &db);
+            let label = c.label();
             let lib = db.open().await;
             let a = format!("loss{}", db.name());
-            import(&lib, &a, &[("p1", 10, 2)], live_window()).await;
-            run(&topo, &db, &["preheat", &a]).expect_code(0);
+            c.import_preheat(&lib, &a, &[("p1", 10, 2)]).await;
             let r = buy(&store, &lib, &a, "p1", "r1", "u1", 2).await;
             assert_eq!(r, Deducted::Remaining(8), "{label}");
             buy(&store, &lib, &a, "p1", "r2", "u2", 1).await;
 
-            run(&topo, &db, &["cleanup", &a, "--force"]).expect_code(0);
+            c.ok(&["cleanup", &a, "--force"]);
             let k = product_keys(&a, "p1");
             assert_eq!(text(&store, &["GET", &k.stock]).await, None, "{label}");
 
-            let p = run(&topo, &db, &["--json", "preheat", &a]);
-            p.expect_code(0);
+            let p = c.ok(&["--json", "preheat", &a]);
             assert_eq!(p.json()["decision"], "go", "{label}: {}", p.all_output());
             assert_eq!(
                 text(&store, &["GET", &k.stock]).await.as_deref(),
@@ -71,9 +62,8 @@ async fn a_preheat_after_key_loss_brings_back_what_each_buyer_holds() {
                 Some("7"),
                 "{label}"
             );
-            let s = run(&topo, &db, &["--json", "reconcile", &a, "--fail-on-drift"]);
-            s.expect_code(0);
-            let p1 = &s.json()["products"][0];
+            let doc = c.reconcile(&a);
+            let p1 = &doc["products"][0];
             assert_eq!(p1["state"], "ok", "{label}: {p1}");
             assert_eq!(p1["drift"], 0, "{label}: {p1}");
         }
@@ -88,11 +78,12 @@ async fn a_cancelled_activity_sells_nothing_and_can_be_cleaned_up() {
     for topo in Topo::both() {
         let store = topo.store().await;
         for db in TestDb::sqlite_and_postgres().await {
-            let label = format!("{} {}", topo.name(), db.name());
+            let c = Console::new(&topo, &db);
+            let label = c.label();
             let lib = db.open().await;
             let a = format!("cxl{}", db.name());
-            import(&lib, &a, &[("p1", 10, 2), ("p2", 5, 1)], live_window()).await;
-            run(&topo, &db, &["preheat", &a]).expect_code(0);
+            c.import_preheat(&lib, &a, &[("p1", 10, 2), ("p2", 5, 1)])
+                .await;
             buy(&store, &lib, &a, "p1", "r1", "u1", 1).await;
             lib.execute(
                 "UPDATE seckill_activity SET status = 'cancelled' WHERE activity_id = ?",
@@ -101,9 +92,7 @@ async fn a_cancelled_activity_sells_nothing_and_can_be_cleaned_up() {
             .await
             .expect("cancel");
 
-            let s = run(&topo, &db, &["--json", "status", &a]);
-            s.expect_code(0);
-            let doc = s.json();
+            let doc = c.status(&a);
             assert_eq!(doc["phase"], "cancelled", "{label}: {doc}");
             let alerts = doc["alerts"].as_array().cloned().unwrap_or_default();
             assert!(
@@ -112,24 +101,11 @@ async fn a_cancelled_activity_sells_nothing_and_can_be_cleaned_up() {
                     .any(|x| x["kind"] == "cancelled_on_sale" && x["severity"] == "critical"),
                 "{label}: {doc}"
             );
-            let listed = run(&topo, &db, &["--json", "activity", "show", &a]);
-            assert_eq!(listed.json()["phase"], "cancelled", "{label}");
+            let listed = c.run(&["--json", "activity", "show", &a]).json();
+            assert_eq!(listed["phase"], "cancelled", "{label}");
 
             let k = product_keys(&a, "p1");
-            let l = run(
-                &topo,
-                &db,
-                &[
-                    "--json",
-                    "load",
-                    &a,
-                    "--yes",
-                    "--buyers",
-                    "5",
-                    "--concurrency",
-                    "2",
-                ],
-            );
+            let l = c.run(format!("--json load {a} --yes --buyers 5 --concurrency 2"));
             l.expect_code(5);
             assert!(
                 l.json_error()["error"]
@@ -144,7 +120,7 @@ async fn a_cancelled_activity_sells_nothing_and_can_be_cleaned_up() {
                 "{label}: load sold a cancelled activity"
             );
             redis_cmd(&store, &["SET", &k.stock, "3"]).await;
-            run(&topo, &db, &["fix", &a, "--yes"]).expect_code(5);
+            c.run(&["fix", &a, "--yes"]).expect_code(5);
             assert_eq!(
                 text(&store, &["GET", &k.stock]).await.as_deref(),
                 Some("3"),
@@ -152,11 +128,9 @@ async fn a_cancelled_activity_sells_nothing_and_can_be_cleaned_up() {
             );
 
             // Inside its window, and still no --force needed.
-            run(&topo, &db, &["cleanup", &a]).expect_code(0);
+            c.ok(&["cleanup", &a]);
             assert_eq!(text(&store, &["GET", &k.stock]).await, None, "{label}");
-            let s = run(&topo, &db, &["--json", "status", &a]);
-            s.expect_code(0);
-            assert_eq!(s.json()["alerts"], serde_json::json!([]), "{label}");
+            assert_eq!(c.status(&a)["alerts"], serde_json::json!([]), "{label}");
         }
     }
 }
@@ -173,7 +147,7 @@ async fn a_small_stock_over_a_long_window_keeps_its_bucket_rate() {
     let start = chrono::Utc::now() + chrono::Duration::days(1);
     let end = start + chrono::Duration::days(30);
     import(&lib, "slow", &[("p1", 5, 1)], (start, end)).await;
-    run(&topo, &db, &["preheat", "slow"]).expect_code(0);
+    Console::new(&topo, &db).preheat("slow");
     let k = product_keys("slow", "p1");
     let stored = text(&store, &["HGET", &k.meta, "bucket_rate"])
         .await
@@ -199,15 +173,9 @@ async fn the_audit_names_the_uid_when_no_user_variable_is_set() {
         .output()
         .expect("id -un");
     let who = String::from_utf8_lossy(&who.stdout).trim().to_string();
-    let mut args = topo.flags();
-    args.extend([
-        "--db".into(),
-        db.url.clone(),
-        "preheat".into(),
-        "who".into(),
-    ]);
     let mut cmd = std::process::Command::new(crate::harness::cli::binary());
-    cmd.args(&args).stdin(std::process::Stdio::null());
+    cmd.args(Console::new(&topo, &db).args("preheat who"))
+        .stdin(std::process::Stdio::null());
     for (k, _) in std::env::vars() {
         if k.starts_with("SECKILL_") || ["USER", "LOGNAME", "USERNAME"].contains(&k.as_str()) {
             cmd.env_remove(&k);

@@ -3,9 +3,9 @@
 //! the rest expiring after one second, on a standalone server and a cluster, with SQLite and
 //! PostgreSQL.
 
-use crate::harness::cli::{finish, spawn};
-use crate::harness::fixtures::{activity_toml, live_window, write_file};
-use crate::harness::{Run, TestDb, Topo, console};
+use crate::harness::cli::finish;
+use crate::harness::session::products;
+use crate::harness::{Console, Run, TestDb, Topo};
 use serde_json::Value as Json;
 use std::process::Child;
 use std::sync::Mutex;
@@ -20,66 +20,40 @@ const PRODUCTS: [(&str, i64, i64); 4] = [
 ];
 
 struct Sale {
-    flags: Vec<String>,
+    c: Console,
     dir: tempfile::TempDir,
 }
 
 impl Sale {
     fn new(topo: &Topo, db: &TestDb) -> Self {
-        let mut flags = topo.flags();
-        flags.extend(["--db".to_string(), db.url.clone()]);
         // The premise is a sale without real drift: every order lands within the grace
         // window. On a starved machine the load's order writer was seen 60 s behind its
         // buyers, and the console then rightly counted those deductions as orphaned (and the
         // fix loop returned them); a window of ten minutes keeps the premise true there.
-        flags.extend(["--grace-secs".to_string(), "600".to_string()]);
-        let sale = Sale {
-            flags,
+        let c = Console::new(topo, db).with("--grace-secs 600");
+        c.ok("migrate");
+        Sale {
+            c,
             dir: tempfile::tempdir().expect("tmp"),
-        };
-        sale.run(&["migrate"]).expect_code(0);
-        sale
+        }
     }
 
     fn run(&self, rest: &[&str]) -> Run {
-        let mut v: Vec<&str> = self.flags.iter().map(String::as_str).collect();
-        v.extend_from_slice(rest);
-        console(&v)
+        self.c.run(rest)
     }
 
     fn open(&self, activity: &str) {
-        let (s, e) = live_window();
-        let file = write_file(
-            self.dir.path(),
-            &format!("{activity}.toml"),
-            &activity_toml(activity, &PRODUCTS, s, e),
-        );
-        self.run(&["activity", "import", file.to_str().expect("utf8")])
-            .expect_code(0);
-        self.run(&["preheat", activity]).expect_code(0);
+        self.c
+            .import_file_preheat(self.dir.path(), activity, &PRODUCTS);
     }
 
     /// The issue's load: buyers at 2,400 requests a second, 30% pay, the rest expire after 1 s
     /// and their stock goes back.
     fn load(&self, activity: &str, buyers: &str) -> Child {
-        let mut v: Vec<&str> = self.flags.iter().map(String::as_str).collect();
-        v.extend([
-            "--json",
-            "load",
-            activity,
-            "--buyers",
-            buyers,
-            "--concurrency",
-            "32",
-            "--rate",
-            "2400",
-            "--pay-share",
-            "0.3",
-            "--payment-window-secs",
-            "1",
-            "--yes",
-        ]);
-        spawn(&v)
+        self.c.spawn(format!(
+            "--json load {activity} --buyers {buyers} --concurrency 32 --rate 2400
+             --pay-share 0.3 --payment-window-secs 1 --yes"
+        ))
     }
 
     fn status(&self, activity: &str) -> Json {
@@ -90,9 +64,7 @@ impl Sale {
 
     /// After the load: every product ok, nothing in flight, and the units add up.
     fn balanced(&self, activity: &str, what: &str) {
-        let r = self.run(&["--json", "reconcile", activity, "--fail-on-drift"]);
-        r.expect_code(0);
-        for p in r.json()["products"].as_array().expect("products") {
+        for p in products(&self.c.reconcile(activity)) {
             assert_eq!(p["state"], "ok", "{what}: {p}");
             assert_eq!(p["in_flight"], 0, "{what}: {p}");
             let (initial, left, sold) = (
@@ -218,10 +190,7 @@ fn a_write_outside_the_scripts_is_removed_exactly(sale: &Sale, topo: &Topo, what
     sale.balanced("incr", what);
 }
 
-async fn sale_on(topo: Topo, db: Option<TestDb>) {
-    let Some(db) = db else {
-        return;
-    };
+async fn sale_on(topo: Topo, db: TestDb) {
     let what = format!("{} {}", topo.name(), db.name());
     tokio::task::spawn_blocking(move || {
         let sale = Sale::new(&topo, &db);
@@ -234,20 +203,22 @@ async fn sale_on(topo: Topo, db: Option<TestDb>) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn live_sale_standalone_sqlite() {
-    sale_on(Topo::standalone(), Some(TestDb::sqlite())).await;
+    sale_on(Topo::standalone(), TestDb::sqlite()).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn live_sale_cluster_sqlite() {
-    sale_on(Topo::cluster(), Some(TestDb::sqlite())).await;
+    sale_on(Topo::cluster(), TestDb::sqlite()).await;
 }
 
+/// On PostgreSQL: fails, naming SECKILL_TEST_PG_URL, when that is not set.
 #[tokio::test(flavor = "multi_thread")]
 async fn live_sale_standalone_postgres() {
-    sale_on(Topo::standalone(), TestDb::postgres().await).await;
+    sale_on(Topo::standalone(), TestDb::require_postgres().await).await;
 }
 
+/// On PostgreSQL: fails, naming SECKILL_TEST_PG_URL, when that is not set.
 #[tokio::test(flavor = "multi_thread")]
 async fn live_sale_cluster_postgres() {
-    sale_on(Topo::cluster(), TestDb::postgres().await).await;
+    sale_on(Topo::cluster(), TestDb::require_postgres().await).await;
 }

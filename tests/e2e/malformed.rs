@@ -2,8 +2,8 @@
 //! a clear error or a reported state, nothing written that should not be, never a panic (the
 //! harness fails any run whose stderr says "panicked").
 
-use crate::harness::fixtures::{activity_toml, import, live_window, product_keys, write_file};
-use crate::harness::{Run, TestDb, Topo, console, console_env};
+use crate::harness::fixtures::{activity_toml, live_window, product_keys, write_file};
+use crate::harness::{Console, TestDb, Topo, console, console_env};
 use redis::Value;
 use seckill_console::redis::RedisStore;
 
@@ -30,13 +30,7 @@ async fn malformed_values_on(topo: &Topo) {
     let store = topo.store().await;
     let db = TestDb::sqlite();
     let lib = db.open().await;
-    let flags = topo.flags();
-    let run = |rest: &[&str]| -> Run {
-        let mut v: Vec<&str> = flags.iter().map(String::as_str).collect();
-        v.extend(["--db", db.url.as_str()]);
-        v.extend_from_slice(rest);
-        console(&v)
-    };
+    let c = Console::new(topo, &db);
     // Each case breaks one key of one product; (name, commands that break it).
     type Case = (
         &'static str,
@@ -100,14 +94,14 @@ async fn malformed_values_on(topo: &Topo) {
     ];
     for (i, (name, breaker)) in cases.iter().enumerate() {
         let a = format!("m{i}");
-        import(&lib, &a, &[("p1", 20, 2), ("p2", 20, 2)], live_window()).await;
-        run(&["preheat", &a]).expect_code(0);
+        c.import_preheat(&lib, &a, &[("p1", 20, 2), ("p2", 20, 2)])
+            .await;
         crate::harness::fixtures::buy(&store, &lib, &a, "p1", &format!("{a}-r1"), "u9", 1).await;
         let k = product_keys(&a, "p1");
         for cmd in breaker(&k) {
             raw(&store, &k.stock, cmd).await;
         }
-        let s = run(&["--json", "status", &a]);
+        let s = c.run(&["--json", "status", &a]);
         s.expect_code(0);
         let p1 = s.json()["products"][0].clone();
         let p2 = s.json()["products"][1].clone();
@@ -133,7 +127,7 @@ async fn malformed_values_on(topo: &Topo) {
             vec!["--json", "ping"],
             vec!["reconcile", a.as_str()],
         ] {
-            let r = run(&args);
+            let r = c.run(&args);
             assert!(
                 matches!(r.code, 0 | 4 | 5),
                 "{name} {args:?}: exit {}: {}",
@@ -142,7 +136,7 @@ async fn malformed_values_on(topo: &Topo) {
             );
         }
         // A key fix cannot rebuild (a ledger of another type) is named and left: exit 4.
-        let f = run(&["--json", "fix", &a, "--yes"]);
+        let f = c.run(&["--json", "fix", &a, "--yes"]);
         assert!(
             matches!(f.code, 0 | 1 | 4),
             "{name}: fix exit {}: {}",
@@ -150,7 +144,7 @@ async fn malformed_values_on(topo: &Topo) {
             f.stderr
         );
         if repairable {
-            let r = run(&["--json", "reconcile", &a, "--fail-on-drift"]);
+            let r = c.run(&["--json", "reconcile", &a, "--fail-on-drift"]);
             r.expect_code(0);
             assert_eq!(r.json()["products"][0]["redis_remaining"], 19, "{name}");
             // Deductions work again on the repaired product.
@@ -163,8 +157,7 @@ async fn malformed_values_on(topo: &Topo) {
                 "{name}"
             );
         }
-        let c = run(&["--json", "cleanup", &a, "--force"]);
-        c.expect_code(0);
+        c.ok(&["--json", "cleanup", &a, "--force"]);
     }
     lib.close().await;
 }

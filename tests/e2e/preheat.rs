@@ -1,21 +1,13 @@
 //! The preheat gate and activity-scoped cleanup, on standalone and cluster, SQLite and
 //! PostgreSQL.
 
-use crate::harness::fixtures::{future_window, import, live_window};
-use crate::harness::{TestDb, Topo, console};
+use crate::harness::fixtures::{dump_activity, future_window, import, live_window};
+use crate::harness::{Console, TestDb, Topo};
 use redis::Value;
 use seckill_console::db::Db;
 use seckill_console::db::orders::{NewOrder, insert_with_outbox};
 use seckill_console::domain::{ActivityId, ProductId};
 use seckill_console::redis::{KeySpace, Keyed, RedisStore};
-use std::collections::HashMap;
-
-fn args<'a>(topo: &'a [String], db: &'a TestDb, rest: &[&'a str]) -> Vec<&'a str> {
-    let mut v: Vec<&str> = topo.iter().map(String::as_str).collect();
-    v.extend(["--db", db.url.as_str()]);
-    v.extend_from_slice(rest);
-    v
-}
 
 /// GET of every product's stock key, as text (None when missing).
 pub async fn stocks(
@@ -44,24 +36,6 @@ pub async fn stocks(
         .collect()
 }
 
-/// DUMP of every key of the activity: byte-for-byte state.
-pub async fn dump_activity(store: &RedisStore, activity: &str) -> HashMap<String, Value> {
-    let a = ActivityId::parse(activity).expect("valid");
-    let keys = store
-        .scan(&KeySpace::default().activity_pattern(&a))
-        .await
-        .expect("scan");
-    let items: Vec<Keyed> = keys
-        .iter()
-        .map(|k| Keyed::new(k.clone(), redis::cmd("DUMP").arg(k).clone()))
-        .collect();
-    let dumps = store.pipeline(items).await;
-    keys.into_iter()
-        .zip(dumps)
-        .map(|(k, v)| (k, v.expect("DUMP")))
-        .collect()
-}
-
 pub async fn orders(db: &Db, activity: &str, product: &str, list: &[(&str, i64, &str)]) {
     let batch: Vec<NewOrder> = list
         .iter()
@@ -82,8 +56,8 @@ pub async fn orders(db: &Db, activity: &str, product: &str, list: &[(&str, i64, 
 async fn a_thousand_products_go_verified_and_equal_to_the_database() {
     for topo in Topo::both() {
         let store = topo.store().await;
-        let flags = topo.flags();
         for db in TestDb::sqlite_and_postgres().await {
+            let c = Console::new(&topo, &db);
             let lib = db.open().await;
             let activity = format!("k{}", db.name());
             let products: Vec<(String, i64, i64)> = (0..1000i64)
@@ -95,7 +69,7 @@ async fn a_thousand_products_go_verified_and_equal_to_the_database() {
                 .collect();
             import(&lib, &activity, &refs, future_window()).await;
 
-            let r = console(&args(&flags, &db, &["--json", "preheat", &activity]));
+            let r = c.run(&["--json", "preheat", &activity]);
             r.expect_code(0);
             let doc = r.json();
             let label = format!("{} {}", topo.name(), db.name());
@@ -135,8 +109,8 @@ async fn a_thousand_products_go_verified_and_equal_to_the_database() {
 async fn orders_in_the_database_and_an_empty_redis_preheat_the_remaining_truth() {
     for topo in Topo::both() {
         let store = topo.store().await;
-        let flags = topo.flags();
         for db in TestDb::sqlite_and_postgres().await {
+            let c = Console::new(&topo, &db);
             let lib = db.open().await;
             let a = format!("lost{}", db.name());
             import(
@@ -158,7 +132,7 @@ async fn orders_in_the_database_and_an_empty_redis_preheat_the_remaining_truth()
             )
             .await;
             orders(&lib, &a, "p2", &[("r4", 3, "expired"), ("r5", 5, "paid")]).await;
-            let r = console(&args(&flags, &db, &["--json", "preheat", &a]));
+            let r = c.run(&["--json", "preheat", &a]);
             r.expect_code(0);
             assert_eq!(r.json()["decision"], "go");
             let got = stocks(&store, &a, &["p1".into(), "p2".into(), "p3".into()]).await;
@@ -170,11 +144,7 @@ async fn orders_in_the_database_and_an_empty_redis_preheat_the_remaining_truth()
                 topo.name(),
                 db.name()
             );
-            let rec = console(&args(
-                &flags,
-                &db,
-                &["--json", "reconcile", &a, "--fail-on-drift"],
-            ));
+            let rec = c.run(&["--json", "reconcile", &a, "--fail-on-drift"]);
             rec.expect_code(0);
             for p in rec.json()["products"].as_array().expect("products") {
                 assert_eq!(
@@ -216,13 +186,13 @@ async fn orders_in_the_database_and_an_empty_redis_preheat_the_remaining_truth()
 async fn keys_expire_days_after_the_activity_and_a_fix_keeps_it() {
     let topo = Topo::standalone();
     let store = topo.store().await;
-    let flags = topo.flags();
     let db = TestDb::sqlite();
+    let c = Console::new(&topo, &db);
     let lib = db.open().await;
     let window = live_window();
     import(&lib, "ttl", &[("p1", 10, 5)], window).await;
     import(&lib, "forever", &[("p1", 10, 5)], window).await;
-    console(&args(&flags, &db, &["preheat", "ttl"])).expect_code(0);
+    c.preheat("ttl");
     crate::harness::fixtures::buy(&store, &lib, "ttl", "p1", "t-r1", "u1", 1).await;
     let k = crate::harness::fixtures::product_keys("ttl", "p1");
     let expiry = |k: seckill_console::redis::ProductKeys| {
@@ -246,18 +216,19 @@ async fn keys_expire_days_after_the_activity_and_a_fix_keeps_it() {
         "every key, to the ms"
     );
     crate::harness::fixtures::redis_cmd(&store, &["INCRBY", &k.stock, "3"]).await;
-    let f = console(&args(&flags, &db, &["--json", "fix", "ttl", "--yes"]));
+    let f = c.run(&["--json", "fix", "ttl", "--yes"]);
     f.expect_code(0);
     assert_eq!(f.json()["products"][0]["applied"], true);
     assert_eq!(expiry(k).await, vec![want; 5], "kept by the fix");
     // 0: never.
-    let mut v = args(&flags, &db, &["preheat", "forever"]);
-    v.insert(0, "--config");
     let dir = tempfile::tempdir().expect("tmp");
     let cfg = crate::harness::fixtures::write_file(dir.path(), "c.toml", "key_ttl_days = 0\n");
     let cfg = cfg.to_str().expect("utf8").to_string();
-    v.insert(1, &cfg);
-    console(&v).expect_code(0);
+    Console::on(
+        [vec!["--config".into(), cfg], topo.flags()].concat(),
+        &db.url,
+    )
+    .preheat("forever");
     let k = crate::harness::fixtures::product_keys("forever", "p1");
     for key in [&k.stock, &k.meta] {
         let v = crate::harness::fixtures::redis_cmd(&store, &["PTTL", key]).await;
@@ -270,8 +241,8 @@ async fn keys_expire_days_after_the_activity_and_a_fix_keeps_it() {
 async fn a_changed_key_is_a_no_go_until_forced_and_a_rerun_changes_nothing() {
     for topo in Topo::both() {
         let store = topo.store().await;
-        let flags = topo.flags();
         for db in TestDb::sqlite_and_postgres().await {
+            let c = Console::new(&topo, &db);
             // Each backend starts from an empty Redis: the activity names are the same.
             topo.cli_all(&["FLUSHALL"]);
             let lib = db.open().await;
@@ -282,7 +253,7 @@ async fn a_changed_key_is_a_no_go_until_forced_and_a_rerun_changes_nothing() {
                 future_window(),
             )
             .await;
-            console(&args(&flags, &db, &["preheat", "hand"])).expect_code(0);
+            c.preheat("hand");
 
             let key = "seckill:{hand:p2}:stock";
             store
@@ -290,7 +261,7 @@ async fn a_changed_key_is_a_no_go_until_forced_and_a_rerun_changes_nothing() {
                 .await
                 .expect("incrby");
             let before = dump_activity(&store, "hand").await;
-            let r = console(&args(&flags, &db, &["--json", "preheat", "hand"]));
+            let r = c.run(&["--json", "preheat", "hand"]);
             r.expect_code(5);
             let doc = r.json();
             assert_eq!(doc["decision"], "no-go");
@@ -305,7 +276,7 @@ async fn a_changed_key_is_a_no_go_until_forced_and_a_rerun_changes_nothing() {
                 "{}: a no-go wrote something",
                 topo.name()
             );
-            let text = console(&args(&flags, &db, &["preheat", "hand"]));
+            let text = c.run(&["preheat", "hand"]);
             text.expect_code(5);
             assert!(
                 text.stdout.contains("p2")
@@ -315,11 +286,7 @@ async fn a_changed_key_is_a_no_go_until_forced_and_a_rerun_changes_nothing() {
                 text.stdout
             );
 
-            let forced = console(&args(
-                &flags,
-                &db,
-                &["--json", "preheat", "hand", "--force"],
-            ));
+            let forced = c.run(&["--json", "preheat", "hand", "--force"]);
             forced.expect_code(0);
             assert_eq!(forced.json()["written"], 1);
             assert_eq!(
@@ -328,7 +295,7 @@ async fn a_changed_key_is_a_no_go_until_forced_and_a_rerun_changes_nothing() {
             );
 
             let settled = dump_activity(&store, "hand").await;
-            let again = console(&args(&flags, &db, &["--json", "preheat", "hand"]));
+            let again = c.run(&["--json", "preheat", "hand"]);
             again.expect_code(0);
             let doc = again.json();
             assert_eq!(doc["decision"], "go");
@@ -360,8 +327,8 @@ async fn a_changed_key_is_a_no_go_until_forced_and_a_rerun_changes_nothing() {
 #[tokio::test]
 async fn a_failed_write_is_a_no_go_naming_the_products() {
     for topo in Topo::both() {
-        let flags = topo.flags();
         for db in TestDb::sqlite_and_postgres().await {
+            let c = Console::new(&topo, &db);
             // Each backend starts from an empty Redis: the activity names are the same.
             topo.cli_all(&["FLUSHALL"]);
             let lib = db.open().await;
@@ -374,7 +341,7 @@ async fn a_failed_write_is_a_no_go_naming_the_products() {
             .await;
             topo.cli_all(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
             topo.cli_all(&["CONFIG", "SET", "maxmemory", "1"]);
-            let r = console(&args(&flags, &db, &["--json", "preheat", "oom"]));
+            let r = c.run(&["--json", "preheat", "oom"]);
             topo.cli_all(&["CONFIG", "SET", "maxmemory", "0"]);
             r.expect_code(4);
             let doc = r.json();
@@ -410,8 +377,8 @@ async fn key_count(store: &RedisStore, activity: &str) -> usize {
 async fn cleanup_removes_this_activity_and_no_neighbour() {
     for topo in Topo::both() {
         let store = topo.store().await;
-        let flags = topo.flags();
         for db in TestDb::sqlite_and_postgres().await {
+            let c = Console::new(&topo, &db);
             // Each backend starts from an empty Redis: the activity names are the same.
             topo.cli_all(&["FLUSHALL"]);
             let lib = db.open().await;
@@ -424,7 +391,7 @@ async fn cleanup_removes_this_activity_and_no_neighbour() {
                     .map(|(p, s, l)| (p.as_str(), *s, *l))
                     .collect();
                 import(&lib, a, &refs, future_window()).await;
-                console(&args(&flags, &db, &["preheat", a])).expect_code(0);
+                c.preheat(a);
             }
             // Preheat writes five keys per product (stock, meta, and the buyers, ledger and
             // events keys with their placeholders, so every key carries the expiry).
@@ -443,7 +410,7 @@ async fn cleanup_removes_this_activity_and_no_neighbour() {
                 v
             };
             assert_eq!(before[0], 30 * 5, "{}", topo.name());
-            let r = console(&args(&flags, &db, &["--json", "cleanup", "a1"]));
+            let r = c.run(&["--json", "cleanup", "a1"]);
             r.expect_code(0);
             assert_eq!(r.json()["keys_deleted"], 150);
             assert_eq!(key_count(&store, "a1").await, 0);
@@ -458,12 +425,12 @@ async fn cleanup_removes_this_activity_and_no_neighbour() {
 
             // Inside its window an activity's keys stay unless forced.
             import(&lib, "live1", &[("p1", 5, 1)], live_window()).await;
-            console(&args(&flags, &db, &["preheat", "live1"])).expect_code(0);
-            let r = console(&args(&flags, &db, &["--json", "cleanup", "live1"]));
+            c.preheat("live1");
+            let r = c.run(&["--json", "cleanup", "live1"]);
             r.expect_code(5);
             assert_eq!(r.json_error()["kind"], "refused");
             assert_eq!(key_count(&store, "live1").await, 5);
-            console(&args(&flags, &db, &["cleanup", "live1", "--force"])).expect_code(0);
+            c.run(&["cleanup", "live1", "--force"]).expect_code(0);
             assert_eq!(key_count(&store, "live1").await, 0);
             let audit = seckill_console::db::audit::recent(&lib, None, 5)
                 .await
@@ -481,8 +448,8 @@ async fn cleanup_removes_this_activity_and_no_neighbour() {
 #[tokio::test]
 async fn preheat_refuses_an_ended_activity_and_unknown_ids() {
     let topo = Topo::standalone();
-    let flags = topo.flags();
     let db = TestDb::sqlite();
+    let c = Console::new(&topo, &db);
     let lib = db.open().await;
     let now = chrono::Utc::now();
     import(
@@ -495,11 +462,11 @@ async fn preheat_refuses_an_ended_activity_and_unknown_ids() {
         ),
     )
     .await;
-    let r = console(&args(&flags, &db, &["--json", "preheat", "old"]));
+    let r = c.run(&["--json", "preheat", "old"]);
     r.expect_code(4);
     assert!(r.json()["reasons"].to_string().contains("ended"));
     assert_eq!(key_count(&topo.store().await, "old").await, 0);
-    console(&args(&flags, &db, &["preheat", "nope"])).expect_code(2);
-    console(&args(&flags, &db, &["preheat", "no{pe"])).expect_code(2);
+    c.run(&["preheat", "nope"]).expect_code(2);
+    c.run(&["preheat", "no{pe"]).expect_code(2);
     lib.close().await;
 }

@@ -3,9 +3,8 @@
 //! yes, answers keys while Redis is stopped with SIGSTOP (and says "stale"), recovers after
 //! SIGCONT, and restores the terminal on quit. Without a terminal it refuses with exit 2.
 
-use crate::harness::fixtures::{activity_toml, live_window, write_file};
 use crate::harness::tmux::Tmux;
-use crate::harness::{RedisServer, TestDb, console};
+use crate::harness::{Console, RedisServer, TestDb, console};
 use std::time::{Duration, Instant};
 
 #[test]
@@ -34,25 +33,11 @@ fn the_tui_fixes_drift_and_answers_keys_while_redis_is_stopped() {
     let redis = RedisServer::start();
     let db = TestDb::sqlite();
     let dir = tempfile::tempdir().expect("temp dir");
-    let (starts, ends) = live_window();
-    let file = write_file(
+    Console::redis(&redis.url(), &db.url).import_file_preheat(
         dir.path(),
-        "sale.toml",
-        &activity_toml(
-            "tui-sale",
-            &[("phone", 100, 2), ("case", 50, 1)],
-            starts,
-            ends,
-        ),
+        "tui-sale",
+        &[("phone", 100, 2), ("case", 50, 1)],
     );
-    let base = ["--redis", &redis.url(), "--db", &db.url];
-    let with = |rest: &[&str]| {
-        let mut v = base.to_vec();
-        v.extend_from_slice(rest);
-        console(&v)
-    };
-    with(&["activity", "import", &file.display().to_string()]).expect_code(0);
-    with(&["preheat", "tui-sale"]).expect_code(0);
     redis.cli(&["SET", "seckill:{tui-sale:phone}:stock", "97"]);
 
     let tmux = Tmux {
@@ -153,25 +138,12 @@ fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
     let redis = RedisServer::start();
     let db = TestDb::sqlite();
     let dir = tempfile::tempdir().expect("temp dir");
-    let (starts, ends) = live_window();
-    let file = write_file(
+    let c = Console::redis(&redis.url(), &db.url);
+    c.import_file_preheat(
         dir.path(),
-        "hold.toml",
-        &activity_toml(
-            "tui-hold",
-            &[("case", 50, 1), ("phone", 100, 2)],
-            starts,
-            ends,
-        ),
+        "tui-hold",
+        &[("case", 50, 1), ("phone", 100, 2)],
     );
-    let base = ["--redis", &redis.url(), "--db", &db.url];
-    let with = |rest: &[&str]| {
-        let mut v = base.to_vec();
-        v.extend_from_slice(rest);
-        console(&v)
-    };
-    with(&["activity", "import", &file.display().to_string()]).expect_code(0);
-    with(&["preheat", "tui-hold"]).expect_code(0);
     let tmux = Tmux {
         socket: format!("seckill-pause-{}", std::process::id()),
     };
@@ -261,7 +233,7 @@ fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
         redis.cli(&["GET", "seckill:{tui-hold:case}:stock"]).trim(),
         "75"
     );
-    let show = with(&["--json", "activity", "show", "tui-hold"]);
+    let show = c.run("--json activity show tui-hold");
     assert_eq!(
         show.json()["products"][0]["initial_stock"],
         75,
@@ -285,7 +257,7 @@ fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
         md.contains("# Incident report: tui-hold") && md.contains("| case | 75 |"),
         "{md}"
     );
-    let audit = with(&["--json", "audit", "tui-hold"]);
+    let audit = c.run("--json audit tui-hold");
     let entries = audit.json()["entries"].clone();
     let actions: Vec<&str> = entries
         .as_array()
@@ -376,25 +348,11 @@ async fn the_dry_run_view_runs_strategies_on_shadow_keys_only() {
     let redis = RedisServer::start();
     let db = TestDb::sqlite();
     let dir = tempfile::tempdir().expect("temp dir");
-    let (starts, ends) = live_window();
-    let file = write_file(
+    Console::redis(&redis.url(), &db.url).import_file_preheat(
         dir.path(),
-        "dry.toml",
-        &activity_toml(
-            "dry-sale",
-            &[("phone", 40, 2), ("case", 25, 1), ("cable", 60, 3)],
-            starts,
-            ends,
-        ),
+        "dry-sale",
+        &[("phone", 40, 2), ("case", 25, 1), ("cable", 60, 3)],
     );
-    let base = ["--redis", &redis.url(), "--db", &db.url];
-    let with = |rest: &[&str]| {
-        let mut v = base.to_vec();
-        v.extend_from_slice(rest);
-        console(&v)
-    };
-    with(&["activity", "import", &file.display().to_string()]).expect_code(0);
-    with(&["preheat", "dry-sale"]).expect_code(0);
     let before = live_keys(&redis);
     assert!(!before.is_empty());
     let shadow = || redis.cli(&["--scan", "--pattern", "*-dry-*"]);

@@ -1,11 +1,10 @@
 //! The embedded worker: dry runs with invariants, load followed by reconcile, the four
 //! strategies side by side, fault drills.
 
-use crate::harness::fixtures::{import, live_window, product_keys, redis_cmd};
-use crate::harness::fixtures::{ledger_entries, live_request_ids};
-use crate::harness::{Run, TestDb, Topo};
-use crate::preheat::dump_activity;
-use seckill_console::db::Db;
+use crate::harness::fixtures::{buy, dump_activity, ledger_entries, live_request_ids};
+use crate::harness::fixtures::{product_keys, redis_cmd};
+use crate::harness::session::{alert_kinds, products};
+use crate::harness::{Console, TestDb, Topo};
 use serde_json::Value as Json;
 use std::collections::HashSet;
 
@@ -17,19 +16,6 @@ const PRODUCTS: [(&str, i64, i64); 4] = [
     ("p4", 200, 2),
 ];
 
-fn run(topo: &Topo, db: &TestDb, rest: &[&str]) -> Run {
-    let flags = topo.flags();
-    let mut v: Vec<&str> = flags.iter().map(String::as_str).collect();
-    v.extend(["--db", db.url.as_str()]);
-    v.extend_from_slice(rest);
-    crate::harness::console(&v)
-}
-
-async fn setup(topo: &Topo, db: &TestDb, lib: &Db, a: &str) {
-    import(lib, a, &PRODUCTS, live_window()).await;
-    run(topo, db, &["preheat", a]).expect_code(0);
-}
-
 fn invariants_ok(doc: &Json) -> bool {
     doc["ok"] == true
         && doc["invariants"]
@@ -37,41 +23,28 @@ fn invariants_ok(doc: &Json) -> bool {
             .is_some_and(|v| !v.is_empty() && v.iter().all(|i| i["ok"] == true))
 }
 
+/// Keys on every server of the topology.
+fn all_keys(topo: &Topo) -> usize {
+    topo.cli_all(&["DBSIZE"])
+        .iter()
+        .map(|s| s.trim().parse::<usize>().unwrap_or(0))
+        .sum()
+}
+
 #[tokio::test]
 async fn a_dry_run_sells_exactly_what_is_allowed_and_touches_nothing_live() {
     for topo in Topo::both() {
         let store = topo.store().await;
         let db = TestDb::sqlite();
+        let c = Console::new(&topo, &db);
         let lib = db.open().await;
-        setup(&topo, &db, &lib, "dry").await;
+        c.import_preheat(&lib, "dry", &PRODUCTS).await;
         // Some live sales first, so the live keys are not pristine.
-        crate::harness::fixtures::buy(&store, &lib, "dry", "p1", "live-1", "u1", 1).await;
+        buy(&store, &lib, "dry", "p1", "live-1", "u1", 1).await;
         let before = dump_activity(&store, "dry").await;
-        let all_before: usize = topo
-            .cli_all(&["DBSIZE"])
-            .iter()
-            .map(|s| s.trim().parse::<usize>().unwrap_or(0))
-            .sum();
+        let all_before = all_keys(&topo);
 
-        let r = run(
-            &topo,
-            &db,
-            &[
-                "--json",
-                "dry-run",
-                "dry",
-                "--buyers",
-                "5000",
-                "--concurrency",
-                "128",
-                "--repeat-share",
-                "0.3",
-                "--seed",
-                "7",
-            ],
-        );
-        r.expect_code(0);
-        let doc = r.json();
+        let doc = c.json("dry-run dry --buyers 5000 --concurrency 128 --repeat-share 0.3 --seed 7");
         assert_eq!(doc["strategy"], "lua");
         // Demand far exceeds every product's stock: each sells out, exactly.
         assert_eq!(doc["succeeded"], 500, "{}: {doc}", topo.name());
@@ -89,38 +62,15 @@ async fn a_dry_run_sells_exactly_what_is_allowed_and_touches_nothing_live() {
             "{}: a live key changed",
             topo.name()
         );
-        let all_after: usize = topo
-            .cli_all(&["DBSIZE"])
-            .iter()
-            .map(|s| s.trim().parse::<usize>().unwrap_or(0))
-            .sum();
         assert_eq!(
-            all_after,
+            all_keys(&topo),
             all_before,
             "{}: shadow keys were left behind",
             topo.name()
         );
 
         // A demand below the stock: the limits decide, and still exactly.
-        let small = run(
-            &topo,
-            &db,
-            &[
-                "--json",
-                "dry-run",
-                "dry",
-                "--buyers",
-                "120",
-                "--concurrency",
-                "32",
-                "--repeat-share",
-                "0.5",
-                "--seed",
-                "3",
-            ],
-        );
-        small.expect_code(0);
-        let d = small.json();
+        let d = c.json("dry-run dry --buyers 120 --concurrency 32 --repeat-share 0.5 --seed 3");
         assert!(invariants_ok(&d), "{d}");
         assert!(
             d["succeeded"].as_i64().unwrap_or(0) > 120,
@@ -129,22 +79,8 @@ async fn a_dry_run_sells_exactly_what_is_allowed_and_touches_nothing_live() {
         assert!(d["user_limited"].as_i64().unwrap_or(0) > 0, "{d}");
 
         // The live prefix is refused.
-        let refused = run(
-            &topo,
-            &db,
-            &[
-                "--json",
-                "dry-run",
-                "dry",
-                "--buyers",
-                "10",
-                "--concurrency",
-                "2",
-                "--shadow-prefix",
-                "seckill",
-            ],
-        );
-        refused.expect_code(5);
+        c.run("--json dry-run dry --buyers 10 --concurrency 2 --shadow-prefix seckill")
+            .expect_code(5);
         lib.close().await;
     }
 }
@@ -154,31 +90,14 @@ async fn load_then_reconcile_balances_and_orders_equal_the_ledger() {
     for topo in Topo::both() {
         let store = topo.store().await;
         for db in TestDb::sqlite_and_postgres().await {
+            let c = Console::new(&topo, &db);
             let lib = db.open().await;
             let a = format!("ld{}", db.name());
-            setup(&topo, &db, &lib, &a).await;
-            let r = run(
-                &topo,
-                &db,
-                &[
-                    "--json",
-                    "load",
-                    &a,
-                    "--buyers",
-                    "1500",
-                    "--concurrency",
-                    "64",
-                    "--yes",
-                    "--pay-share",
-                    "0.7",
-                    "--payment-window-secs",
-                    "0.3",
-                    "--seed",
-                    "11",
-                ],
-            );
-            r.expect_code(0);
-            let doc = r.json();
+            c.import_preheat(&lib, &a, &PRODUCTS).await;
+            let doc = c.json(format!(
+                "load {a} --buyers 1500 --concurrency 64 --yes --pay-share 0.7
+                 --payment-window-secs 0.3 --seed 11"
+            ));
             assert_eq!(doc["errors"], 0, "{doc}");
             assert_eq!(doc["oversold"], 0);
             assert!(doc["succeeded"].as_i64().unwrap_or(0) >= 500, "{doc}");
@@ -188,20 +107,14 @@ async fn load_then_reconcile_balances_and_orders_equal_the_ledger() {
             );
             assert!(doc["paid"].as_i64().unwrap_or(0) > 0);
 
-            let rec = run(&topo, &db, &["--json", "reconcile", &a, "--fail-on-drift"]);
-            rec.expect_code(0);
-            for p in rec.json()["products"].as_array().expect("products") {
+            for p in products(&c.reconcile(&a)) {
                 assert_eq!(p["drift"], 0, "{p}");
                 assert_eq!(p["in_flight"], 0, "{p}");
             }
             // Orders in the database equal the ledger: every live order's request id is an
             // active ledger entry and the other way round.
-            let keys: Vec<_> = PRODUCTS
-                .iter()
-                .map(|(p, _, _)| product_keys(&a, p))
-                .collect();
-            for ((p, _, _), k) in PRODUCTS.iter().zip(&keys) {
-                let (entries, bad) = ledger_entries(&store, k).await;
+            for (p, _, _) in PRODUCTS {
+                let (entries, bad) = ledger_entries(&store, &product_keys(&a, p)).await;
                 assert_eq!(bad, 0);
                 let active: HashSet<String> = entries
                     .iter()
@@ -209,13 +122,7 @@ async fn load_then_reconcile_balances_and_orders_equal_the_ledger() {
                     .map(|e| e.request_id.clone())
                     .collect();
                 let ordered = live_request_ids(&lib, &a, p).await;
-                assert_eq!(
-                    active,
-                    ordered,
-                    "{} {}: ledger != orders for {p}",
-                    topo.name(),
-                    db.name()
-                );
+                assert_eq!(active, ordered, "{}: ledger != orders for {p}", c.label());
             }
             lib.close().await;
         }
@@ -225,27 +132,11 @@ async fn load_then_reconcile_balances_and_orders_equal_the_ledger() {
 #[tokio::test]
 async fn all_four_strategies_and_the_crash_between_drill() {
     let topo = Topo::standalone();
-    let store = topo.store().await;
     let db = TestDb::sqlite();
+    let c = Console::new(&topo, &db);
     let lib = db.open().await;
-    setup(&topo, &db, &lib, "cmp").await;
-    let r = run(
-        &topo,
-        &db,
-        &[
-            "--json",
-            "dry-run",
-            "cmp",
-            "--buyers",
-            "2000",
-            "--concurrency",
-            "64",
-            "--strategy",
-            "all",
-            "--seed",
-            "5",
-        ],
-    );
+    c.import_preheat(&lib, "cmp", &PRODUCTS).await;
+    let r = c.run("--json dry-run cmp --buyers 2000 --concurrency 64 --strategy all --seed 5");
     let doc = r.json();
     let runs = doc.as_array().expect("a list of four results");
     let names: Vec<&str> = runs.iter().filter_map(|x| x["strategy"].as_str()).collect();
@@ -262,20 +153,7 @@ async fn all_four_strategies_and_the_crash_between_drill() {
     }
     let lua = runs.iter().find(|x| x["strategy"] == "lua").expect("lua");
     assert_eq!(lua["round_trips_per_request"], 1.0);
-    let text = run(
-        &topo,
-        &db,
-        &[
-            "dry-run",
-            "cmp",
-            "--buyers",
-            "300",
-            "--concurrency",
-            "16",
-            "--strategy",
-            "all",
-        ],
-    );
+    let text = c.run("dry-run cmp --buyers 300 --concurrency 16 --strategy all");
     for name in ["lua", "hincrby", "lock", "sql"] {
         assert!(
             text.stdout.lines().any(|l| l.starts_with(name)),
@@ -286,22 +164,9 @@ async fn all_four_strategies_and_the_crash_between_drill() {
 
     // The hincrby client that dies between its decrement and its rollback leaves negative
     // stock; a dry run fails its invariant, and on a staging activity `status` alerts on it.
-    let d = run(
-        &topo,
-        &db,
-        &[
-            "--json",
-            "dry-run",
-            "cmp",
-            "--buyers",
-            "2000",
-            "--concurrency",
-            "32",
-            "--strategy",
-            "hincrby",
-            "--faults",
-            "crash-between=0.5",
-        ],
+    let d = c.run(
+        "--json dry-run cmp --buyers 2000 --concurrency 32 --strategy hincrby
+         --faults crash-between=0.5",
     );
     d.expect_code(4);
     assert!(
@@ -311,44 +176,17 @@ async fn all_four_strategies_and_the_crash_between_drill() {
         "{}",
         d.stdout
     );
-    let l = run(
-        &topo,
-        &db,
-        &[
-            "--json",
-            "load",
-            "cmp",
-            "--buyers",
-            "1500",
-            "--concurrency",
-            "32",
-            "--yes",
-            "--strategy",
-            "hincrby",
-            "--faults",
-            "crash-between=1",
-            "--pay-share",
-            "1",
-        ],
+    c.json(
+        "load cmp --buyers 1500 --concurrency 32 --yes --strategy hincrby
+         --faults crash-between=1 --pay-share 1",
     );
-    l.expect_code(0);
-    let s = run(&topo, &db, &["--json", "status", "cmp"]);
-    let sdoc = s.json();
-    let negative: Vec<&Json> = sdoc["products"]
-        .as_array()
-        .expect("products")
+    let sdoc = c.run("--json status cmp").json();
+    let negative: Vec<&Json> = products(&sdoc)
         .iter()
         .filter(|p| p["state"] == "negative")
         .collect();
     assert!(!negative.is_empty(), "no negative product: {sdoc}");
-    assert!(
-        sdoc["alerts"]
-            .as_array()
-            .expect("alerts")
-            .iter()
-            .any(|a| a["kind"] == "negative")
-    );
-    let _ = store;
+    assert!(alert_kinds(&sdoc).iter().any(|k| k == "negative"));
     lib.close().await;
 }
 
@@ -356,69 +194,29 @@ async fn all_four_strategies_and_the_crash_between_drill() {
 async fn timeouts_leave_compensation_entries_that_resolve_to_balanced_books() {
     for topo in Topo::both() {
         let db = TestDb::sqlite();
+        let c = Console::new(&topo, &db);
         let lib = db.open().await;
-        setup(&topo, &db, &lib, "to").await;
-        let r = run(
-            &topo,
-            &db,
-            &[
-                "--json",
-                "load",
-                "to",
-                "--buyers",
-                "1200",
-                "--concurrency",
-                "32",
-                "--yes",
-                "--faults",
-                "timeout=0.1",
-                "--payment-window-secs",
-                "0.2",
-                "--seed",
-                "9",
-            ],
+        c.import_preheat(&lib, "to", &PRODUCTS).await;
+        let doc = c.json(
+            "load to --buyers 1200 --concurrency 32 --yes --faults timeout=0.1
+             --payment-window-secs 0.2 --seed 9",
         );
-        r.expect_code(0);
-        let doc = r.json();
         let unknown = doc["unknown"].as_i64().unwrap_or(0);
         assert!(unknown > 0, "{doc}");
         assert_eq!(doc["compensation_entries"], unknown);
-        let l = run(&topo, &db, &["--json", "compensation", "list", "to"]);
+        let l = c.run("--json compensation list to").json();
         assert_eq!(
-            l.json()["entries"].as_array().map(Vec::len),
+            l["entries"].as_array().map(Vec::len),
             Some(unknown as usize)
         );
-        run(
-            &topo,
-            &db,
-            &[
-                "--grace-secs",
-                "0",
-                "compensation",
-                "resolve",
-                "to",
-                "--all",
-            ],
-        )
-        .expect_code(0);
-        let rec = run(
-            &topo,
-            &db,
-            &[
-                "--json",
-                "--grace-secs",
-                "0",
-                "reconcile",
-                "to",
-                "--fail-on-drift",
-            ],
-        );
-        rec.expect_code(0);
-        for p in rec.json()["products"].as_array().expect("products") {
+        let now = c.clone().with("--grace-secs 0");
+        now.ok("compensation resolve to --all");
+        let rec = now.reconcile("to");
+        for p in products(&rec) {
             assert_eq!(p["drift"], 0, "{}: {p}", topo.name());
             assert_eq!(p["orphaned"], 0);
         }
-        assert_eq!(rec.json()["compensation"]["pending"], 0);
+        assert_eq!(rec["compensation"]["pending"], 0);
         lib.close().await;
     }
 }
@@ -428,27 +226,11 @@ async fn script_flush_mid_run_fails_no_request() {
     for topo in Topo::both() {
         let store = topo.store().await;
         let db = TestDb::sqlite();
+        let c = Console::new(&topo, &db);
         let lib = db.open().await;
-        setup(&topo, &db, &lib, "fl").await;
-        let r = run(
-            &topo,
-            &db,
-            &[
-                "--json",
-                "dry-run",
-                "fl",
-                "--buyers",
-                "4000",
-                "--concurrency",
-                "64",
-                "--faults",
-                "script-flush",
-                "--rate",
-                "8000",
-            ],
-        );
-        r.expect_code(0);
-        let doc = r.json();
+        c.import_preheat(&lib, "fl", &PRODUCTS).await;
+        let doc =
+            c.json("dry-run fl --buyers 4000 --concurrency 64 --faults script-flush --rate 8000");
         assert_eq!(
             (doc["errors"].as_i64(), doc["unknown"].as_i64()),
             (Some(0), Some(0)),
@@ -456,29 +238,12 @@ async fn script_flush_mid_run_fails_no_request() {
             topo.name()
         );
         assert!(invariants_ok(&doc), "{doc}");
-        let l = run(
-            &topo,
-            &db,
-            &[
-                "--json",
-                "load",
-                "fl",
-                "--buyers",
-                "3000",
-                "--concurrency",
-                "64",
-                "--yes",
-                "--faults",
-                "script-flush",
-                "--rate",
-                "6000",
-                "--payment-window-secs",
-                "0.2",
-            ],
+        let l = c.json(
+            "load fl --buyers 3000 --concurrency 64 --yes --faults script-flush --rate 6000
+             --payment-window-secs 0.2",
         );
-        l.expect_code(0);
-        assert_eq!(l.json()["errors"], 0, "{}: {}", topo.name(), l.stdout);
-        assert_eq!(l.json()["unknown"], 0);
+        assert_eq!(l["errors"], 0, "{}: {l}", topo.name());
+        assert_eq!(l["unknown"], 0);
         let _ = redis_cmd(&store, &["PING"]).await;
         lib.close().await;
     }
@@ -488,6 +253,7 @@ async fn script_flush_mid_run_fails_no_request() {
 fn bad_worker_input_exits_2() {
     let topo = Topo::standalone();
     let db = TestDb::sqlite();
+    let c = Console::new(&topo, &db);
     for (args, needle) in [
         (
             vec!["dry-run", "x", "--buyers", "0", "--concurrency", "1"],
@@ -550,7 +316,7 @@ fn bad_worker_input_exits_2() {
             "'nosuch'",
         ),
     ] {
-        let r = run(&topo, &db, &args);
+        let r = c.run(&args);
         r.expect_code(2);
         assert!(r.stderr.contains(needle), "{args:?}: {}", r.stderr);
     }
@@ -563,53 +329,24 @@ async fn a_load_that_no_request_survived_exits_4_and_expiry_is_reported_as_it_ha
     let topo = Topo::standalone();
     let store = topo.store().await;
     let db = TestDb::sqlite();
+    let c = Console::new(&topo, &db);
     let lib = db.open().await;
-    setup(&topo, &db, &lib, "dead").await;
+    c.import_preheat(&lib, "dead", &PRODUCTS).await;
     for (p, _, _) in PRODUCTS {
         let k = product_keys("dead", p);
         // A ledger of the wrong type: every deduction answers WRONGTYPE.
         redis_cmd(&store, &["DEL", &k.ledger]).await;
         redis_cmd(&store, &["SET", &k.ledger, "x"]).await;
     }
-    let l = run(
-        &topo,
-        &db,
-        &[
-            "load",
-            "dead",
-            "--buyers",
-            "50",
-            "--concurrency",
-            "4",
-            "--retries",
-            "0",
-            "--yes",
-        ],
-    );
+    let l = c.run("load dead --buyers 50 --concurrency 4 --retries 0 --yes");
     l.expect_code(4);
     assert!(l.stdout.contains("no request was answered"), "{}", l.stdout);
 
-    setup(&topo, &db, &lib, "noledger").await;
-    let l = run(
-        &topo,
-        &db,
-        &[
-            "load",
-            "noledger",
-            "--buyers",
-            "200",
-            "--concurrency",
-            "8",
-            "--strategy",
-            "hincrby",
-            "--pay-share",
-            "0",
-            "--payment-window-secs",
-            "0",
-            "--yes",
-        ],
+    c.import_preheat(&lib, "noledger", &PRODUCTS).await;
+    let l = c.ok(
+        "load noledger --buyers 200 --concurrency 8 --strategy hincrby --pay-share 0
+         --payment-window-secs 0 --yes",
     );
-    l.expect_code(0);
     assert!(
         l.stdout.contains("stock not returned") && !l.stdout.contains("(stock returned)"),
         "{}",

@@ -1,6 +1,7 @@
 //! A database per test: a SQLite file always; PostgreSQL and MariaDB when SECKILL_TEST_PG_URL /
 //! SECKILL_TEST_MYSQL_URL are set (admin URLs). When a variable is set and the server does not
-//! answer, the test fails: it never skips silently.
+//! answer, the test fails: it never skips silently. A test about one server backend asks for it
+//! with `require_postgres` / `require_mysql`, which fail naming the variable when it is unset.
 
 use seckill_console::db::{Db, DbOptions, migrate};
 use seckill_console::redact::SecretUrl;
@@ -69,6 +70,23 @@ impl TestDb {
         Self::on_server(Kind::MySql, "SECKILL_TEST_MYSQL_URL").await
     }
 
+    /// A fresh PostgreSQL database for a test that is about PostgreSQL: fails, naming the
+    /// variable, when SECKILL_TEST_PG_URL is unset (CI always sets it), instead of passing having
+    /// checked nothing.
+    pub async fn require_postgres() -> Self {
+        Self::postgres()
+            .await
+            .unwrap_or_else(|| panic!("{}", missing("SECKILL_TEST_PG_URL")))
+    }
+
+    /// A fresh MySQL/MariaDB database for a test that is about MySQL: fails, naming the
+    /// variable, when SECKILL_TEST_MYSQL_URL is unset.
+    pub async fn require_mysql() -> Self {
+        Self::mysql()
+            .await
+            .unwrap_or_else(|| panic!("{}", missing("SECKILL_TEST_MYSQL_URL")))
+    }
+
     /// Creates a database of its own on the server the admin URL in `var` names.
     async fn on_server(kind: Kind, var: &str) -> Option<Self> {
         let admin = std::env::var(var).ok().filter(|s| !s.is_empty())?;
@@ -130,6 +148,18 @@ impl TestDb {
         migrate::migrate(&db).await.expect("migrate");
         db
     }
+}
+
+/// Why a test that needs a database server cannot run.
+fn missing(var: &str) -> String {
+    format!(
+        "{var} is not set: this test needs that database server. Set it to an admin URL (as \
+         scripts/test and CI do, e.g. {}) and run the test again",
+        match var {
+            "SECKILL_TEST_PG_URL" => "postgres://postgres@127.0.0.1:5432/postgres",
+            _ => "mysql://root@127.0.0.1:3306/mysql",
+        }
+    )
 }
 
 /// Runs one statement with the library's own database layer on an admin URL.

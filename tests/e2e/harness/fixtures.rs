@@ -3,9 +3,11 @@
 use chrono::{DateTime, Duration, Utc};
 use seckill_console::db::Db;
 use seckill_console::db::activity;
+use seckill_console::domain::ActivityId;
 use seckill_console::domain::import::parse_activity_file;
 use seckill_console::redact::SecretUrl;
-use seckill_console::redis::{RedisSettings, RedisStore, RedisTarget};
+use seckill_console::redis::{KeySpace, Keyed, RedisSettings, RedisStore, RedisTarget};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 /// A product line of a test activity: (id, stock, per-user limit).
@@ -175,4 +177,22 @@ pub async fn live_request_ids(
         .await
         .expect("live orders");
     rows.into_iter().map(|(r,)| r).collect()
+}
+
+/// DUMP of every key of the activity: byte-for-byte state.
+pub async fn dump_activity(store: &RedisStore, activity: &str) -> HashMap<String, redis::Value> {
+    let a = ActivityId::parse(activity).expect("valid");
+    let keys = store
+        .scan(&KeySpace::default().activity_pattern(&a))
+        .await
+        .expect("scan");
+    let items: Vec<Keyed> = keys
+        .iter()
+        .map(|k| Keyed::new(k.clone(), redis::cmd("DUMP").arg(k).clone()))
+        .collect();
+    let dumps = store.pipeline(items).await;
+    keys.into_iter()
+        .zip(dumps)
+        .map(|(k, v)| (k, v.expect("DUMP")))
+        .collect()
 }

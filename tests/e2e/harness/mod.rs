@@ -1,5 +1,6 @@
 //! The test harness: private redis-server processes on free loopback ports, databases made per
-//! test, a fault-injecting TCP proxy, and a runner for the real binary.
+//! test, a fault-injecting TCP proxy, and a runner for the real binary (a [`Console`] session
+//! points it at a topology and a database).
 
 #![allow(dead_code)]
 
@@ -8,11 +9,13 @@ pub mod db;
 pub mod fixtures;
 pub mod proxy;
 pub mod redis_server;
+pub mod session;
 pub mod tmux;
 
 pub use cli::{Run, console, console_env};
 pub use db::TestDb;
 pub use redis_server::{RedisCluster, RedisServer};
+pub use session::{Console, assert_books, product};
 
 use seckill_console::redis::RedisStore;
 
