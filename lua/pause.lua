@@ -27,9 +27,11 @@ local was = f[1] or '0'
 if was ~= '0' and was ~= '1' then
   return redis.error_reply('ERR seckill: paused in ' .. KEYS[2] .. ' is neither 0 nor 1: fix the product first')
 end
--- Redis's integer rule, as HINCRBY reads 'rev' (checked before the first write).
+-- The contract's integer rule for 'rev' (the one every script applies: 0, or an optional minus,
+-- a digit 1-9 and at most 15 digits in all), checked before the first write.
 local rev = f[2]
-if rev and rev ~= '0' and not (string.find(rev, '^%-?[1-9]%d*$') and #rev <= 16) then
+local rev_digits = rev and string.match(rev, '^%-?([1-9]%d*)$')
+if rev and rev ~= '0' and not (rev_digits and #rev_digits <= 15) then
   return redis.error_reply('ERR seckill: rev in ' .. KEYS[2] .. ' is not an integer: fix the product first')
 end
 redis.call('HSET', KEYS[2], 'paused', want)

@@ -1,5 +1,7 @@
 //! seckill-console: the ops console for flash-sale stock held in Redis, with the SQL database as
-//! the truth. The binary is a thin shell over this library so tests reach everything.
+//! the truth. The library holds everything but the command line: the binary (`main.rs`, with
+//! `cli` and `commands`) parses arguments and calls in. The layers are listed in
+//! `layering.rs` (checked by its tests) and explained in ARCHITECTURE.md.
 
 pub mod config;
 pub mod ctx;
@@ -15,3 +17,6 @@ pub mod tui;
 pub mod worker;
 
 pub use error::{Error, ErrorKind, Result};
+
+#[cfg(test)]
+mod layering;

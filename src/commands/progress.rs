@@ -7,14 +7,17 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 pub struct TerminalProgress {
+    /// What runs ("preheat", "cleanup"): the line starts with it, so an operator who glances at
+    /// the terminal knows which command is working.
+    label: String,
     enabled: bool,
     last: Mutex<Option<(Instant, String)>>,
 }
 
 impl TerminalProgress {
     pub fn new(label: &str) -> Self {
-        let _ = label;
         TerminalProgress {
+            label: label.to_string(),
             enabled: std::io::stderr().is_terminal(),
             last: Mutex::new(None),
         }
@@ -41,7 +44,11 @@ impl Progress for TerminalProgress {
         }
         let pct = (done * 100).checked_div(total).unwrap_or(100);
         let mut err = std::io::stderr();
-        let _ = write!(err, "\r\x1b[2K{stage}: {done}/{total} ({pct}%)");
+        let _ = write!(
+            err,
+            "\r\x1b[2K{}",
+            line(&self.label, stage, done, total, pct)
+        );
         if finished {
             let _ = writeln!(err);
         }
@@ -58,5 +65,21 @@ impl Drop for TerminalProgress {
         {
             let _ = write!(std::io::stderr(), "\r\x1b[2K");
         }
+    }
+}
+
+/// The progress line: `preheat: verify: 120/500 (24%)`.
+fn line(label: &str, stage: &str, done: usize, total: usize, pct: usize) -> String {
+    format!("{label}: {stage}: {done}/{total} ({pct}%)")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_line_names_the_command_and_the_stage() {
+        assert_eq!(
+            super::line("preheat", "verify", 120, 500, 24),
+            "preheat: verify: 120/500 (24%)"
+        );
     }
 }

@@ -1,6 +1,6 @@
 //! The embedded worker: simulated buyers running the very same `lua/deduct.lua` the app servers
-//! run (and, for comparison, the alternatives of seed document 000: decrement with a client-side
-//! rollback, a lock, a conditional SQL UPDATE), with fault injection, latency histograms and
+//! run (and, for comparison, the usual alternatives: decrement with a client-side rollback, a
+//! lock, a conditional SQL UPDATE), with fault injection, latency histograms and
 //! invariant checks.
 
 pub mod batch;

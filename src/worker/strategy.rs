@@ -1,6 +1,8 @@
-//! One buyer's attempt under each strategy of seed document 000. Every strategy enforces the
-//! stock and the per-user limit; they differ in how many round trips that takes and in what a
-//! crash or a race in the middle leaves behind.
+//! One buyer's attempt under each of the four ways to keep flash-sale stock that the README's
+//! "The worker: load and dry runs" compares: one Lua script, DECRBY with a client rollback, a
+//! lock, a conditional SQL UPDATE. Every strategy enforces the stock and the per-user limit;
+//! they differ in how many round trips that takes and in what a crash or a race in the middle
+//! leaves behind.
 
 use super::demand::Request;
 use super::stats::Outcome;
@@ -127,8 +129,9 @@ impl Attempter {
         (outcome, 1)
     }
 
-    /// DECRBY, then a client-side rollback when the result is negative (seed doc 000 section 3,
-    /// on the string stock key). The per-user limit is the same dance on the buyers hash.
+    /// DECRBY, then a client-side rollback when the result is negative: the classic
+    /// "decrement, then give back" pattern, whose window between the two commands lets other
+    /// buyers see a negative stock and be refused for nothing (on the string stock key). The per-user limit is the same dance on the buyers hash.
     async fn hincrby(&self, t: &Target, req: &Request, roll: u64) -> (Outcome, u32) {
         let r = &self.redis;
         let k = &t.keys;
@@ -188,8 +191,9 @@ impl Attempter {
         (Outcome::Sold(left), 2)
     }
 
-    /// SET NX PX per product, read, check, decrement, release with compare-and-delete (seed doc
-    /// 000 section 4). Waits up to [`LOCK_WAIT`] for the lock; then the request fails.
+    /// SET NX PX per product, read, check, decrement, release with compare-and-delete: correct,
+    /// but every buyer of a product waits in one line, and a holder that stalls past the
+    /// expiry lets a second one in. Waits up to [`LOCK_WAIT`] for the lock; then the request fails.
     async fn lock(&self, t: &Target, req: &Request) -> (Outcome, u32) {
         let r = &self.redis;
         let k = &t.keys;
@@ -272,7 +276,8 @@ impl Attempter {
     }
 
     /// A conditional UPDATE in one transaction with the holding check and the order: the
-    /// database is the gate (seed doc 003 section 2.1).
+    /// database is the gate (`UPDATE ... SET stock = stock - q WHERE stock >= q`), the design
+    /// that Redis in front of it replaces when row locks on one hot product become the limit.
     async fn sql(&self, t: &Target, req: &Request) -> Outcome {
         let q = req.quantity;
         let db = &self.db;

@@ -16,6 +16,7 @@ mod lua_contract;
 mod malformed;
 mod model;
 mod preheat;
+mod read_only;
 mod reconcile;
 mod security;
 mod tui;

@@ -1,6 +1,8 @@
 //! Every view on a fixed-size TestBackend with fixed data, compared with the expected screen
-//! in `tests/snapshots/tui/<name>.txt`. After a deliberate change of a view, regenerate with
-//! `UPDATE_SNAPSHOTS=1 cargo test --lib tui` and review the diff of those files.
+//! in `tests/snapshots/tui/<name>.snap` by insta. After a deliberate change of a view, run the
+//! tests: the new screens land beside the old ones as `.snap.new`; review and accept them with
+//! `cargo insta review` (cargo install cargo-insta), or accept all with
+//! `INSTA_UPDATE=always cargo test --lib tui`, and read the diff of those files.
 
 use super::fixtures::{self, app, at, fetched, id, screen};
 use crate::error::Error;
@@ -9,45 +11,18 @@ use crate::tui::feed::Fetched;
 use crate::tui::view::View;
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use ratatui::style::{Color, Modifier};
-use std::path::PathBuf;
 
 const W: u16 = 100;
 const H: u16 = 30;
 
-fn snapshot_path(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/snapshots/tui")
-        .join(format!("{name}.txt"))
-}
-
-/// Compares `actual` with the stored screen (or stores it when UPDATE_SNAPSHOTS is set).
+/// Compares `actual` with the stored screen `name`.
 pub fn assert_screen(name: &str, actual: &str) {
-    let path = snapshot_path(name);
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::write(&path, actual).expect("write snapshot");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "no snapshot {} ({e}); run with UPDATE_SNAPSHOTS=1 to create it. The screen:\n{actual}",
-            path.display()
-        )
-    });
-    if expected != actual {
-        let mut diff = String::new();
-        for (i, (e, a)) in expected.lines().zip(actual.lines()).enumerate() {
-            if e != a {
-                diff.push_str(&format!(
-                    "line {:>2} expected: {e}\n        actual:   {a}\n",
-                    i + 1
-                ));
-            }
-        }
-        panic!(
-            "screen {name} differs from {}:\n{diff}\nwhole screen:\n{actual}",
-            path.display()
-        );
-    }
+    let mut settings = insta::Settings::clone_current();
+    // Relative to this file: the repository's tests/snapshots/tui.
+    settings.set_snapshot_path("../../../tests/snapshots/tui");
+    settings.set_prepend_module_to_snapshot(false);
+    settings.set_omit_expression(true);
+    settings.bind(|| insta::assert_snapshot!(name, actual));
 }
 
 fn key(c: char) -> Action {
