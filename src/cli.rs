@@ -29,8 +29,7 @@ pub struct GlobalFlags {
         global = true,
         value_name = "URL",
         env = "SECKILL_REDIS_URL",
-        hide_env_values = true,
-        conflicts_with = "redis_cluster"
+        hide_env_values = true
     )]
     pub redis: Option<String>,
 
@@ -98,7 +97,8 @@ pub struct GlobalFlags {
         global = true,
         value_name = "MS",
         env = "SECKILL_CONNECT_TIMEOUT_MS",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = trimmed::<u64>
     )]
     pub connect_timeout_ms: Option<u64>,
 
@@ -108,7 +108,8 @@ pub struct GlobalFlags {
         global = true,
         value_name = "MS",
         env = "SECKILL_RESPONSE_TIMEOUT_MS",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = trimmed::<u64>
     )]
     pub response_timeout_ms: Option<u64>,
 
@@ -118,7 +119,8 @@ pub struct GlobalFlags {
         global = true,
         value_name = "SECS",
         env = "SECKILL_GRACE_SECS",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = trimmed::<u64>
     )]
     pub grace_secs: Option<u64>,
 
@@ -138,7 +140,8 @@ pub struct GlobalFlags {
         global = true,
         value_name = "SECS",
         env = "SECKILL_REFRESH_SECS",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = trimmed::<f64>
     )]
     pub refresh: Option<f64>,
 
@@ -158,7 +161,8 @@ pub struct GlobalFlags {
         global = true,
         value_name = "SECS",
         env = "SECKILL_COMPENSATION_ALERT_SECS",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = trimmed::<u64>
     )]
     pub compensation_alert_secs: Option<u64>,
 
@@ -168,7 +172,8 @@ pub struct GlobalFlags {
         global = true,
         value_name = "SECS",
         env = "SECKILL_OUTBOX_ALERT_SECS",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = trimmed::<u64>
     )]
     pub outbox_alert_secs: Option<u64>,
 
@@ -178,7 +183,8 @@ pub struct GlobalFlags {
         global = true,
         value_name = "DAYS",
         env = "SECKILL_KEY_TTL_DAYS",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = trimmed::<u64>
     )]
     pub key_ttl_days: Option<u64>,
 }
@@ -206,6 +212,59 @@ impl GlobalFlags {
             key_ttl_days: self.key_ttl_days,
         }
     }
+}
+
+/// A number with the spaces around it ignored (`SECKILL_GRACE_SECS=" 30"` from a YAML file).
+fn trimmed<T>(raw: &str) -> Result<T, String>
+where
+    T: std::str::FromStr,
+    T::Err: std::fmt::Display,
+{
+    raw.trim().parse().map_err(|e: T::Err| e.to_string())
+}
+
+/// Parses the command line with its SECKILL_* variables as the README's precedence says:
+/// - an empty variable is unset (compose files write `VAR: ${X:-}`), not an empty value;
+/// - a Redis target typed on the command line wins over the other kind of target from the
+///   environment (`--redis-cluster` with `SECKILL_REDIS_URL` set), as flags win over variables.
+///
+/// Both kinds at the same level (two flags, or two variables) stay an error, named by
+/// `config::resolve`.
+pub fn parse(
+    args: &[String],
+    env: &std::collections::HashMap<String, String>,
+) -> Result<Cli, clap::Error> {
+    use clap::parser::ValueSource;
+    use clap::{CommandFactory, FromArgMatches};
+    let mut cmd = Cli::command();
+    let unset: Vec<clap::Id> = cmd
+        .get_arguments()
+        .filter(|a| {
+            a.get_env()
+                .and_then(|name| name.to_str())
+                .and_then(|name| env.get(name))
+                .is_some_and(|v| v.trim().is_empty())
+        })
+        .map(|a| a.get_id().clone())
+        .collect();
+    for id in unset {
+        cmd = cmd.mut_arg(id, |a| a.env(None));
+    }
+    let matches = cmd.try_get_matches_from(args)?;
+    let mut cli = Cli::from_arg_matches(&matches)?;
+    match (
+        matches.value_source("redis"),
+        matches.value_source("redis_cluster"),
+    ) {
+        (Some(ValueSource::CommandLine), Some(ValueSource::EnvVariable)) => {
+            cli.global.redis_cluster = None;
+        }
+        (Some(ValueSource::EnvVariable), Some(ValueSource::CommandLine)) => {
+            cli.global.redis = None;
+        }
+        _ => {}
+    }
+    Ok(cli)
 }
 
 /// True when JSON output was asked for, read from the raw arguments and environment: for the

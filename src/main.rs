@@ -6,15 +6,13 @@
 mod cli;
 mod commands;
 
-use clap::Parser;
-use cli::Cli;
 use seckill_console::ErrorKind;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let env: std::collections::HashMap<String, String> = std::env::vars().collect();
     let args: Vec<String> = std::env::args().collect();
-    let cli = match Cli::try_parse() {
+    let cli = match cli::parse(&args, &env) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind as Clap;

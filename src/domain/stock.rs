@@ -1,5 +1,5 @@
-//! Stock truth per product, its state and its drift: the rules of SPEC "Truth, per product",
-//! with no I/O.
+//! Stock truth per product, its state and its drift: the rules the README gives under "Truth,
+//! drift and state", with no I/O.
 
 use super::events::EventId;
 use serde::Serialize;

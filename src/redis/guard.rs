@@ -120,5 +120,8 @@ mod tests {
         assert_eq!(as_refusal(&err).map(|r| r.command.as_str()), Some("HSET"));
         let other = RedisError::from(std::io::Error::other("connection reset"));
         assert!(as_refusal(&other).is_none());
+        // A refusal is no connection error: nothing retries it or refreshes the topology.
+        assert!(!super::super::node::is_connection_error(&err));
+        assert!(super::super::node::is_connection_error(&other));
     }
 }

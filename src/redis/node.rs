@@ -117,6 +117,11 @@ impl Node {
 /// True for errors after which a fresh socket is worth opening: I/O errors and timeouts (the
 /// server may have restarted, failed over or vanished; the next call finds out on a new socket).
 pub fn is_connection_error(err: &RedisError) -> bool {
+    // The read-only refusal travels as an I/O error (the only kind that carries a cause), but
+    // nothing was sent and no connection is at fault: never retry it or refresh for it.
+    if super::guard::as_refusal(err).is_some() {
+        return false;
+    }
     err.is_io_error()
         || err.is_timeout()
         || err.is_connection_dropped()

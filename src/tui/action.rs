@@ -2,8 +2,8 @@
 //! of it (Commands for the runtime and the executor).
 
 use super::feed::Fetched;
+use super::feed::Overview;
 use super::view::View;
-use super::views::activities::Overview;
 use crate::db::activity::ActivitySummary;
 use crate::db::audit::AuditEntry;
 use crate::db::compensation::Compensation;

@@ -5,9 +5,9 @@
 use super::action::Command;
 use super::app::App;
 use super::feed::Fetched;
+use super::feed::Overview;
 use super::selected::StockData;
 use super::view::View;
-use super::views::activities::Overview;
 use crate::db::activity::ActivitySummary;
 use crate::db::audit::AuditEntry;
 use crate::db::compensation::Compensation;

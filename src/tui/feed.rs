@@ -71,3 +71,12 @@ impl<T> Feed<T> {
         self.error.as_ref().map(|(e, _)| e.message.as_str())
     }
 }
+
+/// Per-activity figures for the Activities view, for activities other than the selected one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Overview {
+    pub activity: String,
+    pub alerts: usize,
+    /// Every product has its stock key in Redis.
+    pub preheated: bool,
+}

@@ -5,8 +5,8 @@
 
 use super::action::Action;
 use super::feed::Fetched;
+use super::feed::Overview;
 use super::services::Services;
-use super::views::activities::Overview;
 use crate::db::{activity, audit, compensation};
 use crate::domain::{ActivityId, Phase};
 use crate::error::{Error, Result};

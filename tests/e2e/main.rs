@@ -9,6 +9,7 @@ mod buyers;
 mod controls;
 mod demo;
 mod drills;
+mod environment;
 mod integers;
 mod lifecycle;
 mod live_sale;

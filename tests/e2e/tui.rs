@@ -118,6 +118,10 @@ fn the_tui_fixes_drift_and_answers_keys_while_redis_is_stopped() {
     tmux.wait("the exit", Duration::from_secs(5), |s| {
         s.contains("EXITED=0")
     });
+    // The shell prints stty's answer a moment after EXITED: wait for it, whichever it is.
+    tmux.wait("stty's answer", Duration::from_secs(5), |s| {
+        s.lines().any(|l| l == "icanon" || l == "-icanon")
+    });
     let after = tmux.screen();
     assert!(
         after.lines().any(|l| l == "icanon"),

@@ -7,7 +7,7 @@ use crate::db::activity::ActivitySummary;
 use crate::domain::Phase;
 use crate::tui::app::App;
 use crate::tui::cursor::{TableCursor, matches};
-use crate::tui::feed::Feed;
+use crate::tui::feed::{Feed, Overview};
 use crate::tui::selected::preheated;
 use crate::tui::view::View;
 use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
@@ -18,15 +18,6 @@ use ratatui::layout::{Constraint, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row};
-
-/// Per-activity figures for the Activities view, for activities other than the selected one.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Overview {
-    pub activity: String,
-    pub alerts: usize,
-    /// Every product has its stock key in Redis.
-    pub preheated: bool,
-}
 
 /// The Activities view: every activity with its phase, preheat state and alert count. Enter
 /// makes the highlighted one the activity every other view shows.

@@ -1,0 +1,128 @@
+//! Settings from SECKILL_* variables, read by clap: a bad value is named by its variable, an
+//! empty variable is unset, flags win over variables, and help never shows a variable's value.
+
+use crate::harness::{RedisServer, TestDb, console, console_env};
+
+#[test]
+fn a_bad_value_from_the_environment_is_named_by_its_variable() {
+    let r = console_env(&["status", "a1"], &[("SECKILL_GRACE_SECS", "soon")]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("'soon'") && r.stderr.contains("SECKILL_GRACE_SECS"),
+        "{}",
+        r.stderr
+    );
+    let r = console_env(
+        &["status", "a1"],
+        &[("SECKILL_READ_ONLY", "maybe"), ("SECKILL_JSON", "1")],
+    );
+    r.expect_code(2);
+    let e = r.json_error();
+    assert_eq!(e["kind"], "bad_input");
+    let msg = e["error"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("'maybe'") && msg.contains("SECKILL_READ_ONLY"),
+        "{msg}"
+    );
+    // The same bad value typed as a flag is named as the flag only.
+    let r = console_env(&["--grace-secs", "soon", "status", "a1"], &[]);
+    r.expect_code(2);
+    assert!(!r.stderr.contains("environment variable"), "{}", r.stderr);
+}
+
+#[test]
+fn help_shows_the_variables_but_never_their_values() {
+    let r = console_env(
+        &["load", "--help"],
+        &[("SECKILL_REDIS_URL", "redis://ops:hunter2@10.0.0.9:6379")],
+    );
+    r.expect_code(0);
+    assert!(r.stdout.contains("Global options:"), "{}", r.stdout);
+    assert!(
+        r.stdout.contains("[env: SECKILL_REDIS_URL]"),
+        "{}",
+        r.stdout
+    );
+    assert!(!r.all_output().contains("hunter2"));
+    // The command's own options come before the global ones.
+    let own = r.stdout.find("--buyers").expect("load's own option");
+    let global = r.stdout.find("Global options:").expect("heading");
+    assert!(own < global, "{}", r.stdout);
+}
+
+#[test]
+fn an_empty_variable_is_unset_and_numbers_may_carry_spaces() {
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    console(&["--db", &db.url, "migrate"]).expect_code(0);
+    // Every variable empty (as `VAR: ${X:-}` in a compose file gives): the flags decide, and
+    // nothing is refused for an empty value.
+    let empty = [
+        ("SECKILL_READ_ONLY", ""),
+        ("SECKILL_JSON", ""),
+        ("SECKILL_GRACE_SECS", ""),
+        ("SECKILL_REFRESH_SECS", " "),
+        ("SECKILL_CONFIG", ""),
+        ("SECKILL_REDIS_CLUSTER", ""),
+        ("SECKILL_ACTOR", ""),
+        ("SECKILL_PREFIX", ""),
+        ("SECKILL_TZ", ""),
+        ("SECKILL_REDIS_CA", ""),
+        ("SECKILL_CONNECT_TIMEOUT_MS", " 2000 "),
+    ];
+    let url = redis.url();
+    let r = console_env(
+        &["--redis", &url, "--db", &db.url, "--json", "ping"],
+        &empty,
+    );
+    r.expect_code(0);
+    let doc = r.json();
+    assert_eq!(doc["redis"]["cluster"], false, "{}", r.stdout);
+    assert_eq!(doc["redis"]["nodes"][0]["ok"], true, "{}", r.stdout);
+}
+
+#[test]
+fn a_redis_target_typed_on_the_command_line_wins_over_the_other_kind_from_the_environment() {
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    console(&["--db", &db.url, "migrate"]).expect_code(0);
+    let url = redis.url();
+    // A cluster in the environment, one server typed: the typed one is used.
+    let r = console_env(
+        &["--redis", &url, "--db", &db.url, "--json", "ping"],
+        &[("SECKILL_REDIS_CLUSTER", "redis://127.0.0.1:1")],
+    );
+    r.expect_code(0);
+    assert_eq!(r.json()["redis"]["cluster"], false, "{}", r.stdout);
+    // One server in the environment, a cluster typed: the cluster is used (and its seed here
+    // answers nothing, so the run says so about the cluster, not about the variable).
+    let r = console_env(
+        &[
+            "--redis-cluster",
+            "redis://127.0.0.1:1",
+            "--db",
+            &db.url,
+            "ping",
+        ],
+        &[("SECKILL_REDIS_URL", url.as_str())],
+    );
+    r.expect_code(3);
+    assert!(r.stderr.contains("127.0.0.1:1"), "{}", r.stderr);
+    // Both typed: refused, naming the choice.
+    let r = console_env(
+        &[
+            "--redis",
+            &url,
+            "--redis-cluster",
+            "redis://127.0.0.1:1",
+            "ping",
+        ],
+        &[],
+    );
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("--redis or --redis-cluster"),
+        "{}",
+        r.stderr
+    );
+}
