@@ -255,7 +255,7 @@ impl Db {
 }
 
 /// Count and age of the `pending` rows of an activity in a queue table (compensation,
-/// outbox): the count stops at [`QUEUE_COUNT_CAP`], the age is one seek along the index on
+/// outbox): the count stops at [`QUEUE_COUNT_CAP`](crate::domain::alerts::QUEUE_COUNT_CAP), the age is one seek along the index on
 /// `(activity_id, status, created_at)`, so a backed-up queue costs no more than a short one.
 pub(crate) async fn pending_summary(
     db: &Db,

@@ -7,7 +7,7 @@ use crate::db::Db;
 use crate::db::audit::{self, AuditEntry};
 use crate::domain::ActivityId;
 use crate::error::{Error, Result};
-use crate::redis::stock::{PauseReply, set_paused_many};
+use crate::redis::control::{PauseReply, set_paused_many};
 use crate::redis::{KeySpace, ProductKeys, RedisStore};
 use serde::Serialize;
 

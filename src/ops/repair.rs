@@ -23,10 +23,10 @@ use crate::domain::stock::StockValue;
 use crate::error::{Error, ErrorKind, Result};
 use crate::redis::cut;
 use crate::redis::ledger;
-use crate::redis::stock::{
-    NewStock, RecordMode, Recorded, Restored, Rewrite, SetStock, StockWrite, record, restore_many,
-    set_stock_many,
+use crate::redis::rewrite::{
+    NewStock, RecordMode, Recorded, Rewrite, SetStock, StockWrite, record, set_stock_many,
 };
+use crate::redis::stock::{Restored, restore_many};
 use crate::redis::{ProductKeys, RedisStore};
 use redis::RedisError;
 

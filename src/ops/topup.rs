@@ -12,7 +12,7 @@ use crate::domain::import::MAX_STOCK;
 use crate::domain::stock::StockValue;
 use crate::domain::{ActivityId, ProductId};
 use crate::error::{Error, ErrorKind, Result};
-use crate::redis::stock::{TopupReply, topup as topup_script};
+use crate::redis::control::{TopupReply, topup as topup_script};
 use crate::redis::{KeySpace, RedisStore};
 use serde::Serialize;
 use std::time::Duration;

@@ -9,10 +9,11 @@
 //! - `eval`: the scripts, EVALSHA with the one EVAL fallback;
 //! - `errors`: Redis errors as the console's kinds;
 //! - `info`: INFO and SLOWLOG replies as typed figures;
-//! - the rest (`stock`, `ledger`, `checkpoint`, `cut`, `events`, ...) read and write the
-//!   contract's keys.
+//! - the rest read and write the contract's keys: `stock` (the buyers' scripts), `rewrite`
+//!   (preheat and fix), `control` (pause, top-up), `ledger`, `checkpoint`, `cut`, `events`.
 
 pub mod checkpoint;
+pub mod control;
 pub mod cut;
 mod errors;
 mod eval;
@@ -25,6 +26,7 @@ pub mod node;
 mod pipeline;
 pub mod product_state;
 pub mod reply;
+pub mod rewrite;
 mod route;
 pub mod scripts;
 pub mod slots;

@@ -1,6 +1,7 @@
 //! Small readers of Redis replies shared by the readers of each key type.
 
-use redis::{RedisError, Value};
+use super::keys::ProductKeys;
+use redis::{ErrorKind, RedisError, RedisResult, Value};
 
 /// The bytes of a string-like reply.
 pub fn bytes(v: &Value) -> Option<Vec<u8>> {
@@ -39,4 +40,39 @@ pub fn pairs(v: &Value) -> Vec<(Vec<u8>, Vec<u8>)> {
 /// True for the error Redis answers when a command meets a key of another type.
 pub fn is_wrong_type(e: &RedisError) -> bool {
     e.code() == Some("WRONGTYPE")
+}
+
+/// A script's integer reply.
+pub fn int_reply(v: Value) -> RedisResult<i64> {
+    match v {
+        Value::Int(i) => Ok(i),
+        other => Err(RedisError::from((
+            ErrorKind::UnexpectedReturnType,
+            "script returned a non-integer",
+            format!("{other:?}"),
+        ))),
+    }
+}
+
+/// A reply code the contract does not define.
+pub fn unexpected(code: i64) -> RedisError {
+    RedisError::from((
+        ErrorKind::UnexpectedReturnType,
+        "script returned an unknown code",
+        code.to_string(),
+    ))
+}
+
+/// A reply of a shape the contract does not define.
+pub fn unknown_reply(what: &str, v: &impl std::fmt::Debug) -> RedisError {
+    RedisError::from((
+        ErrorKind::UnexpectedReturnType,
+        "a script returned an unknown reply",
+        format!("{what}: {v:?}"),
+    ))
+}
+
+/// A product's five script keys, owned (for pipelined batches).
+pub fn script_keys(k: &ProductKeys) -> Vec<String> {
+    k.script_keys().iter().map(|s| s.to_string()).collect()
 }

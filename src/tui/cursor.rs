@@ -39,7 +39,7 @@ pub fn matches(hay: &str, needle_lower: &str) -> bool {
 }
 
 impl TableCursor {
-    /// The filter, lower-cased for [`matches`].
+    /// The filter, lower-cased for [`matches()`].
     pub fn needle(&self) -> String {
         self.filter.to_lowercase()
     }

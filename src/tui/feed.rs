@@ -10,7 +10,7 @@ use std::time::Instant;
 /// (the data's clock, for ages and rates) and the data or the error.
 #[derive(Clone, Debug)]
 pub struct Fetched<T> {
-    /// When the runtime received it (monotonic; compared with [`Action::Tick`]).
+    /// When the runtime received it (monotonic; compared with [`Action::Tick`](super::action::Action::Tick)).
     pub at: Instant,
     /// When the data was read.
     pub taken_at: DateTime<Utc>,

@@ -225,7 +225,7 @@ async fn one_strategy(
             .map(|&i| shadow.product(&spec.activity, &products[i].product_id))
             .collect();
         let refs: Vec<_> = keys.iter().collect();
-        for r in crate::redis::stock::set_paused_many(redis, &refs, true).await {
+        for r in crate::redis::control::set_paused_many(redis, &refs, true).await {
             r.map_err(|e| redis.error(&e))?;
         }
     }

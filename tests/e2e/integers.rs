@@ -7,9 +7,10 @@
 use crate::harness::fixtures::{buy, product_keys, redis_cmd};
 use crate::harness::{Console, TestDb, Topo};
 use redis::Value;
-use seckill_console::redis::stock::{
-    RecordMode, Recorded, Rewrite, StockWrite, deduct, record, restore, set_stock_many,
+use seckill_console::redis::rewrite::{
+    RecordMode, Recorded, Rewrite, StockWrite, record, set_stock_many,
 };
+use seckill_console::redis::stock::{deduct, restore};
 use seckill_console::redis::{ProductKeys, RedisStore};
 
 /// Values Redis's INCRBY refuses although a looser rule would read them as integers.
