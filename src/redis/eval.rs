@@ -53,10 +53,15 @@ enum Form {
 }
 
 fn command(script: &LuaScript, form: Form, call: &impl ScriptCall) -> Keyed {
+    // Built in place: this runs once per buyer request in the worker, so no copy of the command.
     let mut cmd = match form {
-        Form::Sha => redis::cmd("EVALSHA").arg(script.sha()).clone(),
-        Form::Body => redis::cmd("EVAL").arg(script.body).clone(),
+        Form::Sha => redis::cmd("EVALSHA"),
+        Form::Body => redis::cmd("EVAL"),
     };
+    cmd.arg(match form {
+        Form::Sha => script.sha(),
+        Form::Body => script.body,
+    });
     call.append(&mut cmd);
     Keyed::new(call.route(), cmd)
 }
