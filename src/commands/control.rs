@@ -184,6 +184,11 @@ fn render_topup(r: &TopupReport) -> String {
     out
 }
 
+/// The `--since` option of `audit` and `report`, read against now.
+pub fn since_arg(text: Option<&str>) -> Result<Option<DateTime<Utc>>> {
+    text.map(|s| parse_since(s, Utc::now())).transpose()
+}
+
 /// Reads `--since`: a duration back from now (`90s`, `30m`, `2h`, `7d`) or an RFC 3339 time.
 pub fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
     let bad = || {
@@ -238,11 +243,7 @@ pub async fn run_audit(ctx: &Ctx, args: AuditArgs) -> Result<Outcome> {
             args.limit
         )));
     }
-    let since = args
-        .since
-        .as_deref()
-        .map(|s| parse_since(s, Utc::now()))
-        .transpose()?;
+    let since = since_arg(args.since.as_deref())?;
     let db = ctx.db().await?;
     let entries =
         seckill_console::db::audit::recent_since(&db, activity.as_ref(), since, args.limit)

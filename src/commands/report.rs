@@ -1,11 +1,10 @@
 //! `report`: the incident report as Markdown tables a person pastes into a ticket, or JSON with
 //! the same content.
 
-use super::control::parse_since;
+use super::control::since_arg;
 use super::status::options;
 use super::{Ctx, Outcome};
 use crate::cli::{ReportArgs, ReportFormat};
-use chrono::Utc;
 use seckill_console::domain::ActivityId;
 use seckill_console::error::Result;
 use seckill_console::ops::report::report;
@@ -13,11 +12,7 @@ use seckill_console::render::report::markdown;
 
 pub async fn run_report(ctx: &Ctx, args: ReportArgs) -> Result<Outcome> {
     let activity = ActivityId::parse(&args.activity)?;
-    let since = args
-        .since
-        .as_deref()
-        .map(|s| parse_since(s, Utc::now()))
-        .transpose()?;
+    let since = since_arg(args.since.as_deref())?;
     let db = ctx.db().await?;
     let redis = ctx.redis().await?;
     let r = report(

@@ -15,29 +15,11 @@ fn redis_running_on(port: &str) -> bool {
 
 #[test]
 fn the_demo_shows_live_numbers_fixes_drift_and_leaves_nothing_behind() {
-    let tmux = Tmux {
-        socket: format!("seckill-demo-{}", std::process::id()),
-    };
     let command = format!(
         "{} demo --chaos-after-secs 2; echo EXITED=$?; stty -a | tr ' ' '\\n' | grep -x -- '-*icanon'; sleep 60",
         crate::harness::cli::binary(),
     );
-    let out = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "tui",
-        "-x",
-        "120",
-        "-y",
-        "32",
-        &command,
-    ]);
-    assert!(
-        out.status.success(),
-        "tmux: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let tmux = Tmux::start("seckill-demo", 120, 32, &command);
 
     // Live numbers: the demo activity's stock table with sales in it.
     let took = tmux.wait("live numbers", Duration::from_secs(20), |s| {

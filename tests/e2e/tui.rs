@@ -40,31 +40,13 @@ fn the_tui_fixes_drift_and_answers_keys_while_redis_is_stopped() {
     );
     redis.cli(&["SET", "seckill:{tui-sale:phone}:stock", "97"]);
 
-    let tmux = Tmux {
-        socket: format!("seckill-tui-{}", std::process::id()),
-    };
     let command = format!(
         "{} --redis {} --db {}; echo EXITED=$?; stty -a | tr ' ' '\\n' | grep -x -- '-*icanon'; sleep 60",
         crate::harness::cli::binary(),
         redis.url(),
         db.url
     );
-    let out = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "tui",
-        "-x",
-        "110",
-        "-y",
-        "30",
-        &command,
-    ]);
-    assert!(
-        out.status.success(),
-        "tmux: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let tmux = Tmux::start("seckill-tui", 110, 30, &command);
 
     // The live activity is picked and its stock shows within seconds of the start.
     tmux.wait("the stock table", Duration::from_secs(10), |s| {
@@ -148,9 +130,6 @@ fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
         "tui-hold",
         &[("case", 50, 1), ("phone", 100, 2)],
     );
-    let tmux = Tmux {
-        socket: format!("seckill-pause-{}", std::process::id()),
-    };
     // The TUI runs in the temporary directory: the report key writes its file there.
     let command = format!(
         "cd {} && {} --redis {} --db {} --actor dave; sleep 60",
@@ -159,22 +138,7 @@ fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
         redis.url(),
         db.url
     );
-    let out = tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "tui",
-        "-x",
-        "110",
-        "-y",
-        "30",
-        &command,
-    ]);
-    assert!(
-        out.status.success(),
-        "tmux: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let tmux = Tmux::start("seckill-pause", 110, 30, &command);
     tmux.wait("the stock table", Duration::from_secs(10), |s| {
         s.contains("activity tui-hold") && s.contains("phone")
     });

@@ -9,6 +9,32 @@ pub struct Tmux {
 }
 
 impl Tmux {
+    /// A private server `name-<pid>` with one session "tui" of `cols` x `rows` running
+    /// `command` in a shell.
+    pub fn start(name: &str, cols: u16, rows: u16, command: &str) -> Self {
+        let tmux = Tmux {
+            socket: format!("{name}-{}", std::process::id()),
+        };
+        let (cols, rows) = (cols.to_string(), rows.to_string());
+        let out = tmux.run(&[
+            "new-session",
+            "-d",
+            "-s",
+            "tui",
+            "-x",
+            &cols,
+            "-y",
+            &rows,
+            command,
+        ]);
+        assert!(
+            out.status.success(),
+            "tmux: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        tmux
+    }
+
     pub fn run(&self, args: &[&str]) -> Output {
         Command::new("tmux")
             .arg("-L")
