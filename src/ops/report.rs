@@ -4,7 +4,9 @@
 
 use super::status::{StatusOptions, StatusReport, status};
 use crate::db::Db;
-use crate::db::audit::{AuditEntry, recent_since};
+/// The audit rows a report lists (its fixes and console writes).
+pub use crate::db::audit::AuditEntry;
+use crate::db::audit::recent_since;
 use crate::domain::ActivityId;
 use crate::error::Result;
 use crate::redis::{KeySpace, RedisStore};

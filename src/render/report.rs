@@ -2,7 +2,7 @@
 //! `w` writes to a file, so the two never differ.
 
 use crate::domain::zone::Zone;
-use crate::ops::report::Report;
+use crate::ops::report::{AuditEntry, Report};
 
 fn cell(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
@@ -10,6 +10,31 @@ fn cell(s: &str) -> String {
 
 fn opt(v: Option<i64>) -> String {
     v.map_or_else(|| "-".into(), |n| n.to_string())
+}
+
+/// A part of audit rows (fixes, console writes): who did what to which product, from what to
+/// what, and why (`why` heads the last column).
+fn audit_table(out: &mut String, title: &str, why: &str, rows: &[AuditEntry], tz: Zone) {
+    out.push_str(&format!("\n## {title}\n\n"));
+    if rows.is_empty() {
+        out.push_str("None.\n");
+        return;
+    }
+    out.push_str(&format!(
+        "| at | actor | action | product | before | after | {why} |\n| --- | --- | --- | --- | --- | --- | --- |\n"
+    ));
+    for e in rows {
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} | {} | {} |\n",
+            tz.show(e.at),
+            cell(&e.actor),
+            e.action,
+            e.product_id.as_deref().unwrap_or("-"),
+            cell(e.before_value.as_deref().unwrap_or("-")),
+            cell(e.after_value.as_deref().unwrap_or("-")),
+            cell(&e.reason)
+        ));
+    }
 }
 
 /// The report as Markdown: a heading per part, a table per list.
@@ -82,41 +107,7 @@ pub fn markdown(r: &Report, tz: Zone) -> String {
             ));
         }
     }
-    out.push_str("\n## Fixes\n\n");
-    if r.fixes.is_empty() {
-        out.push_str("None.\n");
-    } else {
-        out.push_str("| at | actor | action | product | before | after | what |\n| --- | --- | --- | --- | ---: | ---: | --- |\n");
-        for f in &r.fixes {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} |\n",
-                tz.show(f.at),
-                cell(&f.actor),
-                f.action,
-                f.product_id.as_deref().unwrap_or("-"),
-                cell(f.before_value.as_deref().unwrap_or("-")),
-                cell(f.after_value.as_deref().unwrap_or("-")),
-                cell(&f.reason)
-            ));
-        }
-    }
-    out.push_str("\n## Console writes\n\n");
-    if r.writes.is_empty() {
-        out.push_str("None.\n");
-    } else {
-        out.push_str("| at | actor | action | product | before | after | reason |\n| --- | --- | --- | --- | --- | --- | --- |\n");
-        for w in &r.writes {
-            out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} |\n",
-                tz.show(w.at),
-                cell(&w.actor),
-                w.action,
-                w.product_id.as_deref().unwrap_or("-"),
-                cell(w.before_value.as_deref().unwrap_or("-")),
-                cell(w.after_value.as_deref().unwrap_or("-")),
-                cell(&w.reason)
-            ));
-        }
-    }
+    audit_table(&mut out, "Fixes", "what", &r.fixes, tz);
+    audit_table(&mut out, "Console writes", "reason", &r.writes, tz);
     out
 }

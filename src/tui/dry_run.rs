@@ -64,8 +64,7 @@ impl App {
         if !self.may_dry_run() {
             return;
         }
-        if self.activity.is_none() {
-            self.flash("no activity selected: press 1, highlight one, Enter", true);
+        if self.need_activity().is_none() {
             return;
         }
         self.views.dry_run.form.error = None;
@@ -135,6 +134,7 @@ impl App {
     /// Enter in the form: checks the numbers, then asks for confirmation.
     pub(super) fn submit_dry_run_form(&mut self) {
         let f = &self.views.dry_run.form;
+        let strategy = f.strategy;
         let checked = parse_number("buyers", &f.buyers, MAX_BUYERS).and_then(|b| {
             parse_number("concurrency", &f.concurrency, MAX_CONCURRENCY).map(|c| (b, c))
         });
@@ -145,12 +145,10 @@ impl App {
                 return;
             }
         };
-        let Some(activity) = self.activity.clone() else {
+        let Some(activity) = self.need_activity() else {
             self.dialog = None;
-            self.flash("no activity selected: press 1, highlight one, Enter", true);
             return;
         };
-        let strategy = f.strategy;
         let runs = strategy.strategies().len();
         let prefix = &self.config.key_prefix;
         let mut lines = vec![

@@ -101,15 +101,12 @@ impl App {
             Action::FixActivity => self.ask_fix(true),
             Action::TogglePause { all } => self.ask_pause(all),
             Action::OpenTopupForm => self.open_topup_form(),
-            Action::WriteReport => match self.activity.clone() {
+            Action::WriteReport => match self.need_activity() {
                 Some(activity) => {
                     self.flash(format!("writing the report of {activity} ..."), false);
                     vec![Command::WriteReport { activity }]
                 }
-                None => {
-                    self.flash("no activity selected: press 1, highlight one, Enter", true);
-                    Vec::new()
-                }
+                None => Vec::new(),
             },
             Action::ReportWritten { result } => {
                 match result {

@@ -39,25 +39,33 @@ impl App {
         true
     }
 
-    fn need_activity(&mut self) -> Option<ActivityId> {
+    pub(super) fn need_activity(&mut self) -> Option<ActivityId> {
         if self.activity.is_none() {
             self.flash("no activity selected: press 1, highlight one, Enter", true);
         }
         self.activity.clone()
     }
 
+    /// The guards every write key passes first: pressed on a view where it works (else `hint`
+    /// says where), allowed now (not read-only, no write running), an activity selected. The
+    /// first that fails is flashed; the activity comes back when all hold.
+    fn write_on(&mut self, views: &[View], what: &str, hint: &str) -> Option<ActivityId> {
+        if !views.contains(&self.view) {
+            self.flash(hint, false);
+            return None;
+        }
+        if !self.may_write(what) {
+            return None;
+        }
+        self.need_activity()
+    }
+
     pub(super) fn ask_fix(&mut self, all: bool) -> Vec<Command> {
-        if !matches!(self.view, View::Stock | View::Reconcile) {
-            self.flash(
-                "fix: press f or F on the Stock (2) or Reconcile (5) view",
-                false,
-            );
-            return Vec::new();
-        }
-        if !self.may_write("fix") {
-            return Vec::new();
-        }
-        let Some(activity) = self.need_activity() else {
+        let Some(activity) = self.write_on(
+            &[View::Stock, View::Reconcile],
+            "fix",
+            "fix: press f or F on the Stock (2) or Reconcile (5) view",
+        ) else {
             return Vec::new();
         };
         let product = if all {
@@ -333,14 +341,11 @@ impl App {
     }
 
     pub(super) fn ask_resolve(&mut self, all: bool) -> Vec<Command> {
-        if self.view != View::Compensation {
-            self.flash("resolve: press r or R on the Compensation view (4)", false);
-            return Vec::new();
-        }
-        if !self.may_write("resolve") {
-            return Vec::new();
-        }
-        let Some(activity) = self.need_activity() else {
+        let Some(activity) = self.write_on(
+            &[View::Compensation],
+            "resolve",
+            "resolve: press r or R on the Compensation view (4)",
+        ) else {
             return Vec::new();
         };
         let (which, lines) = if all {
@@ -422,14 +427,11 @@ impl App {
     /// Pause or resume: the highlighted product (resumed if paused), or with `all` the whole
     /// activity (resumed if every product is paused), after a dialog.
     pub(super) fn ask_pause(&mut self, all: bool) -> Vec<Command> {
-        if self.view != View::Stock {
-            self.flash("pause: press z or Z on the Stock view (2)", false);
-            return Vec::new();
-        }
-        if !self.may_write("pause") {
-            return Vec::new();
-        }
-        let Some(activity) = self.need_activity() else {
+        let Some(activity) = self.write_on(
+            &[View::Stock],
+            "pause",
+            "pause: press z or Z on the Stock view (2)",
+        ) else {
             return Vec::new();
         };
         let (product, pause) = if all {
@@ -487,14 +489,11 @@ impl App {
 
     /// The top-up form for the highlighted product of the Stock view.
     pub(super) fn open_topup_form(&mut self) -> Vec<Command> {
-        if self.view != View::Stock {
-            self.flash("top up: press t on the Stock view (2)", false);
-            return Vec::new();
-        }
-        if !self.may_write("top up") {
-            return Vec::new();
-        }
-        let Some(activity) = self.need_activity() else {
+        let Some(activity) = self.write_on(
+            &[View::Stock],
+            "top up",
+            "top up: press t on the Stock view (2)",
+        ) else {
             return Vec::new();
         };
         let Some(product) = self.selected_product().map(|p| p.product.clone()) else {
@@ -627,14 +626,11 @@ impl App {
     }
 
     pub(super) fn ask_preheat(&mut self, force: bool) -> Vec<Command> {
-        if self.view != View::Preheat {
-            self.flash("preheat: press p on the Preheat view (6)", false);
-            return Vec::new();
-        }
-        if !self.may_write("preheat") {
-            return Vec::new();
-        }
-        let Some(activity) = self.need_activity() else {
+        let Some(activity) = self.write_on(
+            &[View::Preheat],
+            "preheat",
+            "preheat: press p on the Preheat view (6)",
+        ) else {
             return Vec::new();
         };
         let products = self
