@@ -13,7 +13,8 @@
 -- ARGV[1] request id (non-empty), ARGV[2] user id (non-empty), ARGV[3] quantity (1..10^9)
 --
 -- Returns the remaining stock (>= 0) on success, or
---   -1 stock key missing (not preheated, or lost)   -2 not enough stock (sold out)
+--   -1 not preheated, or lost: the stock key, the meta hash's limit, or the buyers, ledger or
+--      events key is missing (nothing written)       -2 not enough stock (sold out)
 --   -3 the user's per-user limit would be exceeded  -4 bad arguments
 --   -5 product paused (a sold-out product answers -2, paused or not)
 -- A retry of a request id that already succeeded changes nothing and returns its first result.
@@ -101,12 +102,17 @@ end
 if meta[1] and meta[1] ~= '0' then
   return redis.error_reply('ERR seckill: paused in ' .. KEYS[2] .. ' is neither 0 nor 1')
 end
-local limit = nil
-if meta[2] then
-  limit = int_or_nil(meta[2])
-  if limit == nil or limit < 1 then
-    return redis.error_reply('ERR seckill: limit in ' .. KEYS[2] .. ' is not a positive integer')
-  end
+-- Nothing is sold that cannot be checked: without the meta hash's limit (the hash evicted, or
+-- recreated by a stray write), or without the buyers, ledger or events key (each lives from the
+-- preheat on: the hashes keep a placeholder field, so they never empty), a limit, a retry or the
+-- console's books would go unchecked. Answered like a missing stock, with nothing written; the
+-- console's fix or preheat rebuilds the piece from the database.
+if not meta[2] or call('EXISTS', KEYS[3], KEYS[4], KEYS[5]) ~= 3 then
+  return -1
+end
+local limit = int_or_nil(meta[2])
+if limit == nil or limit < 1 then
+  return redis.error_reply('ERR seckill: limit in ' .. KEYS[2] .. ' is not a positive integer')
 end
 if meta[3] and int_or_nil(meta[3]) == nil then
   return redis.error_reply('ERR seckill: deducted in ' .. KEYS[2] .. ' is not an integer')
@@ -120,7 +126,7 @@ if raw_held then
     return redis.error_reply('ERR seckill: holding of user ' .. uid .. ' in ' .. KEYS[3] .. ' is not an integer')
   end
 end
-if limit and held + qty > limit then
+if held + qty > limit then
   return -3
 end
 

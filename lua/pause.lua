@@ -1,39 +1,36 @@
--- seckill-console: pauses or resumes one product. While the meta field 'paused' is '1' the
--- deduction answers -5 and sells nothing; returns of earlier sales still give their units back
--- (they are not sales).
+-- seckill-console: writes the operator's pause (or resume) of one product into Redis. The
+-- database holds the intent (seckill_product.paused, with its reason and generation); this is
+-- its copy where the deduction reads it: while the meta field 'paused' is '1' the deduction
+-- answers -5 and sells nothing; returns of earlier sales still give their units back (they are
+-- not sales). Preheat and fix write the same two fields from the database, so a Redis that lost
+-- them gets them back.
 --
--- KEYS[1..5] stock, meta, buyers, ledger, events of one {A:P} (as deduct.lua; only the stock
---            and the meta hash are read, only the meta hash is written)
+-- KEYS[1..5] stock, meta, buyers, ledger, events of one {A:P} (as deduct.lua; only the meta
+--            hash is written)
 -- ARGV[1] '1' to pause, '0' to resume
+-- ARGV[2] the generation of this pause or resume in the database (seckill_product.pause_gen):
+--         Redis keeps the newest, so two operators pressing at once end as the database does
 --
--- Returns {1, what 'paused' was ('0' or '1')} when written; {0, 'missing'} when the stock key
--- is absent (nothing to pause: preheat first); -4 on bad arguments. A meta hash of another type
--- or a 'paused' / 'rev' that is not what the scripts read is an error reply with nothing
--- written.
+-- Written whether or not the stock key exists (a rebuild in progress keeps the newer
+-- generation). Returns {1, what 'paused' was ('0' or '1'; '0' when absent), 1 when the stock
+-- key exists else 0}; {3, the generation Redis holds} when a newer pause or resume is there
+-- already (nothing written); -4 on bad arguments. A meta key of another type is an error reply
+-- with nothing written.
 
-local want = ARGV[1]
-if want ~= '0' and want ~= '1' then
+local want, gen = ARGV[1], ARGV[2]
+if (want ~= '0' and want ~= '1') or gen == nil or not string.find(gen, '^%d+$') or #gen > 15 then
   return -4
 end
-if redis.call('TYPE', KEYS[1])['ok'] == 'none' then
-  return {0, 'missing'}
-end
 local meta_kind = redis.call('TYPE', KEYS[2])['ok']
-if meta_kind ~= 'hash' then
+if meta_kind ~= 'hash' and meta_kind ~= 'none' then
   return redis.error_reply('ERR seckill: ' .. KEYS[2] .. ' is a ' .. meta_kind .. ', not a hash: fix the product first')
 end
-local f = redis.call('HMGET', KEYS[2], 'paused', 'rev')
-local was = f[1] or '0'
-if was ~= '0' and was ~= '1' then
-  return redis.error_reply('ERR seckill: paused in ' .. KEYS[2] .. ' is neither 0 nor 1: fix the product first')
+local f = redis.call('HMGET', KEYS[2], 'paused', 'pause_gen')
+local have = tonumber(f[2] and string.match(f[2], '^%d+$') and #f[2] <= 15 and f[2] or '0')
+if have > tonumber(gen) then
+  return {3, have}
 end
--- The contract's integer rule for 'rev' (the one every script applies: 0, or an optional minus,
--- a digit 1-9 and at most 15 digits in all), checked before the first write.
-local rev = f[2]
-local rev_digits = rev and string.match(rev, '^%-?([1-9]%d*)$')
-if rev and rev ~= '0' and not (rev_digits and #rev_digits <= 15) then
-  return redis.error_reply('ERR seckill: rev in ' .. KEYS[2] .. ' is not an integer: fix the product first')
-end
-redis.call('HSET', KEYS[2], 'paused', want)
-redis.call('HINCRBY', KEYS[2], 'rev', 1)
-return {1, was}
+local was = (f[1] == '1') and '1' or '0'
+redis.call('HSET', KEYS[2], 'paused', want, 'pause_gen', gen)
+local present = (redis.call('EXISTS', KEYS[1]) == 1) and 1 or 0
+return {1, was, present}

@@ -1,29 +1,35 @@
 -- seckill-console: record in Redis deductions that the database's live orders prove but the
--- ledger lacks (lost with a restart or a failover, or returned while the order lived on). Each
--- one gets its ledger entry, its event (b = "<units>|<request id>"), the buyer's holding and
--- the 'deducted' counter, exactly as if deduct.lua had run, so per-user limits, retries and later returns
--- work for it. Idempotent per request id: an entry the ledger holds as deducted is skipped.
+-- ledger lacks (lost with a restart, a failover or an eviction, or returned while the order
+-- lived on). Each one gets its ledger entry and its event (b = "<units>|<request id>"), so
+-- retries and later returns work for it. Idempotent per request id: an entry the ledger holds
+-- as deducted is skipped.
 --
 -- KEYS[1..5] stock, meta, buyers, ledger, events of one {A:P} (as deduct.lua)
--- ARGV[1] 'rebuild': the stock key must be absent (keys lost or never written; the console
---                    writes the stock after the holdings, so no buyer can slip past a limit)
---         'absorb':  the stock key must hold an integer; each recorded deduction also takes
---                    its units from the stock (a sale Redis had forgotten)
+-- ARGV[1] 'rebuild': the product is held by the rebuild whose token is ARGV[4] (freeze.lua;
+--                    the stock key is absent): only the entries and events are written, the
+--                    rebuild then sets the holdings and the counters from the whole ledger
+--         'absorb':  the stock key holds an integer and every piece of the product is there:
+--                    each recorded deduction is counted as deduct.lua would have (counters,
+--                    holding, stock), except that units the counters already hold without a
+--                    ledger entry (meta 'unexplained', left by a rebuild after the ledger was
+--                    lost) are claimed first: those are out of the stock already, and in the
+--                    holdings too when meta 'unexplained_held' is 1
 -- ARGV[2] expiry of the keys this creates, ms since the epoch, or ''
--- ARGV[3..] request id, user id, quantity: one triple per deduction, at most 500
+-- ARGV[3] the meta field 'rev' as the caller read it ('' when absent; 'absorb' only)
+-- ARGV[4] the rebuild's token ('rebuild' only; '' for 'absorb')
+-- ARGV[5..] request id, user id, quantity: one triple per deduction, at most 500
 --
--- Returns {deductions recorded, units recorded}; {-1, what the stock key holds} when it does
--- not meet the mode's condition (nothing written); -4 on bad arguments. A corrupt value is an
--- error reply with nothing written.
+-- Returns {1, deductions recorded, units recorded, rev}; {-1, what the stock key is} when it
+-- does not meet the mode's condition; {2, rev now} when another console wrote since the read; {4,
+-- why, detail} when the product is held ('frozen', 'topup') or a piece is gone ('lost'); -4 on
+-- bad arguments. A corrupt value is an error reply. Nothing is written unless the reply is
+-- {1, n, units, rev}.
 
-local mode, expire = ARGV[1], ARGV[2]
-if (mode ~= 'rebuild' and mode ~= 'absorb') or expire == nil then
+local mode, expire, want_rev, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+if (mode ~= 'rebuild' and mode ~= 'absorb') or expire == nil or want_rev == nil or token == nil then
   return -4
 end
-if expire ~= '' and not string.find(expire, '^%d+$') then
-  return -4
-end
-local n = #ARGV - 2
+local n = #ARGV - 4
 if n % 3 ~= 0 or n / 3 > 500 then
   return -4
 end
@@ -42,33 +48,75 @@ local function int_or_nil(v)
   end
   return nil
 end
-
-local kind = redis.call('TYPE', KEYS[1])['ok']
-local stock = nil
-if mode == 'rebuild' then
-  if kind ~= 'none' then
-    return {-1, kind}
-  end
-else
-  if kind == 'string' then
-    stock = int_or_nil(redis.call('GET', KEYS[1]))
-  end
-  if stock == nil then
-    return {-1, kind}
+if expire ~= '' then
+  local at = int_or_nil(expire)
+  if at == nil or at < 1 then
+    return -4
   end
 end
-local events_kind = redis.call('TYPE', KEYS[5])['ok']
+if (mode == 'rebuild') == (token == '') then
+  return -4
+end
+
+local function kind(key)
+  return redis.call('TYPE', key)['ok']
+end
+local stock_kind = kind(KEYS[1])
+local meta_kind = kind(KEYS[2])
+if meta_kind ~= 'hash' and meta_kind ~= 'none' then
+  return redis.error_reply('ERR seckill: ' .. KEYS[2] .. ' is a ' .. meta_kind .. ', not a hash')
+end
+for i = 3, 4 do
+  local k = kind(KEYS[i])
+  if k ~= 'hash' and k ~= 'none' then
+    return redis.error_reply('ERR seckill: ' .. KEYS[i] .. ' is a ' .. k .. ', not a hash')
+  end
+end
+local events_kind = kind(KEYS[5])
 if events_kind ~= 'stream' and events_kind ~= 'none' then
   return redis.error_reply('ERR seckill: ' .. KEYS[5] .. ' is a ' .. events_kind .. ', not a stream')
 end
-local deducted = redis.call('HGET', KEYS[2], 'deducted')
-if deducted and int_or_nil(deducted) == nil then
-  return redis.error_reply('ERR seckill: deducted in ' .. KEYS[2] .. ' is not an integer')
+local f = redis.call('HMGET', KEYS[2], 'rev', 'frozen', 'topup', 'deducted', 'unexplained', 'unexplained_held')
+local rev, frozen, topup = f[1], f[2], f[3]
+
+local stock = nil
+local deducted, unexplained = 0, 0
+if mode == 'rebuild' then
+  if not frozen or string.sub(frozen, 1, #token + 1) ~= token .. '|' then
+    return {4, 'frozen', frozen or ''}
+  end
+  if stock_kind ~= 'none' then
+    return {-1, stock_kind}
+  end
+else
+  if frozen then
+    return {4, 'frozen', frozen}
+  end
+  if topup then
+    return {4, 'topup', topup}
+  end
+  if (rev or '') ~= want_rev then
+    return {2, rev or ''}
+  end
+  if stock_kind == 'string' then
+    stock = int_or_nil(redis.call('GET', KEYS[1]))
+  end
+  if stock == nil then
+    return {-1, stock_kind}
+  end
+  if meta_kind ~= 'hash' or redis.call('EXISTS', KEYS[3], KEYS[4], KEYS[5]) ~= 3 then
+    return {4, 'lost', 'the meta, buyers, ledger or events key'}
+  end
+  deducted, unexplained = int_or_nil(f[4] or '0'), int_or_nil(f[5] or '0')
+  if deducted == nil or unexplained == nil or unexplained < 0 then
+    return redis.error_reply('ERR seckill: deducted or unexplained in ' .. KEYS[2] .. ' is not an integer')
+  end
 end
+local claim_held = f[6] == '1'
 
 -- Every check before the first write.
 local todo, seen, held = {}, {}, {}
-for i = 3, #ARGV, 3 do
+for i = 5, #ARGV, 3 do
   local rid, uid, q = ARGV[i], ARGV[i + 1], ARGV[i + 2]
   if rid == '' or uid == '' or not string.find(q, '^[1-9]%d*$') or #q > 10 then
     return -4
@@ -80,7 +128,7 @@ for i = 3, #ARGV, 3 do
       return redis.error_reply('ERR seckill: ledger entry of request ' .. rid .. ' in ' .. KEYS[4] .. ' is corrupt')
     end
     if not entry or string.sub(entry, 1, 1) == 'r' then
-      if held[uid] == nil then
+      if mode == 'absorb' and held[uid] == nil then
         local h = redis.call('HGET', KEYS[3], uid)
         if h and int_or_nil(h) == nil then
           return redis.error_reply('ERR seckill: holding of user ' .. uid .. ' in ' .. KEYS[3] .. ' is not an integer')
@@ -93,23 +141,43 @@ for i = 3, #ARGV, 3 do
 end
 
 local units = 0
+local claimed = 0
 for _, t in ipairs(todo) do
   local rid, uid, qty = t[1], t[2], t[3]
   local at = redis.call('XADD', KEYS[5], '*', 'b', qty .. '|' .. rid)
   local left = 0
   if mode == 'absorb' then
-    left = redis.call('DECRBY', KEYS[1], qty)
+    -- Units the counters already hold without an entry are claimed first.
+    local take = math.min(unexplained - claimed, qty)
+    claimed = claimed + take
+    local fresh = qty - take
+    if fresh > 0 then
+      stock = redis.call('DECRBY', KEYS[1], fresh)
+      redis.call('HINCRBY', KEYS[2], 'deducted', fresh)
+    end
+    local more = fresh
+    if not claim_held then
+      more = qty
+    end
+    if more > 0 then
+      redis.call('HINCRBY', KEYS[3], uid, more)
+    end
+    left = math.max(stock, 0)
   end
-  redis.call('HINCRBY', KEYS[3], uid, qty)
-  redis.call('HINCRBY', KEYS[2], 'deducted', qty)
-  redis.call('HSET', KEYS[4], rid, 'd|' .. qty .. '|' .. at .. '|' .. math.max(left, 0) .. '|' .. uid)
+  redis.call('HSET', KEYS[4], rid, 'd|' .. qty .. '|' .. at .. '|' .. left .. '|' .. uid)
   units = units + qty
 end
+local new_rev = int_or_nil(rev or '0') or 0
+if mode == 'absorb' and #todo > 0 then
+  new_rev = new_rev + 1
+  redis.call('HSET', KEYS[2], 'rev', new_rev)
+  if claimed > 0 then
+    redis.call('HSET', KEYS[2], 'unexplained', unexplained - claimed)
+  end
+end
 if expire ~= '' and #todo > 0 then
-  redis.call('HSETNX', KEYS[3], '', '0')
-  redis.call('HSETNX', KEYS[4], '', '-')
   for i = 2, 5 do
     redis.call('PEXPIREAT', KEYS[i], expire)
   end
 end
-return {#todo, units}
+return {1, #todo, units, new_rev}

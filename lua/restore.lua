@@ -7,8 +7,9 @@
 --
 -- Returns the units returned by this call (> 0), or
 --    0 already returned earlier (nothing changes)
---   -1 stock key missing: nothing is written, because an INCRBY would invent a tiny stock;
---      preheat or fix rewrites the key from database truth first
+--   -1 stock key missing (an INCRBY would invent a tiny stock), or another piece of the
+--      product is (the meta hash's limit, the buyers or events key): nothing is written;
+--      preheat or fix rebuilds it from database truth first
 --   -4 bad arguments
 --   -6 the request id is not in the ledger (nothing was deducted for it)
 
@@ -55,7 +56,14 @@ end
 if int_or_nil(raw) == nil then
   return redis.error_reply('ERR seckill: stock in ' .. KEYS[1] .. ' is not an integer')
 end
-local returned = redis.call('HGET', KEYS[2], 'returned')
+-- A product missing a piece (the meta hash's limit, the buyers or events key) is not written:
+-- the HINCRBY and HSET below would recreate the piece half empty, and the deduction would then
+-- trust it. The console's fix rebuilds the piece and returns the deduction afterwards.
+local m = redis.call('HMGET', KEYS[2], 'returned', 'limit')
+if not m[2] or redis.call('EXISTS', KEYS[3], KEYS[5]) ~= 2 then
+  return -1
+end
+local returned = m[1]
 if returned and int_or_nil(returned) == nil then
   return redis.error_reply('ERR seckill: returned in ' .. KEYS[2] .. ' is not an integer')
 end

@@ -1,38 +1,52 @@
--- seckill-console: the console's rewrite of a product's stock (fix, preheat --force, preheat
--- of absent keys). It never overwrites a sale: a live stock is corrected by its offset from
--- the scripts' own counters, computed here in the same atomic step as the write, so a
--- deduction before or after it moves stock and counters alike and the correction stays right.
+-- seckill-console: the console's rewrite of a product's stock (fix, preheat). It never overwrites
+-- a sale: a live stock is corrected by its offset from the scripts' own counters, computed here
+-- in the same atomic step as the write, so a deduction before or after it moves stock and
+-- counters alike and the correction stays right. It never writes half: every value it reads or
+-- is given is checked before the first write.
 --
 -- KEYS[1..5] stock, meta, buyers, ledger, events of one {A:P} (as deduct.lua)
 -- ARGV[1] mode:
---   'rebase'  the stock key holds an integer. The offset X = stock - initial + deducted -
---             returned (ARGV[2] = initial from the database) must equal ARGV[3], the offset the
---             caller saw; then stock = stock - X. That is below 0 when more is held than there
---             was (an oversell): the deduction then refuses everyone until returns pay it back.
+--   'rebase'  the stock key holds an integer and every other key of the product exists. The
+--             offset X = stock - initial + deducted - returned (ARGV[2] = initial from the
+--             database) must equal ARGV[3], the offset the caller saw; then stock = stock - X
+--             (+ ARGV[8], below). That is below 0 when more is held than there was (an
+--             oversell): the deduction then refuses everyone until returns pay it back.
 --   'set'     the stock key is absent, corrupt or of another type (nothing can deduct it):
 --             ARGV[3] is the guard ('!' absent, '=' .. value exactly this string, '@' .. type a
 --             non-string type). ARGV[2] is the new stock, or 'initial:' .. n for
---             n - deducted + returned as the counters stand after ARGV[6..] are written (below 0
---             after an oversell, as for 'rebase').
+--             n - deducted + returned as the counters stand once ARGV[9..] are written. It
+--             writes the buyers and ledger placeholders (the witnesses the scripts check), so
+--             it is the last call of a rebuild: the pieces must be whole before it.
 -- ARGV[4] 'keep' to update the meta hash in place, 'reset' to rebuild it (corrupt): every field
---         goes except paused, epoch and the bucket figures
+--         goes except paused, pause_gen, epoch and the bucket figures
 -- ARGV[5] expiry of every key, ms since the epoch; '' leaves expiries alone
--- ARGV[6..] field, value pairs written to the meta hash
+-- ARGV[6] the meta field 'rev' as the caller read it ('' when absent): another console's write
+--         since then makes this call a conflict
+-- ARGV[7] '' or the token of the rebuild that froze the product (freeze.lua); a 'set' with the
+--         token ends the freeze. A product frozen by another token is not written.
+-- ARGV[8] units of the meta 'unexplained' put back on sale ('rebase' only; '0' for none): the
+--         counters give them back (returned) and the stock takes them
+-- ARGV[9..] field, value pairs written to the meta hash. 'paused' and 'pause_gen' are written
+--         only if no newer pause or resume (a higher 'pause_gen') is there already.
 --
--- Every applied call increments meta 'rev' and appends an event (a = "<change>|"), so a reader
--- can tell that the stock changed outside a deduction.
--- Returns {1, new stock, change} when applied; {0, the offset found} when 'rebase' finds
--- another offset; {0, what the key holds} when the 'set' guard fails (false when absent,
--- '<type>' for a non-string); -4 on bad arguments.
+-- Every applied call increments meta 'rev' and appends an event (a = "<change>|"; g, the same,
+-- at the end of a rebuild: the events before it no longer describe the books, the ledger does).
+-- Returns {1, new stock, change, new rev} when applied; {0, the offset found} when 'rebase'
+-- finds another offset; {0, what the key holds} when the 'set' guard fails (false when absent,
+-- '<type>' for a non-string); {2, rev now} when another console wrote since the read; {4, why,
+-- detail} when the product is held ('frozen' by a rebuild, 'topup' between a top-up's two
+-- writes, 'lost' a key is gone since the read); -4 on bad arguments. Nothing is written unless
+-- the reply is {1, ...}.
 
 local mode, target, guard, meta_mode, expire = ARGV[1], ARGV[2], ARGV[3], ARGV[4], ARGV[5]
-if (mode ~= 'rebase' and mode ~= 'set') or target == nil or guard == nil or expire == nil then
+local want_rev, token, release = ARGV[6], ARGV[7], ARGV[8]
+if (mode ~= 'rebase' and mode ~= 'set') or target == nil or guard == nil or release == nil then
   return -4
 end
 if meta_mode ~= 'keep' and meta_mode ~= 'reset' then
   return -4
 end
-if (#ARGV - 5) % 2 ~= 0 or (expire ~= '' and not string.find(expire, '^%d+$')) then
+if (#ARGV - 8) % 2 ~= 0 or want_rev == nil or token == nil then
   return -4
 end
 
@@ -51,20 +65,104 @@ local function int_or_nil(v)
   return nil
 end
 
+local freed = int_or_nil(release)
+if freed == nil or freed < 0 or (freed > 0 and mode ~= 'rebase') then
+  return -4
+end
+if expire ~= '' then
+  local at = int_or_nil(expire)
+  if at == nil or at < 1 then
+    return -4
+  end
+end
+
+-- The meta fields given: those the scripts read must be what they accept.
+local lowest = { initial = 0, limit = 1, pause_gen = 0, deducted = 0, returned = 0,
+  unexplained = 0, unexplained_since = 0, epoch = 0, fixed_at = 0, expire_at = 1 }
+local given = {}
+for i = 9, #ARGV, 2 do
+  local f, v = ARGV[i], ARGV[i + 1]
+  if lowest[f] then
+    local n = int_or_nil(v)
+    if n == nil or n < lowest[f] then
+      return -4
+    end
+  elseif f == 'paused' or f == 'unexplained_held' then
+    if v ~= '0' and v ~= '1' then
+      return -4
+    end
+  elseif f ~= 'bucket_capacity' and f ~= 'bucket_rate' then
+    return -4
+  end
+  given[f] = v
+end
+
 -- Types first: nothing is written unless every write below can succeed.
 local function kind(key)
   return redis.call('TYPE', key)['ok']
 end
 local stock_kind = kind(KEYS[1])
-local buyers_kind, ledger_kind = kind(KEYS[3]), kind(KEYS[4])
-for i, k in pairs({ [3] = buyers_kind, [4] = ledger_kind }) do
+local meta_kind = kind(KEYS[2])
+for i = 3, 4 do
+  local k = kind(KEYS[i])
   if k ~= 'hash' and k ~= 'none' then
     return redis.error_reply('ERR seckill: ' .. KEYS[i] .. ' is a ' .. k .. ', not a hash')
   end
 end
 local events_kind = kind(KEYS[5])
-local meta_kind = kind(KEYS[2])
 local reset = meta_mode == 'reset' or (meta_kind ~= 'hash' and meta_kind ~= 'none')
+
+-- What the meta hash holds now (nothing of a hash of another type).
+local m = {}
+if meta_kind == 'hash' then
+  local names = { 'rev', 'frozen', 'topup', 'pause_gen', 'deducted', 'returned', 'unexplained' }
+  local f = redis.call('HMGET', KEYS[2], unpack(names))
+  for i, name in ipairs(names) do
+    m[name] = f[i]
+  end
+end
+
+-- Held by someone else: a rebuild that froze the product, or a top-up between its writes.
+if m.frozen then
+  if token == '' or string.sub(m.frozen, 1, #token + 1) ~= token .. '|' then
+    return {4, 'frozen', m.frozen}
+  end
+elseif token ~= '' then
+  return {4, 'frozen', ''}
+end
+if m.topup then
+  return {4, 'topup', m.topup}
+end
+if (m.rev or '') ~= want_rev then
+  return {2, m.rev or ''}
+end
+local rev = (int_or_nil(m.rev or '0') or 0) + 1
+
+-- A newer pause or resume than the caller read from the database stays.
+if given.pause_gen then
+  local have = int_or_nil(m.pause_gen or '0') or 0
+  if have > tonumber(given.pause_gen) then
+    given.pause_gen, given.paused = nil, nil
+  end
+elseif given.paused then
+  return -4
+end
+
+-- The counters as they stand once the given fields are written.
+local function counter(name)
+  local v = given[name]
+  if v == nil and not reset then
+    v = m[name]
+  end
+  return int_or_nil(v or '0')
+end
+local d, r, held = counter('deducted'), counter('returned'), counter('unexplained')
+if d == nil or r == nil or held == nil or held < 0 then
+  return redis.error_reply('ERR seckill: the counters in ' .. KEYS[2] .. ' are not integers: rebuild them (give deducted, returned and unexplained)')
+end
+if freed > held then
+  return -4
+end
 
 local current = false
 if stock_kind == 'string' then
@@ -75,24 +173,27 @@ end
 
 local new, change
 if mode == 'rebase' then
-  local initial, want = int_or_nil(target), int_or_nil(guard)
-  if initial == nil or want == nil then
+  local initial, seen = int_or_nil(target), int_or_nil(guard)
+  if initial == nil or seen == nil then
     return -4
   end
   local stock = (stock_kind == 'string') and int_or_nil(current) or nil
-  if stock == nil or reset or (events_kind ~= 'stream' and events_kind ~= 'none') then
-    return redis.error_reply('ERR seckill: ' .. KEYS[1] .. ' cannot be rebased: its stock, meta or events key is corrupt')
+  if stock == nil or reset then
+    return redis.error_reply('ERR seckill: ' .. KEYS[1] .. ' cannot be rebased: its stock or meta key is corrupt')
   end
-  local c = redis.call('HMGET', KEYS[2], 'deducted', 'returned')
-  local d, r = int_or_nil(c[1] or '0'), int_or_nil(c[2] or '0')
-  if d == nil or r == nil then
-    return redis.error_reply('ERR seckill: the counters in ' .. KEYS[2] .. ' are not integers')
+  -- A piece lost since the read: only a rebuild may bring it back ('set' writes the witnesses
+  -- after the pieces are whole; a rebase would reopen a product whose limits are gone).
+  if meta_kind ~= 'hash' or redis.call('EXISTS', KEYS[3], KEYS[4], KEYS[5]) ~= 3 then
+    return {4, 'lost', 'the meta, buyers, ledger or events key'}
+  end
+  if events_kind ~= 'stream' then
+    return redis.error_reply('ERR seckill: ' .. KEYS[5] .. ' is a ' .. events_kind .. ', not a stream')
   end
   local offset = stock - initial + d - r
-  if offset ~= want then
+  if offset ~= seen then
     return {0, offset}
   end
-  new = stock - offset
+  new = stock - offset + freed
   change = new - stock
 else
   local first, rest = string.sub(guard, 1, 1), string.sub(guard, 2)
@@ -110,74 +211,85 @@ else
   if not matches then
     return {0, current}
   end
-  local from = string.match(target, '^initial:(%-?%d+)$')
-  if not from and int_or_nil(target) == nil then
-    return -4
+  local from = string.match(target, '^initial:(.*)$')
+  if from then
+    local n = int_or_nil(from)
+    if n == nil then
+      return -4
+    end
+    new = n - d + r
+  else
+    new = int_or_nil(target)
+    if new == nil then
+      return -4
+    end
   end
-  if reset then
-    -- The fields the console does not own survive the rebuild: a paused product stays paused
-    -- (a `paused` that is neither 0 nor 1 stopped every sale, so it becomes 1, not 0), and
-    -- the gateways keep their preheat epoch and token bucket.
-    local keep = {}
-    if meta_kind == 'hash' then
-      local f = redis.call('HMGET', KEYS[2], 'paused', 'epoch', 'bucket_capacity', 'bucket_rate')
-      if f[1] then
-        keep[#keep + 1] = 'paused'
-        keep[#keep + 1] = (f[1] == '0') and '0' or '1'
-      end
-      local names = { 'paused', 'epoch', 'bucket_capacity', 'bucket_rate' }
-      for i = 2, 4 do
-        if f[i] then
-          keep[#keep + 1] = names[i]
+  change = new - (int_or_nil(current or '') or 0)
+end
+
+-- Every check passed: the writes.
+if reset then
+  -- The fields the console does not own survive the rebuild: a paused product stays paused
+  -- (a `paused` that is neither 0 nor 1 stopped every sale, so it becomes 1, not 0), and the
+  -- gateways keep their preheat epoch and token bucket.
+  local keep = {}
+  if meta_kind == 'hash' then
+    local names = { 'paused', 'pause_gen', 'epoch', 'bucket_capacity', 'bucket_rate' }
+    local f = redis.call('HMGET', KEYS[2], unpack(names))
+    for i, name in ipairs(names) do
+      if f[i] then
+        keep[#keep + 1] = name
+        if name == 'paused' then
+          keep[#keep + 1] = (f[i] == '0') and '0' or '1'
+        elseif name == 'pause_gen' then
+          keep[#keep + 1] = tostring(int_or_nil(f[i]) or 0)
+        else
           keep[#keep + 1] = f[i]
         end
       end
     end
-    redis.call('DEL', KEYS[2])
-    if #keep > 0 then
-      redis.call('HSET', KEYS[2], unpack(keep))
-    end
   end
+  redis.call('DEL', KEYS[2])
+  if #keep > 0 then
+    redis.call('HSET', KEYS[2], unpack(keep))
+  end
+end
+if mode == 'set' then
   if events_kind ~= 'stream' and events_kind ~= 'none' then
     redis.call('DEL', KEYS[5])
   end
   if stock_kind ~= 'string' and stock_kind ~= 'none' then
     redis.call('DEL', KEYS[1])
   end
-  if #ARGV > 5 then
-    redis.call('HSET', KEYS[2], unpack(ARGV, 6))
-  end
-  if from then
-    local c = redis.call('HMGET', KEYS[2], 'deducted', 'returned')
-    local d, r = int_or_nil(c[1] or '0'), int_or_nil(c[2] or '0')
-    if d == nil or r == nil then
-      return redis.error_reply('ERR seckill: the counters in ' .. KEYS[2] .. ' are not integers')
-    end
-    new = tonumber(from) - d + r
-  else
-    new = tonumber(target)
-  end
-  change = new - (int_or_nil(current or '') or 0)
 end
-
-redis.call('XADD', KEYS[5], '*', 'a', change .. '|')
+local pairs_out = {}
+for f, v in pairs(given) do
+  pairs_out[#pairs_out + 1] = f
+  pairs_out[#pairs_out + 1] = v
+end
+if #pairs_out > 0 then
+  redis.call('HSET', KEYS[2], unpack(pairs_out))
+end
+-- The end of a rebuild is an event of its own: the history before it is the ledger's.
+redis.call('XADD', KEYS[5], '*', (token ~= '') and 'g' or 'a', change .. '|')
 if mode == 'rebase' then
   redis.call('INCRBY', KEYS[1], change)
-  if #ARGV > 5 then
-    redis.call('HSET', KEYS[2], unpack(ARGV, 6))
+  if freed > 0 then
+    redis.call('HSET', KEYS[2], 'returned', r + freed, 'unexplained', held - freed)
   end
 else
   redis.call('SET', KEYS[1], new, 'KEEPTTL')
-end
-redis.call('HINCRBY', KEYS[2], 'rev', 1)
-if expire ~= '' then
-  -- The hashes the deductions fill get a placeholder field (an empty request or user id,
-  -- which the scripts refuse), so they exist, and keep their expiry, from the start.
+  redis.call('HDEL', KEYS[2], 'frozen')
+  -- The witnesses: the hashes the deductions fill exist (and keep their expiry) from here on,
+  -- with a placeholder field (an empty request or user id, which the scripts refuse).
   redis.call('HSETNX', KEYS[3], '', '0')
   redis.call('HSETNX', KEYS[4], '', '-')
+end
+redis.call('HSET', KEYS[2], 'rev', rev)
+if expire ~= '' then
   redis.call('HSET', KEYS[2], 'expire_at', expire)
   for i = 1, 5 do
     redis.call('PEXPIREAT', KEYS[i], expire)
   end
 end
-return {1, new, change}
+return {1, new, change, rev}

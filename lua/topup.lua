@@ -1,21 +1,33 @@
--- seckill-console: a live top-up of one product: the stock moves by ARGV[1] units (a negative
--- change takes units away, never more than the stock holds now) and the meta 'initial' with it,
--- in one atomic step while buyers deduct. The database's initial_stock moves by the same
--- change in the console's other write; the order of the two keeps Redis at or below the truth
--- whatever fails between them.
+-- seckill-console: a live top-up of one product, in the two steps that bracket the database's
+-- write of initial_stock. Between them the meta field 'topup' = "<id>|<change>|<ms>" tells every
+-- other console that the stock and the database are about to move (fix and preheat do not
+-- correct a product across it; a top-up left there by a console that died is finished or undone
+-- by the next fix, once the database says which). The order keeps Redis at or below the truth
+-- whatever fails: a raise moves the stock only after the database took it ('begin', then
+-- 'apply'); a cut moves it before ('begin' takes the units, then 'finish', or 'undo' when the
+-- database refused).
 --
 -- KEYS[1..5] stock, meta, buyers, ledger, events of one {A:P} (as deduct.lua; the stock, meta
 --            and events are written)
--- ARGV[1] the change: an integer, not 0
--- ARGV[2] the top-up's id: a call with the id of the last top-up applied changes nothing (a
---         retry after a lost reply)
+-- ARGV[1] 'begin', 'apply' (a raise's second step), 'finish' (a cut's), 'undo' (a cut the
+--         database did not take: the units come back) or 'abort' (a raise the database did
+--         not take)
+-- ARGV[2] the top-up's id (non-empty, no '|')
+-- ARGV[3] 'begin' only: the change, an integer, not 0
 --
--- Returns {1, new stock} when applied; {2, stock} when this id was already applied; {0, stock}
--- when a negative change would take more than the stock holds (nothing written); {-1} when
--- the stock key is absent; -4 on bad arguments. Corrupt values are error replies with nothing
--- written.
+-- Returns {1, stock now} when done; {2, stock} when this id was applied already (a retry);
+-- {3, stock} when 'begin' finds this id begun already; {0, stock} when a cut would take more
+-- than the stock holds; {-1} when the stock key is absent ('begin' writes nothing; the other
+-- steps drop the marker, since a rebuild writes the stock from the database anyway); {-2,
+-- marker} when the step does not match what is pending (another top-up, or none: a fix
+-- resolved it); {4, 'frozen', detail} when a rebuild holds the product, {4, 'lost', detail} when
+-- a piece of it is missing ('begin'); -4 on bad arguments.
+-- Corrupt values are error replies with nothing written.
 
-local change, id = ARGV[1], ARGV[2]
+local op, id, change = ARGV[1], ARGV[2], ARGV[3]
+if id == nil or id == '' or string.find(id, '|', 1, true) then
+  return -4
+end
 local function int_or_nil(v)
   if v == '0' then
     return 0
@@ -26,19 +38,16 @@ local function int_or_nil(v)
   end
   return nil
 end
-local n = int_or_nil(change)
-if n == nil or n == 0 or id == nil or id == '' then
+local n = nil
+if op == 'begin' then
+  n = int_or_nil(change)
+  if n == nil or n == 0 then
+    return -4
+  end
+elseif op ~= 'apply' and op ~= 'finish' and op ~= 'undo' and op ~= 'abort' then
   return -4
 end
 
-local stock_kind = redis.call('TYPE', KEYS[1])['ok']
-if stock_kind == 'none' then
-  return {-1}
-end
-local stock = (stock_kind == 'string') and int_or_nil(redis.call('GET', KEYS[1])) or nil
-if stock == nil then
-  return redis.error_reply('ERR seckill: ' .. KEYS[1] .. ' is not an integer: fix the product first')
-end
 local meta_kind = redis.call('TYPE', KEYS[2])['ok']
 if meta_kind ~= 'hash' then
   return redis.error_reply('ERR seckill: ' .. KEYS[2] .. ' is a ' .. meta_kind .. ', not a hash: fix the product first')
@@ -47,21 +56,91 @@ local events_kind = redis.call('TYPE', KEYS[5])['ok']
 if events_kind ~= 'stream' and events_kind ~= 'none' then
   return redis.error_reply('ERR seckill: ' .. KEYS[5] .. ' is a ' .. events_kind .. ', not a stream: fix the product first')
 end
-local f = redis.call('HMGET', KEYS[2], 'initial', 'rev', 'last_topup')
+local f = redis.call('HMGET', KEYS[2], 'initial', 'rev', 'last_topup', 'topup', 'frozen')
 local initial = int_or_nil(f[1] or '0')
 local rev = int_or_nil(f[2] or '0')
 if initial == nil or rev == nil then
   return redis.error_reply('ERR seckill: initial or rev in ' .. KEYS[2] .. ' is not an integer: fix the product first')
 end
-if f[3] == id then
-  return {2, stock}
-end
-if stock + n < 0 then
-  return {0, stock}
+local last, marker, frozen = f[3], f[4], f[5]
+if frozen then
+  return {4, 'frozen', frozen}
 end
 
-redis.call('XADD', KEYS[5], '*', 'a', n .. '|')
-local left = redis.call('INCRBY', KEYS[1], n)
-redis.call('HSET', KEYS[2], 'initial', initial + n, 'last_topup', id)
-redis.call('HINCRBY', KEYS[2], 'rev', 1)
-return {1, left}
+local stock_kind = redis.call('TYPE', KEYS[1])['ok']
+local stock = nil
+if stock_kind == 'string' then
+  stock = int_or_nil(redis.call('GET', KEYS[1]))
+end
+if stock_kind ~= 'none' and stock == nil then
+  return redis.error_reply('ERR seckill: ' .. KEYS[1] .. ' is not an integer: fix the product first')
+end
+
+if op == 'begin' then
+  if stock == nil then
+    return {-1}
+  end
+  -- A product missing a piece sells nothing until a fix rebuilds it; a top-up waits for that.
+  if not redis.call('HGET', KEYS[2], 'limit') or redis.call('EXISTS', KEYS[3], KEYS[4], KEYS[5]) ~= 3 then
+    return {4, 'lost', 'a piece of the product is missing: fix it first'}
+  end
+  if last == id then
+    return {2, stock}
+  end
+  if marker then
+    if string.sub(marker, 1, #id + 1) == id .. '|' then
+      return {3, stock}
+    end
+    return {-2, marker}
+  end
+  if stock + n < 0 then
+    return {0, stock}
+  end
+  local t = redis.call('TIME')
+  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if n < 0 then
+    redis.call('XADD', KEYS[5], '*', 'a', n .. '|')
+    stock = redis.call('INCRBY', KEYS[1], n)
+    redis.call('HSET', KEYS[2], 'initial', initial + n)
+  end
+  redis.call('HSET', KEYS[2], 'topup', id .. '|' .. n .. '|' .. now_ms, 'rev', rev + 1)
+  return {1, stock}
+end
+
+-- The second steps: only of the top-up that is pending.
+if not marker then
+  if last == id then
+    return {2, stock or 0}
+  end
+  return {-2, ''}
+end
+local pid, pending = string.match(marker, '^([^|]*)|(%-?%d+)|')
+pending = int_or_nil(pending)
+if pid ~= id or pending == nil then
+  return {-2, marker}
+end
+if (op == 'apply' or op == 'abort') ~= (pending > 0) then
+  return -4
+end
+if stock == nil then
+  redis.call('HDEL', KEYS[2], 'topup')
+  redis.call('HSET', KEYS[2], 'rev', rev + 1)
+  return {-1}
+end
+local move = 0
+if op == 'apply' then
+  move = pending
+elseif op == 'undo' then
+  move = -pending
+end
+if move ~= 0 then
+  redis.call('XADD', KEYS[5], '*', 'a', move .. '|')
+  stock = redis.call('INCRBY', KEYS[1], move)
+  redis.call('HSET', KEYS[2], 'initial', initial + move)
+end
+redis.call('HDEL', KEYS[2], 'topup')
+if op == 'apply' or op == 'finish' then
+  redis.call('HSET', KEYS[2], 'last_topup', id)
+end
+redis.call('HSET', KEYS[2], 'rev', rev + 1)
+return {1, stock}

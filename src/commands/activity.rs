@@ -46,7 +46,14 @@ async fn import(ctx: &Ctx, file: &std::path::Path) -> Result<Outcome> {
         ));
     }
     let db = ctx.db().await?;
-    let report = store::import(&db, &def, &ctx.config.actor, &shown).await?;
+    let report = seckill_console::ops::import::import(
+        &db,
+        &CutsNeedRedis(ctx),
+        &ctx.config.keys,
+        &def,
+        (&ctx.config.actor, &shown),
+    )
+    .await?;
     db.close().await;
     let text = format!(
         "activity {} {}: {} products created, {} updated, {} unchanged{}\n",
@@ -69,6 +76,15 @@ async fn import(ctx: &Ctx, file: &std::path::Path) -> Result<Outcome> {
         }
     );
     Outcome::ok(&report, text)
+}
+
+/// Redis, opened only when an import cuts a stock (to know whether the product's keys exist).
+struct CutsNeedRedis<'a>(&'a Ctx);
+
+impl seckill_console::ops::import::RedisForCuts for CutsNeedRedis<'_> {
+    async fn redis(&self) -> Result<seckill_console::redis::RedisStore> {
+        self.0.redis().await
+    }
 }
 
 async fn list(ctx: &Ctx) -> Result<Outcome> {
@@ -98,7 +114,7 @@ async fn list(ctx: &Ctx) -> Result<Outcome> {
                         r.activity.name.clone(),
                         ctx.config.tz.show(r.activity.starts_at),
                         ctx.config.tz.show(r.activity.ends_at),
-                        r.activity.status.clone(),
+                        r.activity.status.to_string(),
                         r.activity.phase(now).as_str().to_string(),
                         r.products.to_string(),
                         r.total_stock.to_string(),

@@ -150,16 +150,16 @@ pub async fn run_topup(ctx: &Ctx, args: TopupArgs) -> Result<Outcome> {
     }
     let db = ctx.db().await?;
     let redis = ctx.redis().await?;
-    let r = topup(
-        &redis,
-        &db,
-        &ctx.config.keys,
-        (&activity, &product),
-        args.add,
-        (&ctx.config.actor, &args.reason),
-        ctx.config.grace,
-    )
-    .await;
+    let req = seckill_console::ops::topup::TopupRequest {
+        activity: &activity,
+        product: &product,
+        change: args.add,
+        actor: &ctx.config.actor,
+        reason: &args.reason,
+        grace: ctx.config.grace,
+        interleave: Default::default(),
+    };
+    let r = topup(&redis, &db, &ctx.config.keys, &req).await;
     db.close().await;
     let r = r?;
     let text = render_topup(&r);

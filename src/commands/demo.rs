@@ -57,7 +57,9 @@ pub async fn run_demo(ctx: &Ctx, args: DemoArgs) -> Result<Outcome> {
     let db = demo_ctx.db().await?;
     let redis = demo_ctx.redis().await?;
     let def = demo::activity(chrono::Utc::now())?;
-    seckill_console::db::activity::import(&db, &def, &demo_ctx.config.actor, "the demo").await?;
+    let none = std::collections::HashSet::new();
+    seckill_console::db::activity::import(&db, &def, (&demo_ctx.config.actor, "the demo"), &none)
+        .await?;
     let activity = ActivityId::parse(DEMO_ACTIVITY)?;
     let keys = demo_ctx.config.keys.clone();
     let report = preheat(
@@ -70,6 +72,7 @@ pub async fn run_demo(ctx: &Ctx, args: DemoArgs) -> Result<Outcome> {
             actor: demo_ctx.config.actor.clone(),
             grace: demo_ctx.config.grace,
             key_ttl_days: demo_ctx.config.key_ttl_days,
+            interleave: Default::default(),
         },
         &Silent,
     )

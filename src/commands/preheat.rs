@@ -28,6 +28,7 @@ pub async fn run_preheat(ctx: &Ctx, activity: &str, force: bool) -> Result<Outco
             actor: c.actor.clone(),
             grace: c.grace,
             key_ttl_days: c.key_ttl_days,
+            interleave: Default::default(),
         },
         &progress,
     )

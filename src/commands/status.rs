@@ -234,6 +234,7 @@ pub async fn run_fix(
         grace: ctx.config.grace,
         confirmed: None,
         key_ttl_days: ctx.config.key_ttl_days,
+        interleave: Default::default(),
     };
     let keys = &ctx.config.keys;
     if !preview && !yes {

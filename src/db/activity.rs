@@ -2,11 +2,12 @@
 
 use super::audit::{self, AuditEntry};
 use super::{Arg, Db};
+use crate::domain::activity::{ActivityStatus, Pause};
 use crate::domain::{Activity, ActivityDef, ActivityId, Product, ProductId};
 use crate::error::{Error, Result};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 /// Rows per multi-row INSERT: 5 binds each, far below every backend's parameter limit.
 const INSERT_BATCH: usize = 500;
@@ -24,7 +25,11 @@ pub struct ImportReport {
 }
 
 type ActivityRow = (String, String, DateTime<Utc>, DateTime<Utc>, String);
-type ProductRow = (String, String, i64, i64);
+type ProductRow = (String, String, i64, i64, i64, String, i64);
+
+/// The columns of a [`ProductRow`].
+const PRODUCT_COLUMNS: &str =
+    "product_id, name, initial_stock, per_user_limit, paused, pause_reason, pause_gen";
 
 fn activity_from(row: ActivityRow) -> Result<Activity> {
     Ok(Activity {
@@ -34,7 +39,13 @@ fn activity_from(row: ActivityRow) -> Result<Activity> {
         name: row.1,
         starts_at: row.2,
         ends_at: row.3,
-        status: row.4,
+        status: ActivityStatus::parse(&row.4).ok_or_else(|| {
+            Error::internal(format!(
+                "seckill_activity holds the status '{}' for activity '{}': expected draft, scheduled or cancelled",
+                crate::domain::stock::shown(row.4.as_bytes()),
+                row.0
+            ))
+        })?,
     })
 }
 
@@ -46,19 +57,34 @@ fn product_from(row: ProductRow) -> Result<Product> {
         name: row.1,
         initial_stock: row.2,
         per_user_limit: row.3,
+        pause: Pause {
+            paused: row.4 != 0,
+            reason: row.5,
+            generation: row.6,
+        },
     })
 }
 
 /// Writes an activity and its products in one transaction, with an audit row. Existing products
 /// are updated in place; products missing from the file are reported, never deleted.
-pub async fn import(db: &Db, def: &ActivityDef, actor: &str, source: &str) -> Result<ImportReport> {
+///
+/// A re-import may raise a product's stock but not cut it below the units of its live orders,
+/// nor cut at all a product whose keys are in Redis (`in_redis`: the caller checked): Redis
+/// would go on selling the units the database took away. `topup --add -N` moves both sides
+/// in order; the error says so and nothing is written.
+pub async fn import(
+    db: &Db,
+    def: &ActivityDef,
+    (actor, source): (&str, &str),
+    in_redis: &HashSet<String>,
+) -> Result<ImportReport> {
     // Two consoles importing a new activity at once both find it absent and insert it; the
     // second INSERT breaks the key and its transaction rolls back whole. Once more, it finds
     // the activity and updates it, as a re-import does.
     let raced = std::sync::atomic::AtomicBool::new(false);
-    match import_once(db, def, actor, source, &raced).await {
+    match import_once(db, def, (actor, source), in_redis, &raced).await {
         Err(_) if raced.load(std::sync::atomic::Ordering::Relaxed) => {
-            import_once(db, def, actor, source, &raced).await
+            import_once(db, def, (actor, source), in_redis, &raced).await
         }
         done => done,
     }
@@ -67,8 +93,8 @@ pub async fn import(db: &Db, def: &ActivityDef, actor: &str, source: &str) -> Re
 async fn import_once(
     db: &Db,
     def: &ActivityDef,
-    actor: &str,
-    source: &str,
+    (actor, source): (&str, &str),
+    in_redis: &HashSet<String>,
     raced: &std::sync::atomic::AtomicBool,
 ) -> Result<ImportReport> {
     let err = |e: sqlx::Error| {
@@ -92,7 +118,23 @@ async fn import_once(
         .map_err(err)?
         .unwrap_or(0)
         > 0;
-    if exists {
+    if exists && !def.status_given {
+        // No status in the file: the database's stays (re-importing the original file of a
+        // cancelled activity must not put it back on sale).
+        tx.execute(
+            "UPDATE seckill_activity SET name = ?, starts_at = ?, ends_at = ?, updated_at = ? \
+             WHERE activity_id = ?",
+            &[
+                a.name.clone().into(),
+                Arg::Time(a.starts_at),
+                Arg::Time(a.ends_at),
+                Arg::Time(now),
+                a.activity_id.as_str().into(),
+            ],
+        )
+        .await
+        .map_err(err)?;
+    } else if exists {
         tx.execute(
             "UPDATE seckill_activity SET name = ?, starts_at = ?, ends_at = ?, status = ?, updated_at = ? \
              WHERE activity_id = ?",
@@ -100,7 +142,7 @@ async fn import_once(
                 a.name.clone().into(),
                 Arg::Time(a.starts_at),
                 Arg::Time(a.ends_at),
-                a.status.clone().into(),
+                a.status.as_str().into(),
                 Arg::Time(now),
                 a.activity_id.as_str().into(),
             ],
@@ -116,7 +158,7 @@ async fn import_once(
                 a.name.clone().into(),
                 Arg::Time(a.starts_at),
                 Arg::Time(a.ends_at),
-                a.status.clone().into(),
+                a.status.as_str().into(),
                 Arg::Time(now),
                 Arg::Time(now),
             ],
@@ -127,7 +169,7 @@ async fn import_once(
 
     let existing: Vec<ProductRow> = tx
         .fetch_all_as(
-            "SELECT product_id, name, initial_stock, per_user_limit FROM seckill_product WHERE activity_id = ?",
+            &format!("SELECT {PRODUCT_COLUMNS} FROM seckill_product WHERE activity_id = ?"),
             &[a.activity_id.as_str().into()],
         )
         .await
@@ -143,11 +185,20 @@ async fn import_once(
         products_unchanged: 0,
         products_not_in_file: Vec::new(),
     };
+    let cuts: Vec<(&str, i64)> = def
+        .products
+        .iter()
+        .filter_map(|p| {
+            let (_, _, stock, ..) = existing.get(p.product_id.as_str())?;
+            (p.initial_stock < *stock).then_some((p.product_id.as_str(), p.initial_stock))
+        })
+        .collect();
+    refuse_cuts(&mut tx, &a.activity_id, &cuts, in_redis).await?;
     let mut new_rows: Vec<&Product> = Vec::new();
     for p in &def.products {
         match existing.remove(p.product_id.as_str()) {
             None => new_rows.push(p),
-            Some((_, name, stock, limit)) => {
+            Some((_, name, stock, limit, ..)) => {
                 if name == p.name && stock == p.initial_stock && limit == p.per_user_limit {
                     report.products_unchanged += 1;
                     continue;
@@ -200,6 +251,44 @@ async fn import_once(
     Ok(report)
 }
 
+/// Refuses the import when a product's stock would be cut while Redis holds its keys, or below
+/// the units its live orders hold.
+async fn refuse_cuts(
+    tx: &mut super::Tx,
+    activity: &ActivityId,
+    cuts: &[(&str, i64)],
+    in_redis: &HashSet<String>,
+) -> Result<()> {
+    if let Some((p, to)) = cuts.iter().find(|(p, _)| in_redis.contains(*p)) {
+        return Err(Error::refused(format!(
+            "products[{p}].stock: the import would cut {p} to {to} while its keys are in Redis, which would go on selling the units taken away; nothing was written. Use `seckill-console topup {activity} --product {p} --add -N` (it moves Redis first), or leave the stock as it is in the file"
+        )));
+    }
+    if cuts.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<&str> = cuts.iter().map(|(p, _)| *p).collect();
+    let sql = format!(
+        "SELECT product_id, {} FROM seckill_order WHERE activity_id = ? AND product_id IN (...) \
+         AND status IN ('pending_payment', 'paid') GROUP BY product_id",
+        tx.db().sum_i64("quantity")
+    );
+    let sold: Vec<(String, i64)> = tx
+        .fetch_all_in(&sql, &[activity.as_str().into()], &ids)
+        .await
+        .map_err(|e| tx.db().error(&e))?;
+    for (p, to) in cuts {
+        if let Some((_, units)) = sold.iter().find(|(id, _)| id == p)
+            && *to < *units
+        {
+            return Err(Error::refused(format!(
+                "products[{p}].stock: {to} is below the {units} unit(s) its live orders hold; nothing was written (a stock is never cut below what is sold)"
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// One activity, if it exists.
 pub async fn get(db: &Db, id: &ActivityId) -> Result<Option<Activity>> {
     let row: Option<ActivityRow> = db
@@ -226,8 +315,9 @@ pub async fn require(db: &Db, id: &ActivityId) -> Result<Activity> {
 pub async fn products(db: &Db, id: &ActivityId) -> Result<Vec<Product>> {
     let rows: Vec<ProductRow> = db
         .fetch_all_as(
-            "SELECT product_id, name, initial_stock, per_user_limit FROM seckill_product \
-             WHERE activity_id = ? ORDER BY product_id",
+            &format!(
+                "SELECT {PRODUCT_COLUMNS} FROM seckill_product WHERE activity_id = ? ORDER BY product_id"
+            ),
             &[id.as_str().into()],
         )
         .await
@@ -244,8 +334,9 @@ pub async fn products_by_ids(db: &Db, id: &ActivityId, ids: &[String]) -> Result
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
     let mut rows: Vec<ProductRow> = db
         .fetch_all_in(
-            "SELECT product_id, name, initial_stock, per_user_limit FROM seckill_product \
-             WHERE activity_id = ? AND product_id IN (...)",
+            &format!(
+                "SELECT {PRODUCT_COLUMNS} FROM seckill_product WHERE activity_id = ? AND product_id IN (...)"
+            ),
             &[id.as_str().into()],
             &ids,
         )

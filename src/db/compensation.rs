@@ -121,29 +121,37 @@ pub async fn list(db: &Db, activity: &ActivityId, limit: i64) -> Result<Vec<Comp
     Ok(rows.into_iter().map(from_row).collect())
 }
 
-/// Pending entries of an activity, optionally just one request id.
-pub async fn pending(
+/// The entry of one request id in an activity, whatever its status.
+pub async fn of_request(
     db: &Db,
     activity: &ActivityId,
-    request: Option<&str>,
+    request: &str,
 ) -> Result<Vec<Compensation>> {
-    let rows: Vec<Row> = match request {
-        Some(r) => {
-            db.fetch_all_as(
-                &format!("{SELECT} WHERE activity_id = ? AND request_id = ?"),
-                &[activity.as_str().into(), r.into()],
-            )
-            .await
-        }
-        None => {
-            db.fetch_all_as(
-                &format!("{SELECT} WHERE activity_id = ? AND status = 'pending' ORDER BY id"),
-                &[activity.as_str().into()],
-            )
-            .await
-        }
-    }
-    .map_err(|e| db.error(&e))?;
+    let rows: Vec<Row> = db
+        .fetch_all_as(
+            &format!("{SELECT} WHERE activity_id = ? AND request_id = ?"),
+            &[activity.as_str().into(), request.into()],
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+    Ok(rows.into_iter().map(from_row).collect())
+}
+
+/// Entries resolved per page: the queue of an incident can hold a million.
+pub const PAGE: i64 = 1000;
+
+/// One page of an activity's pending entries, oldest first, after the entry `after` (by id):
+/// a walk along the index that never reads the whole queue at once.
+pub async fn pending_page(db: &Db, activity: &ActivityId, after: i64) -> Result<Vec<Compensation>> {
+    let rows: Vec<Row> = db
+        .fetch_all_as(
+            &format!(
+                "{SELECT} WHERE activity_id = ? AND status = 'pending' AND id > ? ORDER BY id LIMIT {PAGE}"
+            ),
+            &[activity.as_str().into(), Arg::Int(after)],
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
     Ok(rows.into_iter().map(from_row).collect())
 }
 

@@ -24,6 +24,11 @@ const SQLITE: &[Migration] = &[
         name: "cut_indexes",
         sql: include_str!("../../migrations/sqlite/0002_cut_indexes.sql"),
     },
+    Migration {
+        version: 3,
+        name: "operator_intent",
+        sql: include_str!("../../migrations/sqlite/0003_operator_intent.sql"),
+    },
 ];
 const POSTGRES: &[Migration] = &[
     Migration {
@@ -36,6 +41,11 @@ const POSTGRES: &[Migration] = &[
         name: "cut_indexes",
         sql: include_str!("../../migrations/postgres/0002_cut_indexes.sql"),
     },
+    Migration {
+        version: 3,
+        name: "operator_intent",
+        sql: include_str!("../../migrations/postgres/0003_operator_intent.sql"),
+    },
 ];
 const MYSQL: &[Migration] = &[
     Migration {
@@ -47,6 +57,11 @@ const MYSQL: &[Migration] = &[
         version: 2,
         name: "cut_indexes",
         sql: include_str!("../../migrations/mysql/0002_cut_indexes.sql"),
+    },
+    Migration {
+        version: 3,
+        name: "operator_intent",
+        sql: include_str!("../../migrations/mysql/0003_operator_intent.sql"),
     },
 ];
 
@@ -153,6 +168,11 @@ pub async fn migrate(db: &Db) -> Result<MigrateReport> {
                 // MySQL's CREATE INDEX has no IF NOT EXISTS: an index a crashed run made is
                 // already there (ER_DUP_KEYNAME).
                 Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("1061") => {}
+                // Nor has its (or SQLite's) ADD COLUMN: a column a crashed run added is there
+                // (ER_DUP_FIELDNAME; SQLite says "duplicate column name").
+                Err(sqlx::Error::Database(e))
+                    if e.code().as_deref() == Some("1060")
+                        || e.message().contains("duplicate column name") => {}
                 Err(e) => {
                     return Err(db
                         .error(&e)

@@ -145,14 +145,21 @@ impl Db {
                 // SQLite runs on a worker thread that hands rows over through a channel;
                 // room for a whole page means one hand-over per page rather than one per
                 // fifty rows (the live view reads thousands of changed orders a second).
-                .row_buffer_size(1024);
+                .row_buffer_size(1024)
+                // Read-only is the server's rule too, not only the console's word check.
+                .pragma("query_only", if opts.read_only { "ON" } else { "OFF" });
             let pool = SqlitePoolOptions::new()
                 .max_connections(opts.max_connections)
                 .acquire_timeout(timeout)
                 .connect_lazy_with(options);
             (Pool::Sqlite(pool), Backend::Sqlite)
         } else if raw.starts_with("postgres://") || raw.starts_with("postgresql://") {
-            let options = PgConnectOptions::from_str(raw).map_err(bad)?;
+            let mut options = PgConnectOptions::from_str(raw).map_err(bad)?;
+            if opts.read_only {
+                // Every transaction of the session read-only: the server refuses a write the
+                // console's word check would let through (SELECT ... FOR UPDATE, a function).
+                options = options.options([("default_transaction_read_only", "on")]);
+            }
             probe_connect::<sqlx::PgConnection>(&options, &label, timeout).await?;
             let pool = PgPoolOptions::new()
                 .max_connections(opts.max_connections)
@@ -163,9 +170,23 @@ impl Db {
             let fixed = raw.replacen("mariadb://", "mysql://", 1);
             let options = MySqlConnectOptions::from_str(&fixed).map_err(bad)?;
             probe_connect::<sqlx::MySqlConnection>(&options, &label, timeout).await?;
+            let read_only = opts.read_only;
             let pool = MySqlPoolOptions::new()
                 .max_connections(opts.max_connections)
                 .acquire_timeout(timeout)
+                .after_connect(move |conn, _| {
+                    Box::pin(async move {
+                        if read_only {
+                            // The server's own read-only mode, beside the console's check.
+                            sqlx::Executor::execute(
+                                &mut *conn,
+                                "SET SESSION TRANSACTION READ ONLY",
+                            )
+                            .await?;
+                        }
+                        Ok(())
+                    })
+                })
                 .connect_lazy_with(options);
             (Pool::MySql(pool), Backend::MySql)
         } else {

@@ -292,6 +292,21 @@ impl Tx {
         Ok(rows)
     }
 
+    /// Like [`Db::execute_in`], inside the transaction.
+    pub async fn execute_in(
+        &mut self,
+        query: &str,
+        args: &[Arg],
+        values: &[&str],
+    ) -> Result<u64, sqlx::Error> {
+        let mut changed = 0;
+        for chunk in values.chunks(IN_CHUNK) {
+            let sql = with_in_list(query, chunk.len());
+            changed += self.execute(&sql, &chunk_args(args, chunk)).await?;
+        }
+        Ok(changed)
+    }
+
     /// Runs one statement in the transaction; returns the rows affected.
     pub async fn execute(&mut self, query: &str, args: &[Arg]) -> Result<u64, sqlx::Error> {
         super::guard::check(self.db.read_only, query)?;

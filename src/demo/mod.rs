@@ -38,12 +38,7 @@ pub fn activity(now: DateTime<Utc>) -> Result<ActivityDef> {
     let products = PRODUCTS
         .iter()
         .map(|(id, name, stock, limit)| {
-            Ok(Product {
-                product_id: ProductId::parse(id)?,
-                name: (*name).to_string(),
-                initial_stock: *stock,
-                per_user_limit: *limit,
-            })
+            Ok(Product::new(ProductId::parse(id)?, name, *stock, *limit))
         })
         .collect::<Result<Vec<_>>>()?;
     Ok(ActivityDef {
@@ -52,9 +47,10 @@ pub fn activity(now: DateTime<Utc>) -> Result<ActivityDef> {
             name: "Demo flash sale".into(),
             starts_at: now - Duration::minutes(5),
             ends_at: now + Duration::hours(2),
-            status: "scheduled".into(),
+            status: crate::domain::activity::ActivityStatus::Scheduled,
         },
         products,
+        status_given: true,
     })
 }
 

@@ -7,6 +7,41 @@ use serde::Serialize;
 /// The statuses an activity row may carry; the live / ended phase comes from its window.
 pub const ACTIVITY_STATUSES: [&str; 3] = ["draft", "scheduled", "cancelled"];
 
+/// What an activity row's `status` says (the live / ended phase comes from its window).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActivityStatus {
+    Draft,
+    Scheduled,
+    Cancelled,
+}
+
+impl ActivityStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActivityStatus::Draft => "draft",
+            ActivityStatus::Scheduled => "scheduled",
+            ActivityStatus::Cancelled => "cancelled",
+        }
+    }
+
+    /// The status a row or a file spells; None for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "draft" => ActivityStatus::Draft,
+            "scheduled" => ActivityStatus::Scheduled,
+            "cancelled" => ActivityStatus::Cancelled,
+            _ => return None,
+        })
+    }
+}
+
+impl std::fmt::Display for ActivityStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// One activity.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Activity {
@@ -14,7 +49,7 @@ pub struct Activity {
     pub name: String,
     pub starts_at: DateTime<Utc>,
     pub ends_at: DateTime<Utc>,
-    pub status: String,
+    pub status: ActivityStatus,
 }
 
 /// Where an activity is in time.
@@ -41,7 +76,7 @@ impl Phase {
 
 impl Activity {
     pub fn phase(&self, now: DateTime<Utc>) -> Phase {
-        if self.status == "cancelled" {
+        if self.status == ActivityStatus::Cancelled {
             Phase::Cancelled
         } else if now < self.starts_at {
             Phase::Upcoming
@@ -72,6 +107,31 @@ pub struct Product {
     pub name: String,
     pub initial_stock: i64,
     pub per_user_limit: i64,
+    /// The operator's pause, as the database holds it (Redis holds a copy the deduction reads).
+    pub pause: Pause,
+}
+
+/// A product's pause in the database: the operator's intent, written back to Redis by every
+/// preheat and fix.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Pause {
+    pub paused: bool,
+    pub reason: String,
+    /// Counts every pause and resume; Redis keeps the newest of two written at once.
+    pub generation: i64,
+}
+
+impl Product {
+    /// A product as a file or a test names it: selling, never paused.
+    pub fn new(product_id: ProductId, name: &str, initial_stock: i64, per_user_limit: i64) -> Self {
+        Product {
+            product_id,
+            name: name.to_string(),
+            initial_stock,
+            per_user_limit,
+            pause: Pause::default(),
+        }
+    }
 }
 
 /// An activity with its products, as imported.
@@ -79,6 +139,9 @@ pub struct Product {
 pub struct ActivityDef {
     pub activity: Activity,
     pub products: Vec<Product>,
+    /// False when the file gave no status: a re-import keeps the one the database holds (a
+    /// cancelled activity is not un-cancelled by re-importing its original file).
+    pub status_given: bool,
 }
 
 #[cfg(test)]
@@ -98,14 +161,14 @@ mod tests {
             name: String::new(),
             starts_at: t(10),
             ends_at: t(12),
-            status: "scheduled".into(),
+            status: ActivityStatus::Scheduled,
         };
         assert_eq!(a.phase(t(9)), Phase::Upcoming);
         assert_eq!(a.phase(t(10)), Phase::Live);
         assert_eq!(a.phase(t(12)), Phase::Ended);
         assert_eq!(a.window_secs(), 7200);
         let cancelled = Activity {
-            status: "cancelled".into(),
+            status: ActivityStatus::Cancelled,
             ..a
         };
         assert_eq!(cancelled.phase(t(11)), Phase::Cancelled);

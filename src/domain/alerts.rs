@@ -1,7 +1,8 @@
 //! Alerts: what on-call must look at, derived from product states, the compensation queue, the
 //! outbox and the nodes' scripts. No I/O.
 
-use super::stock::{ProductStatus, State};
+use super::meta::Piece;
+use super::stock::{ProductStatus, State, lost_shown};
 use serde::Serialize;
 
 /// What an alert is about.
@@ -19,6 +20,19 @@ pub enum AlertKind {
     CompensationPending,
     OutboxStale,
     ScriptMissing,
+    /// More units held by live orders and deductions in flight than the product had.
+    Oversold,
+    /// The database says paused; Redis sells.
+    PauseLost,
+    /// Redis pauses a product the database does not (paused by hand, or by an older console).
+    PauseUnrecorded,
+    /// A top-up between its two writes, or a rebuild holding the product, for longer than such
+    /// a step takes: its console died; fix finishes it.
+    Held,
+    /// The event stream lost entries; the figures come from the ledger.
+    StreamGap,
+    /// The orders' clock runs far from Redis's.
+    ClockSkew,
 }
 
 impl AlertKind {
@@ -36,6 +50,12 @@ impl AlertKind {
             AlertKind::CompensationPending => "compensation_pending",
             AlertKind::OutboxStale => "outbox_stale",
             AlertKind::ScriptMissing => "script_missing",
+            AlertKind::Oversold => "oversold",
+            AlertKind::PauseLost => "pause_lost",
+            AlertKind::PauseUnrecorded => "pause_unrecorded",
+            AlertKind::Held => "held",
+            AlertKind::StreamGap => "stream_gap",
+            AlertKind::ClockSkew => "clock_skew",
         }
     }
 }
@@ -118,7 +138,9 @@ fn drift_causes(p: &ProductStatus) -> String {
     }
 }
 
-/// Alerts for products: one per product that is not ok (and one more for orphaned stock).
+/// Alerts for products: one per product that is not ok, and one more for each other thing it
+/// shows (orphaned stock, a lost or unrecorded pause, a limit Redis does not enforce, a gap in
+/// its stream, a step left half done).
 pub fn product_alerts(products: &[ProductStatus]) -> Vec<Alert> {
     let mut out = Vec::new();
     for p in products {
@@ -130,63 +152,37 @@ pub fn product_alerts(products: &[ProductStatus]) -> Vec<Alert> {
             message,
             age_secs: None,
         };
-        match p.state {
-            State::Negative => out.push(alert(
-                AlertKind::Negative,
-                Severity::Critical,
-                format!(
-                    "stock of {} is {} (below zero); database truth is {}",
-                    p.product,
-                    p.redis_remaining.unwrap_or_default(),
-                    p.expected_remaining
-                ),
-            )),
-            State::Missing => out.push(alert(
-                AlertKind::Missing,
-                Severity::Critical,
-                format!(
-                    "stock key of {} is missing: every deduction fails; database truth is {}",
-                    p.product, p.expected_remaining
-                ),
-            )),
-            State::Corrupt => out.push(alert(
-                AlertKind::Corrupt,
-                Severity::Critical,
-                format!(
-                    "{}: {}; database truth is {}",
-                    p.product,
-                    p.corrupt_value.as_deref().unwrap_or("corrupt"),
-                    p.expected_remaining
-                ),
-            )),
-            State::Drift => {
-                let drift = p.drift.unwrap_or_default();
-                let (severity, what) = if drift > 0 {
-                    (Severity::Critical, "oversell risk")
-                } else {
-                    (Severity::Warning, "lost sales")
-                };
-                out.push(alert(
-                    AlertKind::Drift,
-                    severity,
-                    format!(
-                        "{} drifts {drift:+} ({what}): Redis {} vs database truth {}{}",
-                        p.product,
-                        p.redis_remaining.unwrap_or_default(),
-                        p.expected_remaining,
-                        drift_causes(p)
-                    ),
-                ));
-            }
-            State::Ok | State::Paused => {}
+        if let Some(a) = state_alert(p) {
+            out.push(alert(a.0, a.1, a.2));
         }
-        if p.paused {
+        if p.lost.contains(&Piece::Pause) {
+            out.push(alert(
+                AlertKind::PauseLost,
+                Severity::Critical,
+                format!(
+                    "{} is paused in the database{} but Redis sells it (the pause was lost with its keys): fix writes it back",
+                    p.product,
+                    reason_shown(&p.pause_reason)
+                ),
+            ));
+        }
+        if p.paused && !p.db_paused {
+            out.push(alert(
+                AlertKind::PauseUnrecorded,
+                Severity::Warning,
+                format!(
+                    "Redis pauses {} but the database does not record it (paused by hand, or by an older console): `pause` records it, `resume` lifts it; fix keeps it paused",
+                    p.product
+                ),
+            ));
+        } else if p.paused {
             out.push(alert(
                 AlertKind::Paused,
                 Severity::Info,
                 format!(
-                    "{} is paused: every deduction answers -5 and nothing sells until it is resumed",
-                    p.product
+                    "{} is paused{}: every deduction answers -5 and nothing sells until it is resumed",
+                    p.product,
+                    reason_shown(&p.pause_reason)
                 ),
             ));
         }
@@ -212,8 +208,119 @@ pub fn product_alerts(products: &[ProductStatus]) -> Vec<Alert> {
                 ),
             ));
         }
+        if let Some(held) = &p.held {
+            out.push(alert(AlertKind::Held, Severity::Warning, held.clone()));
+        }
+        if p.stream_gap {
+            out.push(alert(
+                AlertKind::StreamGap,
+                Severity::Warning,
+                format!(
+                    "the event stream of {} lacks entries (deleted or trimmed): its figures come from the ledger, read whole; a fix writes a new starting point",
+                    p.product
+                ),
+            ));
+        }
     }
     out
+}
+
+fn reason_shown(reason: &str) -> String {
+    if reason.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", super::stock::shown(reason.as_bytes()))
+    }
+}
+
+/// The alert of a product's state, if it is not ok: kind, severity, message.
+fn state_alert(p: &ProductStatus) -> Option<(AlertKind, Severity, String)> {
+    let truth = p.expected_remaining;
+    Some(match p.state {
+        State::Oversold => (
+            AlertKind::Oversold,
+            Severity::Critical,
+            format!(
+                "{} is oversold: live orders hold {} and deductions in flight {} of an initial stock of {}; fix sets the stock so nothing more sells",
+                p.product, p.db_sold, p.in_flight, p.initial
+            ),
+        ),
+        State::Negative => (
+            AlertKind::Negative,
+            Severity::Critical,
+            format!(
+                "stock of {} is {} (below zero); database truth is {truth}",
+                p.product,
+                p.redis_remaining.unwrap_or_default(),
+            ),
+        ),
+        State::Missing if p.lost == [Piece::Pause] => return None,
+        State::Missing => {
+            let pieces: Vec<Piece> = p
+                .lost
+                .iter()
+                .copied()
+                .filter(|x| *x != Piece::Pause)
+                .collect();
+            let what = if pieces.is_empty() || pieces.first() == Some(&Piece::Stock) {
+                format!("stock key of {} is missing", p.product)
+            } else {
+                format!("{} of {} is missing", lost_shown(&pieces), p.product)
+            };
+            (
+                AlertKind::Missing,
+                Severity::Critical,
+                format!(
+                    "{what}: every deduction answers -1 until fix or preheat rebuilds it from the database; database truth is {truth}"
+                ),
+            )
+        }
+        State::Corrupt => (
+            AlertKind::Corrupt,
+            Severity::Critical,
+            format!(
+                "{}: {}; database truth is {truth}",
+                p.product,
+                p.corrupt_value.as_deref().unwrap_or("corrupt"),
+            ),
+        ),
+        State::Drift => {
+            let drift = p.drift.unwrap_or_default();
+            let (severity, what) = if drift > 0 {
+                (Severity::Critical, "oversell risk")
+            } else {
+                (Severity::Warning, "lost sales")
+            };
+            (
+                AlertKind::Drift,
+                severity,
+                format!(
+                    "{} drifts {drift:+} ({what}): Redis {} vs database truth {truth}{}",
+                    p.product,
+                    p.redis_remaining.unwrap_or_default(),
+                    drift_causes(p)
+                ),
+            )
+        }
+        State::Ok | State::Paused => return None,
+    })
+}
+
+/// An alert when the orders' clock (their stamps) runs more than `bound_ms` from Redis's.
+pub fn clock_alert(skew_ms: Option<i64>, bound_ms: i64) -> Option<Alert> {
+    let skew = skew_ms?;
+    (skew.abs() > bound_ms).then(|| Alert {
+        kind: AlertKind::ClockSkew,
+        severity: Severity::Warning,
+        product: None,
+        node: None,
+        message: format!(
+            "the orders' timestamps run {:.1} s {} Redis's clock (measured from orders landing): ages are corrected by it, but check the clocks of the database and the app servers",
+            skew.abs() as f64 / 1000.0,
+            if skew < 0 { "behind" } else { "ahead of" }
+        ),
+        age_secs: None,
+    })
 }
 
 /// The alerts of a cancelled activity: its keys are meant to be gone, so a missing stock is
@@ -294,7 +401,7 @@ mod tests {
             limit: Some(1),
             ..Meta::default()
         };
-        ProductStatus::build("p1", 1, &stock, &meta, truth)
+        ProductStatus::build("p1", 1, (&stock, &meta, &[]), truth)
     }
 
     #[test]
@@ -321,8 +428,7 @@ mod tests {
         let p = ProductStatus::build(
             "p1",
             5,
-            &StockValue::Value(8),
-            &meta,
+            (&StockValue::Value(8), &meta, &[]),
             Truth::new(10, 2, 0, 0),
         );
         assert!(p.needs_fix());

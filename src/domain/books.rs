@@ -63,6 +63,10 @@ pub struct Split {
     pub orphaned: i64,
     /// Request ids of the orphaned deductions, oldest first.
     pub orphans: Vec<String>,
+    /// Of the orphaned units, those the counters hold without a ledger entry
+    /// ([`Books::unexplained`]) whose orders had the grace window to land: a fix puts them back
+    /// on sale.
+    pub release: i64,
 }
 
 /// The reconciliation of one product at one cut.
@@ -87,6 +91,18 @@ pub struct Books {
     pub bad_entries: BTreeMap<(HashOf, String), String>,
     /// Where the bounded sweep of the ledger and buyers hashes stands.
     pub sweep: SweepAt,
+    /// Units the counters hold that no ledger entry names, as the meta hash says (a rebuild
+    /// after the ledger was lost left them: deductions whose orders may still land), and since
+    /// when (Redis time, ms). Counted like unbacked deductions without a request id.
+    pub unexplained: i64,
+    pub unexplained_since: Option<i64>,
+    /// What the counters hold beyond everything the ledger names (negative: less), as the last
+    /// settle found it reading the whole ledger: a piece of evidence lost (ledger entries, or
+    /// counters written by hand). Zero when they agree.
+    pub discrepancy: i64,
+    /// True when the last settle found the event stream short of what the counters hold (an
+    /// entry deleted or trimmed) and had to read the ledger instead.
+    pub stream_gap: bool,
 }
 
 /// Unreadable entries a product's books name at most (one is enough to call it corrupt; a few
@@ -155,26 +171,48 @@ impl Books {
         })
     }
 
-    /// `ΣU - ΣV`: what `A - L` must equal when every difference is known.
+    /// `ΣU - ΣV`: the units held by deductions no live order backs, less the units of live
+    /// orders Redis holds no deduction for. With everything known, the counters' active units
+    /// less the live orders' units (`A - L`) come to this, plus what the counters hold that the
+    /// ledger cannot name ([`Books::unexplained`], [`Books::discrepancy`]).
     pub fn gap(&self) -> i64 {
-        self.unbacked.values().map(|u| u.quantity).sum::<i64>() - self.unledgered_units()
+        self.unbacked
+            .values()
+            .fold(0i64, |sum, u| sum.saturating_add(u.quantity))
+            .saturating_sub(self.unledgered_units())
     }
 
     /// `ΣV`: units of live orders that Redis holds no deduction for.
     pub fn unledgered_units(&self) -> i64 {
-        self.unledgered.values().sum()
+        self.unledgered
+            .values()
+            .fold(0i64, |sum, q| sum.saturating_add(*q))
     }
 
     /// True when the scripts' counters (`active` = deducted - returned at the cut) agree with
     /// everything the books know.
     pub fn balanced(&self, active: i64) -> bool {
-        active - self.live_units == self.gap()
+        active.saturating_sub(self.live_units)
+            == self
+                .gap()
+                .saturating_add(self.unexplained)
+                .saturating_add(self.discrepancy)
     }
 
-    /// Splits the unbacked units by the grace window, as of `now_ms` (Redis time).
+    /// Splits the unbacked units by the grace window, as of `now_ms` (Redis time); the
+    /// unexplained units count from when the rebuild left them.
     pub fn split(&self, now_ms: i64, grace_ms: i64) -> Split {
         let mut out = Split::default();
         let mut orphans: Vec<(i64, &str)> = Vec::new();
+        if self.unexplained > 0 {
+            match self.unexplained_since {
+                Some(since) if now_ms - since >= grace_ms => {
+                    out.orphaned += self.unexplained;
+                    out.release = self.unexplained;
+                }
+                _ => out.in_flight += self.unexplained,
+            }
+        }
         for (rid, u) in &self.unbacked {
             if now_ms - u.since_ms() < grace_ms {
                 out.in_flight += u.quantity;
@@ -218,7 +256,7 @@ impl Books {
                     self.returned.insert(e.request_id.clone(), e.quantity);
                 }
             }
-            EventKind::Adjusted | EventKind::Other => {}
+            EventKind::Adjusted | EventKind::Rebuilt | EventKind::Other => {}
         }
     }
 
@@ -332,10 +370,16 @@ pub struct Settle {
     /// Requests whose return (at or before the cut) the backward scan has passed: their
     /// deduction, further back, was not active at the cut.
     returned: RidSet,
-    /// The oldest event the scan read: ledger entries older than it were not in the stream.
-    oldest: Option<EventId>,
     /// Ledger entries taken from HSCAN pages (which may repeat one).
     counted: RidSet,
+    /// True once the ledger is being counted in place of the stream.
+    recounting: bool,
+    /// True when the scan stopped at a rebuild's event: the ledger holds the history before
+    /// it, by design, so reading it there is no gap in the stream.
+    after_rebuild: bool,
+    /// Redis's clock just before the cut's counters were read (ms): a ledger entry of an
+    /// earlier millisecond is before the cut, whatever happened to its event.
+    pub cut_ms: i64,
     /// Requests whose first event after the cut activates them: their orders belong to after
     /// the cut.
     pub after_cut: RidSet,
@@ -352,16 +396,26 @@ pub struct Candidate {
 }
 
 impl Settle {
-    /// Starts at the cut `position`, with `live_units` (L) and `active` (A) read there, and
-    /// the requests whose first event after the cut activates them.
-    pub fn new(position: EventId, live_units: i64, active: i64, after_cut: RidSet) -> Self {
+    /// Starts at the cut `position`, with `live_units` (L) and `active` (A) read there, the
+    /// units the counters hold without a ledger entry (`unexplained`, from the meta hash, since
+    /// when), and the requests whose first event after the cut activates them.
+    pub fn new(
+        position: EventId,
+        live_units: i64,
+        (active, unexplained, since): (i64, i64, Option<i64>),
+        after_cut: RidSet,
+    ) -> Self {
         Settle {
             books: Books {
                 position,
                 live_units,
+                unexplained,
+                unexplained_since: since,
                 ..Books::default()
             },
-            target: active - live_units,
+            target: active
+                .saturating_sub(live_units)
+                .saturating_sub(unexplained),
             cursor: None,
             orders_done: false,
             events_done: position == EventId::ZERO,
@@ -370,8 +424,10 @@ impl Settle {
             live: Vec::new(),
             matched: Vec::new(),
             returned: RidSet::default(),
-            oldest: None,
             counted: RidSet::default(),
+            recounting: false,
+            after_rebuild: false,
+            cut_ms: 0,
             after_cut,
             read: 0,
         }
@@ -390,7 +446,8 @@ impl Settle {
         self.books.gap() - unmatched
     }
 
-    /// True when `A - L = ΣU - ΣV`: the differences found account for the counters.
+    /// True when `A - L = ΣU - ΣV` (with the unexplained units the meta hash declares): the
+    /// differences found account for the counters.
     pub fn explained(&self) -> bool {
         self.books.gap() == self.target
     }
@@ -438,10 +495,7 @@ impl Settle {
         self.read += page.len() as u64;
         let mut out = Vec::new();
         match last {
-            Some(at) => {
-                self.cursor = Some(at);
-                self.oldest = Some(at);
-            }
+            Some(at) => self.cursor = Some(at),
             // Nothing readable to go on from: the stream ends here for this scan.
             None => self.events_done = true,
         }
@@ -454,6 +508,12 @@ impl Settle {
                     if !self.returned.remove(&e.request_id) {
                         out.extend(self.active(&e.request_id, e.quantity, e.id.ms));
                     }
+                }
+                // The history before a rebuild is the ledger's: the scan ends here.
+                EventKind::Rebuilt => {
+                    self.after_rebuild = true;
+                    self.events_done = true;
+                    break;
                 }
                 EventKind::Adjusted | EventKind::Other => {}
             }
@@ -480,15 +540,22 @@ impl Settle {
     }
 
     /// Takes one page of the ledger (HSCAN: any order, maybe repeats); returns the entries
-    /// active at the cut that the stream did not show and no live order backs, to look up.
+    /// active at the cut that no live order backs, to look up. The stream did not account for
+    /// the counters (an entry deleted or trimmed, or a history older than the stream), so the
+    /// ledger is counted instead, whole: what the events matched is forgotten at the first page.
     pub fn on_ledger(&mut self, page: &[LedgerEntry], exhausted: bool) -> Vec<Candidate> {
+        if !self.recounting {
+            self.recounting = true;
+            self.books.stream_gap = !self.after_rebuild;
+            self.books.unbacked = RidMap::default();
+            self.matched.iter_mut().for_each(|m| *m = false);
+        }
         self.read += page.len() as u64;
         let mut out = Vec::new();
         for e in page {
-            // An entry as old as the stream's oldest event or newer was in the stream.
-            let seen = self.oldest.is_some_and(|o| e.at >= o);
-            if e.active_at(self.books.position) && !seen && !self.counted.contains(&e.request_id) {
-                self.counted.insert(e.request_id.clone());
+            if e.active_at_cut(self.books.position, self.cut_ms)
+                && self.counted.insert(e.request_id.clone())
+            {
                 out.extend(self.active(&e.request_id, e.quantity, e.at_ms()));
             }
         }
@@ -528,12 +595,13 @@ impl Settle {
     }
 
     /// Takes the ledger entries of [`Settle::unmatched`]: an order whose request has no
-    /// deduction active at the cut is unledgered.
+    /// deduction active at the cut is unledgered. What the counters then hold beyond all the
+    /// ledger names is the product's discrepancy.
     pub fn on_confirm(&mut self, entries: &[(String, i64, Option<LedgerEntry>)]) {
         for (rid, units, entry) in entries {
             if !entry
                 .as_ref()
-                .is_some_and(|e| e.active_at(self.books.position))
+                .is_some_and(|e| e.active_at_cut(self.books.position, self.cut_ms))
             {
                 self.books.unledgered.insert(rid.clone(), *units);
             }
@@ -541,7 +609,9 @@ impl Settle {
         // The orders are all placed: the memory goes.
         self.live = Vec::new();
         self.matched = Vec::new();
+        self.counted = RidSet::default();
         self.confirmed = true;
+        self.books.discrepancy = self.target.saturating_sub(self.books.gap());
     }
 }
 
@@ -703,7 +773,7 @@ mod tests {
     fn a_settle_matches_orders_and_events_and_looks_up_only_the_differences() {
         // Three deductions active (one in flight, one sold, one whose order lives on after
         // its return), and two orders whose deductions a failover lost: A = 2, L = 4.
-        let mut s = Settle::new(id(9, 0), 4, 2, RidSet::default());
+        let mut s = Settle::new(id(9, 0), 4, (2, 0, None), RidSet::default());
         assert_eq!(s.next(), Next::Orders);
         s.on_orders(
             &[
@@ -746,7 +816,7 @@ mod tests {
     #[test]
     fn a_settle_reads_the_ledger_behind_the_stream_only_when_the_counters_say_so() {
         // The stream starts after a deduction the ledger still holds (an older version).
-        let mut s = Settle::new(id(9, 0), 1, 3, RidSet::default());
+        let mut s = Settle::new(id(9, 0), 1, (3, 0, None), RidSet::default());
         s.on_orders(&[("sold-old".into(), 1)], true);
         let c = s.on_events(
             &[ev(9, EventKind::Deducted, "new", 1)],
@@ -759,11 +829,70 @@ mod tests {
         let sold = LedgerEntry::parse("sold-old", b"d|1|4|0|u").expect("entry");
         let again = LedgerEntry::parse("new", b"d|1|9-0|0|u").expect("entry");
         let c = s.on_ledger(&[old, sold, again], true);
-        assert_eq!(c.len(), 1, "the sold one is backed, the new one was seen");
-        s.on_candidates(&[(c[0].clone(), OrderState::Missing)]);
+        // Counted from the ledger alone: the sold one is backed, the other two are looked up.
+        let mut ids: Vec<&str> = c.iter().map(|c| c.request_id.as_str()).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, vec!["new", "old"]);
+        let answers: Vec<(Candidate, OrderState)> =
+            c.iter().map(|c| (c.clone(), OrderState::Missing)).collect();
+        s.on_candidates(&answers);
         assert_eq!(s.next(), Next::Confirm);
         s.on_confirm(&[]);
         assert!(s.explained());
+        assert!(s.books.stream_gap && s.books.discrepancy == 0);
         assert_eq!(s.next(), Next::Done);
+    }
+
+    #[test]
+    fn a_deleted_event_is_found_in_the_ledger_and_counted_once() {
+        // Two deductions active, one with an order; the event of the other was deleted.
+        let mut s = Settle::new(id(9, 0), 1, (2, 0, None), RidSet::default());
+        s.on_orders(&[("sold".into(), 1)], true);
+        let c = s.on_events(
+            &[ev(8, EventKind::Deducted, "sold", 1)],
+            Some(id(8, 0)),
+            true,
+        );
+        assert!(c.is_empty());
+        assert_eq!(s.next(), Next::Ledger);
+        let sold = LedgerEntry::parse("sold", b"d|1|8-0|0|u").expect("entry");
+        let lost = LedgerEntry::parse("unbacked", b"d|1|5-0|0|u").expect("entry");
+        // HSCAN may give an entry twice.
+        let c = s.on_ledger(&[sold.clone(), lost.clone(), lost], false);
+        let c2 = s.on_ledger(&[sold], true);
+        assert_eq!(c.len() + c2.len(), 1);
+        s.on_candidates(&[(c[0].clone(), OrderState::Missing)]);
+        s.on_confirm(&[]);
+        assert!(s.explained());
+        assert_eq!(s.books.split(6, 60_000).in_flight, 1);
+    }
+
+    #[test]
+    fn counters_above_the_ledger_are_a_discrepancy_and_declared_units_are_not() {
+        // The counters hold 3; the ledger names 1 (entries lost).
+        let mut s = Settle::new(id(9, 0), 0, (3, 0, None), RidSet::default());
+        s.on_orders(&[], true);
+        let c = s.on_events(&[ev(9, EventKind::Deducted, "a", 1)], Some(id(9, 0)), true);
+        s.on_candidates(&[(c[0].clone(), OrderState::Missing)]);
+        assert_eq!(s.next(), Next::Ledger);
+        let a = LedgerEntry::parse("a", b"d|1|9-0|0|u").expect("entry");
+        let c = s.on_ledger(&[a], true);
+        s.on_candidates(&[(c[0].clone(), OrderState::Missing)]);
+        s.on_confirm(&[]);
+        assert!(!s.explained());
+        assert_eq!(s.books.discrepancy, 2);
+        assert!(s.books.balanced(3));
+        // The same counters when a rebuild declared the two: explained by the events alone.
+        let mut s = Settle::new(id(9, 0), 0, (3, 2, Some(1)), RidSet::default());
+        s.on_orders(&[], true);
+        let c = s.on_events(&[ev(9, EventKind::Deducted, "a", 1)], Some(id(9, 0)), true);
+        s.on_candidates(&[(c[0].clone(), OrderState::Missing)]);
+        assert_eq!(s.next(), Next::Confirm);
+        s.on_confirm(&[]);
+        assert!(s.explained() && s.books.balanced(3));
+        // In flight until their orders had the grace window to land, then released.
+        assert_eq!(s.books.split(100, 1_000).in_flight, 3);
+        let late = s.books.split(5_000, 1_000);
+        assert_eq!((late.in_flight, late.orphaned, late.release), (0, 3, 2));
     }
 }

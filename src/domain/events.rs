@@ -56,6 +56,9 @@ pub enum EventKind {
     Booked,
     /// The console corrected the stock (`set_stock.lua`); `quantity` is the change.
     Adjusted,
+    /// A rebuild ended here (`set_stock.lua` closing a rebuild): the events before it do not
+    /// describe the books (some were lost, or their ledger entries were); the ledger does.
+    Rebuilt,
     /// Anything else (a kind a newer script writes): ignored.
     Other,
 }
@@ -80,6 +83,7 @@ impl Event {
             b"r" => EventKind::Returned,
             b"b" => EventKind::Booked,
             b"a" => EventKind::Adjusted,
+            b"g" => EventKind::Rebuilt,
             _ => EventKind::Other,
         };
         let value = std::str::from_utf8(value).ok()?;

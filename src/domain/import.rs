@@ -16,7 +16,7 @@
 //! per_user_limit = 2
 //! ```
 
-use super::activity::{ACTIVITY_STATUSES, Activity, ActivityDef, Product};
+use super::activity::{ACTIVITY_STATUSES, Activity, ActivityDef, ActivityStatus, Product};
 use super::ids::is_valid_id;
 use super::{ActivityId, ProductId};
 use crate::error::{Error, Result};
@@ -91,13 +91,16 @@ pub fn parse_activity_file(file: &str, text: &str) -> Result<ActivityDef> {
             starts_at.to_rfc3339()
         )));
     }
-    let status = a.status.unwrap_or_else(|| "scheduled".to_string());
-    if !ACTIVITY_STATUSES.contains(&status.as_str()) {
-        return Err(bad(format!(
-            "activity.status: '{status}' is not one of {}",
-            ACTIVITY_STATUSES.join(", ")
-        )));
-    }
+    let status_given = a.status.is_some();
+    let status = match a.status.as_deref() {
+        None => ActivityStatus::Scheduled,
+        Some(s) => ActivityStatus::parse(s).ok_or_else(|| {
+            bad(format!(
+                "activity.status: '{s}' is not one of {}",
+                ACTIVITY_STATUSES.join(", ")
+            ))
+        })?,
+    };
 
     if raw.products.is_empty() {
         return Err(bad(
@@ -150,12 +153,12 @@ pub fn parse_activity_file(file: &str, text: &str) -> Result<ActivityDef> {
                 p.per_user_limit
             )));
         }
-        products.push(Product {
-            product_id: ProductId::parse(&p.id).map_err(|e| bad(e.message))?,
-            name: p.name.unwrap_or_default(),
-            initial_stock: p.stock,
-            per_user_limit: p.per_user_limit,
-        });
+        products.push(Product::new(
+            ProductId::parse(&p.id).map_err(|e| bad(e.message))?,
+            p.name.as_deref().unwrap_or_default(),
+            p.stock,
+            p.per_user_limit,
+        ));
     }
     Ok(ActivityDef {
         activity: Activity {
@@ -166,6 +169,7 @@ pub fn parse_activity_file(file: &str, text: &str) -> Result<ActivityDef> {
             status,
         },
         products,
+        status_given,
     })
 }
 
@@ -225,7 +229,11 @@ per_user_limit = 2
     fn parses_a_good_file() {
         let def = parse_activity_file("x.toml", GOOD).expect("valid file");
         assert_eq!(def.activity.activity_id.as_str(), "a1");
-        assert_eq!(def.activity.status, "scheduled");
+        assert_eq!(def.activity.status, ActivityStatus::Scheduled);
+        assert!(
+            !def.status_given,
+            "no status in the file: a re-import keeps the database's"
+        );
         assert_eq!(def.products[0].initial_stock, 10);
         assert_eq!(
             def.activity.ends_at.to_rfc3339(),

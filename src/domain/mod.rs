@@ -9,9 +9,11 @@ pub mod digest;
 pub mod events;
 pub mod ids;
 pub mod import;
+pub mod meta;
 pub mod preheat;
 pub mod rid_hash;
 pub mod stock;
+pub mod token;
 pub mod zone;
 
 pub use activity::{Activity, ActivityDef, Phase, Product};

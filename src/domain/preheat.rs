@@ -1,6 +1,7 @@
 //! The preheat gate's rules: what to do with each product, the go / no-go decision and the
 //! token-bucket figures. No I/O.
 
+use super::meta::{Piece, pause_fields};
 use super::stock::{Meta, StockValue};
 use super::{Activity, Phase, Product};
 use chrono::{DateTime, Utc};
@@ -32,27 +33,39 @@ impl Action {
     }
 }
 
-/// Decides the action for one product from what Redis holds and what the truth says:
-/// `offset` is the stock's offset from the scripts' counters and `drift` its difference from
-/// the truth (both None when the stock is not an integer).
-pub fn plan(
-    stock: &StockValue,
-    meta: &Meta,
-    product: &Product,
-    (offset, drift): (Option<i64>, Option<i64>),
-    force: bool,
-) -> Action {
-    let same = stock.value().is_some()
-        && offset == Some(0)
-        && drift == Some(0)
+/// What Redis holds of one product, as preheat weighs it.
+#[derive(Clone, Copy, Debug)]
+pub struct Found<'a> {
+    pub stock: &'a StockValue,
+    pub meta: &'a Meta,
+    /// The pieces of its evidence Redis lost.
+    pub lost: &'a [Piece],
+    /// The stock's offset from the scripts' counters and its difference from the truth
+    /// (None when the stock is not an integer).
+    pub offset: Option<i64>,
+    pub drift: Option<i64>,
+    /// False when the counters disagree with the ledger.
+    pub agrees: bool,
+}
+
+/// Decides the action for one product from what Redis holds and what the truth says.
+pub fn plan(found: &Found<'_>, product: &Product, force: bool) -> Action {
+    let meta = found.meta;
+    let same = found.stock.value().is_some()
+        && found.offset == Some(0)
+        && found.drift == Some(0)
+        && found.lost.is_empty()
+        && found.agrees
         && meta.present
         && meta.corrupt.is_none()
         && meta.limit == Some(product.per_user_limit)
-        && meta.initial == Some(product.initial_stock);
+        && meta.initial == Some(product.initial_stock)
+        && pause_fields(product, meta).is_empty();
+    let piece_lost = found.lost.iter().any(|p| p.needs_rebuild());
     if same {
         Action::Unchanged
-    } else if *stock == StockValue::Missing {
-        // Absent (or lost): written, after the holdings are rebuilt from the orders.
+    } else if piece_lost {
+        // Absent or lost keys: rebuilt from the orders, then written.
         Action::Write
     } else if force {
         Action::Overwrite
@@ -107,7 +120,7 @@ pub fn prechecks(activity: &Activity, products: &[Product], now: DateTime<Utc>) 
             activity.ends_at.to_rfc3339()
         ));
     }
-    if activity.status == "cancelled" {
+    if activity.status == super::activity::ActivityStatus::Cancelled {
         reasons.push(format!("activity '{}' is cancelled", activity.activity_id));
     }
     for p in products {
@@ -133,12 +146,30 @@ mod tests {
     use crate::domain::ProductId;
 
     fn product() -> Product {
-        Product {
-            product_id: ProductId::parse("p").expect("valid"),
-            name: String::new(),
-            initial_stock: 10,
-            per_user_limit: 2,
-        }
+        Product::new(ProductId::parse("p").expect("valid"), "", 10, 2)
+    }
+
+    fn plan(
+        stock: &StockValue,
+        meta: &Meta,
+        p: &Product,
+        (offset, drift): (Option<i64>, Option<i64>),
+        force: bool,
+    ) -> Action {
+        let lost: Vec<Piece> = if *stock == StockValue::Missing {
+            vec![Piece::Stock]
+        } else {
+            Vec::new()
+        };
+        let found = Found {
+            stock,
+            meta,
+            lost: &lost,
+            offset,
+            drift,
+            agrees: true,
+        };
+        super::plan(&found, p, force)
     }
 
     fn meta(initial: i64, limit: i64) -> Meta {
@@ -194,6 +225,30 @@ mod tests {
                 &meta(10, 2),
                 &p,
                 (None, None),
+                false
+            ),
+            Action::Conflict
+        );
+        // A piece lost beside a stock that agrees: rebuilt, without --force.
+        let found = Found {
+            stock: &StockValue::Value(8),
+            meta: &meta(10, 2),
+            lost: &[Piece::Buyers],
+            offset: Some(0),
+            drift: Some(0),
+            agrees: true,
+        };
+        assert_eq!(super::plan(&found, &p, false), Action::Write);
+        // A pause the database holds and Redis lost: not unchanged.
+        let mut paused = p.clone();
+        paused.pause.paused = true;
+        paused.pause.generation = 1;
+        assert_eq!(
+            plan(
+                &StockValue::Value(8),
+                &meta(10, 2),
+                &paused,
+                at(0, 0),
                 false
             ),
             Action::Conflict

@@ -2,6 +2,7 @@
 //! drift and state", with no I/O.
 
 use super::events::EventId;
+pub use super::meta::{META_FIELDS, Meta, Piece};
 use serde::Serialize;
 
 /// Most digits an integer may have: every integer of 15 digits is exact in a Lua number (a
@@ -90,91 +91,6 @@ pub fn shown(raw: &[u8]) -> String {
     out
 }
 
-/// The meta hash of a product.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Meta {
-    /// False when the hash does not exist.
-    pub present: bool,
-    /// Set when the key has the wrong type or a field the scripts read is not an integer: what
-    /// is wrong, and what fails because of it.
-    pub corrupt: Option<String>,
-    /// None when absent or not an integer (the scripts never read it; preheat compares it).
-    pub initial: Option<i64>,
-    pub limit: Option<i64>,
-    pub paused: bool,
-    pub deducted: Option<i64>,
-    pub returned: Option<i64>,
-    /// Console rewrites so far (set_stock.lua counts them).
-    pub rev: i64,
-    /// When the product's keys expire, ms since the epoch (set by preheat).
-    pub expire_at: Option<i64>,
-}
-
-/// The fields read from the meta hash, in HMGET order.
-pub const META_FIELDS: [&str; 7] = [
-    "initial",
-    "limit",
-    "paused",
-    "deducted",
-    "returned",
-    "rev",
-    "expire_at",
-];
-
-impl Meta {
-    /// Builds the meta from the HMGET reply of [`META_FIELDS`].
-    pub fn from_fields(fields: &[Option<Vec<u8>>]) -> Self {
-        let get = |i: usize| fields.get(i).and_then(Option::as_ref);
-        let mut corrupt = None;
-        // A field the scripts read: one that is not an integer makes them fail (`what`).
-        let mut script_field = |i: usize, name: &str, what: &str| -> Option<i64> {
-            let raw = get(i)?;
-            let v = parse_int(raw);
-            if v.is_none() && corrupt.is_none() {
-                corrupt = Some(format!("meta field {name} is '{}': {what}", shown(raw)));
-            }
-            v
-        };
-        let limit = script_field(1, "limit", "every deduction fails");
-        let deducted = script_field(3, "deducted", "every deduction fails");
-        let returned = script_field(4, "returned", "every return of stock fails");
-        if limit.is_some_and(|l| l < 1) && corrupt.is_none() {
-            corrupt = Some("meta field limit is below 1: every deduction fails".into());
-        }
-        // deduct.lua reads `paused` as 0 or 1 and refuses anything else.
-        if let Some(p) = get(2)
-            && !matches!(p.as_slice(), b"0" | b"1")
-            && corrupt.is_none()
-        {
-            corrupt = Some(format!(
-                "meta field paused is '{}': every deduction fails",
-                shown(p)
-            ));
-        }
-        Meta {
-            present: fields.iter().any(Option::is_some),
-            corrupt,
-            initial: get(0).and_then(|raw| parse_int(raw)),
-            limit,
-            paused: get(2).is_some_and(|v| v.as_slice() == b"1"),
-            deducted,
-            returned,
-            rev: get(5).and_then(|raw| parse_int(raw)).unwrap_or(0),
-            expire_at: get(6).and_then(|raw| parse_int(raw)),
-        }
-    }
-
-    /// Units the scripts hold as deducted and not returned, when the counters are readable.
-    pub fn active_units(&self) -> Option<i64> {
-        match (self.deducted, self.returned) {
-            (Some(d), Some(r)) => Some(d - r),
-            (Some(d), None) => Some(d),
-            (None, Some(_)) => None,
-            (None, None) => Some(0),
-        }
-    }
-}
-
 /// One deduction record of the ledger: `<state>|<qty>|<at>|<result>|<user>`, where the state
 /// is `d` (deducted) or `r@<id>` (returned by the event `<id>`; a bare `r` from before returns
 /// carried their event) and `<at>` is the deduction's event id (a bare time from before).
@@ -190,21 +106,25 @@ pub struct LedgerEntry {
     pub at: EventId,
     /// The stock the deduction left (what a retry gets back).
     pub result: i64,
+    /// The user, as shown (lossy when not UTF-8).
     pub user: String,
+    /// The user exactly as the ledger holds it.
+    pub user_raw: Vec<u8>,
 }
 
 impl LedgerEntry {
-    /// Parses one record; None for anything else.
+    /// Parses one record; None for anything else. The user is the record's last field and may
+    /// hold any bytes (the scripts never read it): shown lossily, kept exactly in [`Self::user_raw`].
     pub fn parse(request_id: &str, raw: &[u8]) -> Option<Self> {
-        let s = std::str::from_utf8(raw).ok()?;
-        let mut parts = s.splitn(5, '|');
-        let state = parts.next()?;
+        let mut parts = raw.splitn(5, |b| *b == b'|');
+        let text = |p: &[u8]| std::str::from_utf8(p).ok().map(str::to_string);
+        let state = text(parts.next()?)?;
         // Redis's integer rule, as the scripts read these fields.
-        let quantity = parse_int(parts.next()?.as_bytes())?;
-        let at = EventId::parse(parts.next()?)?;
-        let result = parse_int(parts.next()?.as_bytes())?;
-        let user = parts.next()?.to_string();
-        let (returned, returned_by) = match state {
+        let quantity = parse_int(parts.next()?)?;
+        let at = EventId::parse(&text(parts.next()?)?)?;
+        let result = parse_int(parts.next()?)?;
+        let user_raw = parts.next()?.to_vec();
+        let (returned, returned_by) = match state.as_str() {
             "d" => (false, None),
             "r" => (true, None),
             _ => (true, Some(EventId::parse(state.strip_prefix("r@")?)?)),
@@ -219,13 +139,28 @@ impl LedgerEntry {
             quantity,
             at,
             result,
-            user,
+            user: String::from_utf8_lossy(&user_raw).into_owned(),
+            user_raw,
         })
     }
 
     /// Redis time of the deduction, ms since the epoch.
     pub fn at_ms(&self) -> i64 {
         self.at.ms
+    }
+
+    /// Like [`LedgerEntry::active_at`], for a cut whose counters were read after Redis's
+    /// clock said `cut_ms`: a deduction (or return) of an earlier millisecond came before the
+    /// cut even when its event is no longer in the stream (deleted, so the cut's position,
+    /// the newest event left, may be older than it).
+    pub fn active_at_cut(&self, cut: EventId, cut_ms: i64) -> bool {
+        let before = |id: EventId| id <= cut || id.ms < cut_ms;
+        before(self.at)
+            && match (self.returned, self.returned_by) {
+                (false, _) => true,
+                (true, Some(by)) => !before(by),
+                (true, None) => false,
+            }
     }
 
     /// True when the deduction held stock at the cut: made at or before it, and not returned
@@ -273,6 +208,9 @@ pub enum State {
     Missing,
     Corrupt,
     Paused,
+    /// More units are held by live orders and deductions in flight than the product ever had:
+    /// sold twice, whatever Redis shows now.
+    Oversold,
 }
 
 impl State {
@@ -284,39 +222,57 @@ impl State {
             State::Missing => "missing",
             State::Corrupt => "corrupt",
             State::Paused => "paused",
+            State::Oversold => "oversold",
         }
     }
 
-    /// States that one-key fix repairs by rewriting the stock.
+    /// States that one-key fix repairs by rewriting the stock (an oversold product's stock is
+    /// set so that nothing more sells: at or below zero).
     pub fn needs_rewrite(self) -> bool {
         matches!(
             self,
-            State::Drift | State::Negative | State::Missing | State::Corrupt
+            State::Drift | State::Negative | State::Missing | State::Corrupt | State::Oversold
         )
     }
 }
 
-/// State and drift of a product: corrupt and missing first (nothing can be sold, or the limit
-/// is not enforced), then negative, then drift; paused only when the numbers are right.
-pub fn classify(stock: &StockValue, meta: &Meta, truth: &Truth) -> (State, Option<i64>) {
-    match stock {
-        StockValue::Corrupt(_) | StockValue::WrongType(_) => (State::Corrupt, None),
-        StockValue::Missing => (State::Missing, None),
-        StockValue::Value(_) if meta.corrupt.is_some() || !meta.present => (State::Corrupt, None),
-        StockValue::Value(v) => {
-            let drift = v - truth.expected_remaining;
-            let state = if *v < 0 {
-                State::Negative
-            } else if drift != 0 {
-                State::Drift
-            } else if meta.paused {
-                State::Paused
-            } else {
-                State::Ok
-            };
-            (state, Some(drift))
+/// State and drift of a product. Oversold first (it is critical whatever Redis shows), then
+/// what stops the scripts or the console from vouching for the figures: a corrupt value, then a
+/// missing piece (the stock key, or any other piece in `lost`); then negative, then drift;
+/// paused only when the numbers are right.
+pub fn classify(
+    stock: &StockValue,
+    meta: &Meta,
+    lost: &[Piece],
+    truth: &Truth,
+) -> (State, Option<i64>) {
+    let drift = stock.value().map(|v| v - truth.expected_remaining);
+    let state = if truth.db_sold.saturating_add(truth.in_flight) > truth.initial {
+        State::Oversold
+    } else {
+        match stock {
+            StockValue::Corrupt(_) | StockValue::WrongType(_) => State::Corrupt,
+            StockValue::Missing => State::Missing,
+            StockValue::Value(_) if meta.corrupt.is_some() => State::Corrupt,
+            StockValue::Value(_) if !lost.is_empty() => State::Missing,
+            StockValue::Value(v) if *v < 0 => State::Negative,
+            StockValue::Value(_) if drift != Some(0) => State::Drift,
+            StockValue::Value(_) if meta.paused => State::Paused,
+            StockValue::Value(_) => State::Ok,
         }
-    }
+    };
+    let shown_drift = if matches!(state, State::Corrupt) {
+        None
+    } else {
+        drift
+    };
+    (state, shown_drift)
+}
+
+/// What a missing piece makes of a product, for the operator.
+pub fn lost_shown(lost: &[Piece]) -> String {
+    let names: Vec<&str> = lost.iter().map(|p| p.described()).collect();
+    names.join(", ")
 }
 
 /// One product as `status` and `reconcile` show it.
@@ -347,6 +303,21 @@ pub struct ProductStatus {
     /// Units of live orders for which Redis holds no deduction (lost with a restart or a
     /// failover): they count in `drift` as oversell risk.
     pub unledgered: i64,
+    /// The pieces of the product's evidence Redis lost (a `missing` state names them).
+    pub lost: Vec<Piece>,
+    /// Units the counters hold that no ledger entry names (left by a rebuild after the ledger
+    /// was lost): counted in flight until their orders had the grace window to land.
+    pub unexplained: i64,
+    /// The operator's pause as the database holds it (`paused` is Redis's), with its reason.
+    pub db_paused: bool,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub pause_reason: String,
+    /// A step another console left half done on this product (a top-up between its writes, a
+    /// rebuild's hold), when it is older than such a step takes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
+    /// The event stream lacks entries (deleted or trimmed): the last settle read the ledger.
+    pub stream_gap: bool,
 }
 
 impl ProductStatus {
@@ -366,14 +337,15 @@ impl ProductStatus {
         (readable && self.redis_limit != Some(self.per_user_limit)).then_some(self.redis_limit)
     }
 
+    /// The status of a product from what Redis holds (`stock`, `meta`, the pieces `lost`) and
+    /// the database's truth.
     pub fn build(
         product: &str,
         per_user_limit: i64,
-        stock: &StockValue,
-        meta: &Meta,
+        (stock, meta, lost): (&StockValue, &Meta, &[Piece]),
         truth: Truth,
     ) -> Self {
-        let (state, drift) = classify(stock, meta, &truth);
+        let (state, drift) = classify(stock, meta, lost, &truth);
         let corrupt_value = match stock {
             StockValue::Corrupt(raw) => Some(format!(
                 "stock is '{}', not an integer: every deduction fails",
@@ -382,9 +354,6 @@ impl ProductStatus {
             StockValue::WrongType(t) => Some(format!(
                 "the stock key is a {t}, not a string: every deduction fails"
             )),
-            StockValue::Value(_) if !meta.present => {
-                Some("the meta hash is missing: the per-user limit is not enforced".into())
-            }
             _ => meta.corrupt.clone(),
         };
         let sold_percent = if truth.initial > 0 {
@@ -395,10 +364,10 @@ impl ProductStatus {
         ProductStatus {
             product: product.to_string(),
             initial: truth.initial,
-            redis_remaining: if state == State::Corrupt {
-                None
-            } else {
+            redis_remaining: if matches!(stock, StockValue::Value(_)) && meta.corrupt.is_none() {
                 stock.value()
+            } else {
+                None
             },
             db_sold: truth.db_sold,
             in_flight: truth.in_flight,
@@ -413,6 +382,12 @@ impl ProductStatus {
             sold_percent,
             offset: None,
             unledgered: 0,
+            lost: lost.to_vec(),
+            unexplained: meta.unexplained,
+            db_paused: false,
+            pause_reason: String::new(),
+            held: None,
+            stream_gap: false,
         }
     }
 }
@@ -466,27 +441,27 @@ mod tests {
     fn states() {
         let t = Truth::new(100, 10, 0, 0);
         assert_eq!(
-            classify(&StockValue::Value(90), &meta(), &t),
+            classify(&StockValue::Value(90), &meta(), &[], &t),
             (State::Ok, Some(0))
         );
         assert_eq!(
-            classify(&StockValue::Value(97), &meta(), &t),
+            classify(&StockValue::Value(97), &meta(), &[], &t),
             (State::Drift, Some(7))
         );
         assert_eq!(
-            classify(&StockValue::Value(-3), &meta(), &t),
+            classify(&StockValue::Value(-3), &meta(), &[], &t),
             (State::Negative, Some(-93))
         );
         assert_eq!(
-            classify(&StockValue::Missing, &meta(), &t),
+            classify(&StockValue::Missing, &meta(), &[], &t),
             (State::Missing, None)
         );
         assert_eq!(
-            classify(&StockValue::Corrupt(b"abc".to_vec()), &meta(), &t),
+            classify(&StockValue::Corrupt(b"abc".to_vec()), &meta(), &[], &t),
             (State::Corrupt, None)
         );
         assert_eq!(
-            classify(&StockValue::WrongType("list".into()), &meta(), &t).0,
+            classify(&StockValue::WrongType("list".into()), &meta(), &[], &t).0,
             State::Corrupt
         );
         let paused = Meta {
@@ -494,11 +469,11 @@ mod tests {
             ..meta()
         };
         assert_eq!(
-            classify(&StockValue::Value(90), &paused, &t),
+            classify(&StockValue::Value(90), &paused, &[], &t),
             (State::Paused, Some(0))
         );
         assert_eq!(
-            classify(&StockValue::Value(91), &paused, &t).0,
+            classify(&StockValue::Value(91), &paused, &[], &t).0,
             State::Drift
         );
         let bad_meta = Meta {
@@ -506,8 +481,24 @@ mod tests {
             ..meta()
         };
         assert_eq!(
-            classify(&StockValue::Value(90), &bad_meta, &t).0,
+            classify(&StockValue::Value(90), &bad_meta, &[], &t).0,
             State::Corrupt
+        );
+        // A piece lost is never ok, even when the figures agree; the stock still shows.
+        assert_eq!(
+            classify(&StockValue::Value(90), &meta(), &[Piece::Buyers], &t),
+            (State::Missing, Some(0))
+        );
+        // Sold beyond the stock: oversold, whatever Redis shows (here nothing left, no drift).
+        let over = Truth::new(8, 10, 0, 0);
+        assert_eq!(
+            classify(&StockValue::Value(0), &meta(), &[], &over),
+            (State::Oversold, Some(0))
+        );
+        let in_flight_over = Truth::new(10, 9, 2, 0);
+        assert_eq!(
+            classify(&StockValue::Missing, &meta(), &[], &in_flight_over).0,
+            State::Oversold
         );
     }
 
@@ -585,8 +576,9 @@ mod tests {
                     (true, None) => "r".to_string(),
                     (true, Some(by)) => format!("r@{by}"),
                 };
-                let again = format!("{state}|{}|{}|{}|{}", e.quantity, e.at, e.result, e.user);
-                prop_assert_eq!(LedgerEntry::parse("r", again.as_bytes()), Some(e));
+                let mut again = format!("{state}|{}|{}|{}|", e.quantity, e.at, e.result).into_bytes();
+                again.extend_from_slice(&e.user_raw);
+                prop_assert_eq!(LedgerEntry::parse("r", &again), Some(e));
             }
             // A meta hash without a corruption note has every field the scripts read usable.
             let m = Meta::from_fields(&fields);
@@ -603,46 +595,22 @@ mod tests {
             // drift is what Redis holds beyond the truth.
             let t = Truth::new(initial, sold, in_flight, 0);
             prop_assert!(t.expected_remaining >= 0);
-            let st = ProductStatus::build("p", 1, &stock, &m, t);
+            let st = ProductStatus::build("p", 1, (&stock, &m, &[]), t);
             if st.state == State::Corrupt {
                 prop_assert_eq!(st.redis_remaining, None);
                 prop_assert!(st.corrupt_value.is_some(), "{:?}", st);
-            } else {
+            } else if st.state != State::Oversold {
                 let v = stock.value().expect("a value when not corrupt");
                 prop_assert_eq!(st.redis_remaining, Some(v));
                 prop_assert_eq!(st.drift, Some(v - t.expected_remaining));
             }
+            // Sold beyond the stock is never anything but oversold.
+            prop_assert_eq!(st.state == State::Oversold, sold + in_flight > initial);
         }
 
         #[test]
         fn integers_round_trip(v in -999_999_999_999_999i64..999_999_999_999_999) {
             proptest::prop_assert_eq!(parse_int(v.to_string().as_bytes()), Some(v));
         }
-    }
-
-    #[test]
-    fn meta_fields() {
-        let f = |s: &str| Some(s.as_bytes().to_vec());
-        let m = Meta::from_fields(&[f("10"), f("2"), f("1"), f("4"), None]);
-        assert!(m.present && m.paused);
-        assert_eq!(
-            (m.initial, m.limit, m.active_units()),
-            (Some(10), Some(2), Some(4))
-        );
-        let m = Meta::from_fields(&[None, f("two"), None, None, None]);
-        assert_eq!(
-            m.corrupt.as_deref(),
-            Some("meta field limit is 'two': every deduction fails")
-        );
-        let m = Meta::from_fields(&[None, f("2"), None, f("1"), f("x")]);
-        assert_eq!(
-            m.corrupt.as_deref(),
-            Some("meta field returned is 'x': every return of stock fails")
-        );
-        // The scripts never read `initial`: a bad one is no corruption, only no value.
-        let m = Meta::from_fields(&[f("ten"), f("2"), None, None, None]);
-        assert_eq!((m.corrupt, m.initial), (None, None));
-        let m = Meta::from_fields(&[None, None, None, None, None]);
-        assert!(!m.present);
     }
 }

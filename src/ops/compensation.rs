@@ -1,6 +1,10 @@
 //! Resolving the compensation queue: for each pending entry, the ledger and the orders decide
-//! whether the deduction was applied, must be returned, or never happened.
+//! whether the deduction was applied, must be returned, or never happened. The queue is walked
+//! in pages (an incident can leave a million entries), each page in four steps: read the
+//! ledger records (and whether each ledger is whole), read the orders, decide, then return the
+//! stock of the deductions that must go back and close the entries with their audit rows.
 
+use super::repair::{Write, phase_allows};
 use crate::db::audit::AuditEntry;
 use crate::db::compensation::{self, APPLIED, Compensation, NOT_APPLIED, RETURNED, Resolve};
 use crate::db::{Db, orders};
@@ -10,7 +14,6 @@ use crate::domain::{ActivityId, ProductId};
 use crate::error::{Error, Result};
 use crate::redis::stock::{Restored, restore_many};
 use crate::redis::{KeySpace, Keyed, ProductKeys, RedisStore};
-use chrono::Utc;
 use redis::Value;
 use serde::Serialize;
 use std::collections::HashMap;
@@ -62,78 +65,128 @@ pub async fn resolve(
             "read-only mode: refused to resolve compensation entries; run without --read-only",
         ));
     }
-    crate::db::activity::require(db, activity).await?;
-    let entries = match which {
-        Which::One(r) => {
-            let found = compensation::pending(db, activity, Some(r)).await?;
-            if found.is_empty() {
-                return Err(Error::bad_input(format!(
-                    "request '{r}' has no compensation entry in activity '{activity}': see `seckill-console compensation list {activity}`"
-                )));
-            }
-            found
-        }
-        Which::All => compensation::pending(db, activity, None).await?,
-    };
+    let a = crate::db::activity::require(db, activity).await?;
+    phase_allows(&a, Write::Resolve)?;
     let mut report = ResolveReport {
         activity: activity.to_string(),
         resolutions: Vec::new(),
         resolved: 0,
         still_pending: 0,
     };
-    let open: Vec<&Compensation> = entries
-        .iter()
-        .filter(|e| e.status == compensation::PENDING)
-        .collect();
-    for e in entries.iter().filter(|e| e.status != compensation::PENDING) {
-        report.resolutions.push(Resolution {
-            request_id: e.request_id.clone(),
-            product: e.product_id.clone(),
-            quantity: e.quantity,
-            verdict: match e.status.as_str() {
-                APPLIED => Verdict::Applied,
-                RETURNED => Verdict::AlreadyReturned,
-                _ => Verdict::NotApplied,
-            },
-            status: e.status.clone(),
-            detail: "already resolved; nothing changed".into(),
-        });
+    let page = Page {
+        redis,
+        db,
+        keys,
+        activity,
+        actor,
+        grace,
+    };
+    match which {
+        Which::One(r) => {
+            let found = compensation::of_request(db, activity, r).await?;
+            if found.is_empty() {
+                return Err(Error::bad_input(format!(
+                    "request '{r}' has no compensation entry in activity '{activity}': see `seckill-console compensation list {activity}`"
+                )));
+            }
+            page.resolve(&found, &mut report).await?;
+        }
+        Which::All => {
+            let mut after = 0;
+            loop {
+                let entries = compensation::pending_page(db, activity, after).await?;
+                let Some(last) = entries.last() else {
+                    break;
+                };
+                after = last.id;
+                let full = entries.len() >= usize::try_from(compensation::PAGE).unwrap_or(0);
+                page.resolve(&entries, &mut report).await?;
+                if !full {
+                    break;
+                }
+            }
+        }
     }
-    if open.is_empty() {
-        return Ok(report);
-    }
+    Ok(report)
+}
 
-    // The ledger records of every open entry, one pipeline; the orders, one query per chunk.
-    let mut product_keys = Vec::with_capacity(open.len());
-    for e in &open {
-        let p = ProductId::parse(&e.product_id).map_err(|err| {
-            Error::internal(format!("compensation entry {}: {}", e.id, err.message))
-        })?;
-        product_keys.push(keys.product(activity, &p));
-    }
-    let items: Vec<Keyed> = open
-        .iter()
-        .zip(&product_keys)
-        .map(|(e, k)| {
-            Keyed::new(
-                &k.ledger,
-                redis::cmd("HGET").arg(&k.ledger).arg(&e.request_id).clone(),
-            )
-        })
-        .collect();
-    let ledger = redis.pipeline(items).await;
-    let rids: Vec<&str> = open.iter().map(|e| e.request_id.as_str()).collect();
-    let orders = orders::statuses(db, activity, &rids).await?;
-    let now_ms = Utc::now().timestamp_millis();
-    let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
+/// Where one page of entries is resolved.
+struct Page<'a> {
+    redis: &'a RedisStore,
+    db: &'a Db,
+    keys: &'a KeySpace,
+    activity: &'a ActivityId,
+    actor: &'a str,
+    grace: Duration,
+}
 
-    // Decide every entry; the ones to return go back in one pipelined restore below.
-    let mut verdicts = Vec::with_capacity(open.len());
-    for ((e, k), record) in open.iter().zip(&product_keys).zip(ledger) {
-        let verdict = match record {
-            Ok(Value::BulkString(b)) => match LedgerEntry::parse(&e.request_id, &b) {
-                Some(entry) => decide(Some(&entry), seen(&orders, e), now_ms, grace_ms),
-                None => {
+/// What Redis holds for one entry's request.
+enum Record {
+    Entry(LedgerEntry),
+    /// The ledger is whole and has no entry of the request: nothing was deducted.
+    Absent,
+    /// The ledger itself is gone (evicted, a restart): its absence proves nothing.
+    LedgerLost,
+    Corrupt,
+}
+
+impl Page<'_> {
+    async fn resolve(&self, entries: &[Compensation], report: &mut ResolveReport) -> Result<()> {
+        let (open, closed): (Vec<&Compensation>, Vec<&Compensation>) =
+            entries.iter().partition(|e| e.is_pending());
+        for e in closed {
+            report.resolutions.push(Resolution {
+                request_id: e.request_id.clone(),
+                product: e.product_id.clone(),
+                quantity: e.quantity,
+                verdict: match e.status.as_str() {
+                    APPLIED => Verdict::Applied,
+                    RETURNED => Verdict::AlreadyReturned,
+                    _ => Verdict::NotApplied,
+                },
+                status: e.status.clone(),
+                detail: "already resolved; nothing changed".into(),
+            });
+        }
+        if open.is_empty() {
+            return Ok(());
+        }
+        let product_keys: Vec<ProductKeys> = open
+            .iter()
+            .map(|e| {
+                ProductId::parse(&e.product_id)
+                    .map(|p| self.keys.product(self.activity, &p))
+                    .map_err(|err| {
+                        Error::internal(format!("compensation entry {}: {}", e.id, err.message))
+                    })
+            })
+            .collect::<Result<_>>()?;
+        let records = self.records(&open, &product_keys).await?;
+        let rids: Vec<&str> = open.iter().map(|e| e.request_id.as_str()).collect();
+        let orders = orders::statuses(self.db, self.activity, &rids).await?;
+        // Redis's clock, as the ledger's times are: an age never mixes two clocks.
+        let now_ms = match product_keys.first() {
+            Some(k) => crate::redis::cut::clock_of(self.redis, k).await,
+            None => chrono::Utc::now().timestamp_millis(),
+        };
+        let grace_ms = i64::try_from(self.grace.as_millis()).unwrap_or(i64::MAX);
+        let mut verdicts: Vec<(&Compensation, &ProductKeys, Verdict)> = Vec::new();
+        for ((e, k), record) in open.iter().zip(&product_keys).zip(records) {
+            let seen = seen(&orders, e);
+            let verdict = match record {
+                Record::Entry(entry) => decide(Some(&entry), seen, now_ms, grace_ms),
+                Record::Absent => decide(None, seen, now_ms, grace_ms),
+                Record::LedgerLost if seen == OrderSeen::Live => Verdict::Applied,
+                Record::LedgerLost => {
+                    report.still_pending += 1;
+                    report.resolutions.push(pending(
+                        e,
+                        Verdict::InFlight,
+                        "the product's ledger is lost, so an absent entry proves nothing: `seckill-console fix` rebuilds it; resolve again afterwards",
+                    ));
+                    continue;
+                }
+                Record::Corrupt => {
                     report.still_pending += 1;
                     report.resolutions.push(pending(
                         e,
@@ -142,109 +195,180 @@ pub async fn resolve(
                     ));
                     continue;
                 }
-            },
-            Ok(_) => decide(None, seen(&orders, e), now_ms, grace_ms),
-            Err(err) => return Err(redis.error(&err)),
-        };
-        verdicts.push((*e, k, verdict));
-    }
-    let to_return: Vec<(&ProductKeys, &str)> = verdicts
-        .iter()
-        .filter(|(_, _, v)| *v == Verdict::Return)
-        .map(|(e, k, _)| (*k, e.request_id.as_str()))
-        .collect();
-    let mut restored: HashMap<&str, Restored> = HashMap::new();
-    for ((_, rid), r) in to_return.iter().zip(restore_many(redis, &to_return).await) {
-        restored.insert(rid, r.map_err(|err| redis.error(&err))?);
+            };
+            verdicts.push((*e, k, verdict));
+        }
+        let restored = self.restore(&verdicts).await?;
+        self.close(verdicts, &restored, report).await
     }
 
-    let mut writes = Vec::new();
-    let mut shown = Vec::new();
-    for (e, _, verdict) in verdicts {
-        let (status, detail) = match verdict {
-            Verdict::Applied => (
-                APPLIED,
-                "the deduction happened and its order exists".to_string(),
-            ),
-            Verdict::AlreadyReturned => (
-                RETURNED,
-                "the ledger shows the stock was returned already".to_string(),
-            ),
-            Verdict::NotApplied => (
-                NOT_APPLIED,
-                "the ledger has no record of this request: nothing was deducted".to_string(),
-            ),
-            Verdict::InFlight => {
+    /// Each entry's ledger record, and whether its ledger is whole: one pipeline.
+    async fn records(
+        &self,
+        open: &[&Compensation],
+        product_keys: &[ProductKeys],
+    ) -> Result<Vec<Record>> {
+        let mut items: Vec<Keyed> = Vec::with_capacity(open.len() * 2);
+        for (e, k) in open.iter().zip(product_keys) {
+            items.push(Keyed::new(
+                &k.ledger,
+                redis::cmd("HGET").arg(&k.ledger).arg(&e.request_id).clone(),
+            ));
+            items.push(Keyed::new(
+                &k.ledger,
+                redis::cmd("EXISTS").arg(&k.ledger).clone(),
+            ));
+        }
+        let replies = self.redis.pipeline(items).await;
+        let mut out = Vec::with_capacity(open.len());
+        for (e, pair) in open.iter().zip(replies.chunks(2)) {
+            let [record, exists] = pair else {
+                return Err(Error::internal("short pipeline reply"));
+            };
+            let exists = match exists {
+                Ok(Value::Int(n)) => *n > 0,
+                Ok(_) => true,
+                Err(err) => return Err(self.redis.error(err)),
+            };
+            out.push(match record {
+                Ok(Value::BulkString(b)) => match LedgerEntry::parse(&e.request_id, b) {
+                    Some(entry) => Record::Entry(entry),
+                    None => Record::Corrupt,
+                },
+                Ok(_) if exists => Record::Absent,
+                Ok(_) => Record::LedgerLost,
+                Err(err) => return Err(self.redis.error(err)),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Returns the stock of the entries to return, in one pipeline.
+    async fn restore(
+        &self,
+        verdicts: &[(&Compensation, &ProductKeys, Verdict)],
+    ) -> Result<HashMap<String, Restored>> {
+        let to_return: Vec<(&ProductKeys, &str)> = verdicts
+            .iter()
+            .filter(|(_, _, v)| *v == Verdict::Return)
+            .map(|(e, k, _)| (*k, e.request_id.as_str()))
+            .collect();
+        let mut restored = HashMap::new();
+        for ((_, rid), r) in to_return
+            .iter()
+            .zip(restore_many(self.redis, &to_return).await)
+        {
+            restored.insert(rid.to_string(), r.map_err(|err| self.redis.error(&err))?);
+        }
+        Ok(restored)
+    }
+
+    /// Closes the entries decided, each with its audit row; leaves the others pending.
+    async fn close(
+        &self,
+        verdicts: Vec<(&Compensation, &ProductKeys, Verdict)>,
+        restored: &HashMap<String, Restored>,
+        report: &mut ResolveReport,
+    ) -> Result<()> {
+        let mut shown = Vec::new();
+        let mut writes = Vec::new();
+        for (e, _, verdict) in verdicts {
+            let Some((status, detail)) = closing(verdict, restored.get(e.request_id.as_str()))
+            else {
                 report.still_pending += 1;
                 report.resolutions.push(pending(
                     e,
                     verdict,
-                    "deducted recently; its order may still land (inside the grace window)",
+                    &pending_detail(verdict, restored.get(e.request_id.as_str())),
                 ));
                 continue;
-            }
-            Verdict::Return => match restored.get(e.request_id.as_str()) {
-                Some(Restored::Returned(n)) => (
-                    RETURNED,
-                    format!("{n} unit(s) returned through the restore script"),
-                ),
-                Some(Restored::AlreadyReturned) => {
-                    (RETURNED, "returned already (concurrently)".to_string())
-                }
-                Some(Restored::Missing) | None => {
-                    report.still_pending += 1;
-                    report.resolutions.push(pending(
-                        e,
-                        verdict,
-                        "the stock key is missing: preheat or fix first, then resolve again",
-                    ));
-                    continue;
-                }
-                Some(Restored::Unknown | Restored::BadArgs) => (
-                    NOT_APPLIED,
-                    "the ledger lost the record while resolving".to_string(),
-                ),
-            },
-        };
-        let mut audit = AuditEntry::new(actor, "compensation.resolve", activity);
-        audit.product_id = Some(e.product_id.clone());
-        audit.before_value = Some(compensation::PENDING.into());
-        audit.after_value = Some(status.into());
-        audit.reason = detail.clone();
-        audit.detail =
-            serde_json::json!({ "request_id": e.request_id, "quantity": e.quantity }).to_string();
-        shown.push((e, verdict, status, detail));
-        writes.push(audit);
-    }
-    let resolves: Vec<Resolve<'_>> = shown
-        .iter()
-        .zip(writes)
-        .map(|((e, _, status, detail), audit)| Resolve {
-            id: e.id,
-            status,
-            resolution: detail,
-            audit,
-        })
-        .collect();
-    let changed = compensation::resolve_many(db, &resolves).await?;
-    for ((e, verdict, status, detail), changed) in shown.into_iter().zip(changed) {
-        report.resolutions.push(Resolution {
-            request_id: e.request_id.clone(),
-            product: e.product_id.clone(),
-            quantity: e.quantity,
-            verdict,
-            status: status.into(),
-            detail: if changed {
-                detail
-            } else {
-                "resolved concurrently; nothing changed".into()
-            },
-        });
-        if changed {
-            report.resolved += 1;
+            };
+            let mut audit = AuditEntry::new(self.actor, "compensation.resolve", self.activity);
+            audit.product_id = Some(e.product_id.clone());
+            audit.before_value = Some(compensation::PENDING.into());
+            audit.after_value = Some(status.into());
+            audit.reason = detail.clone();
+            audit.detail =
+                serde_json::json!({ "request_id": e.request_id, "quantity": e.quantity })
+                    .to_string();
+            shown.push((e, verdict, status, detail));
+            writes.push(audit);
         }
+        let resolves: Vec<Resolve<'_>> = shown
+            .iter()
+            .zip(writes)
+            .map(|((e, _, status, detail), audit)| Resolve {
+                id: e.id,
+                status,
+                resolution: detail,
+                audit,
+            })
+            .collect();
+        let changed = compensation::resolve_many(self.db, &resolves).await?;
+        for ((e, verdict, status, detail), changed) in shown.into_iter().zip(changed) {
+            report.resolutions.push(Resolution {
+                request_id: e.request_id.clone(),
+                product: e.product_id.clone(),
+                quantity: e.quantity,
+                verdict,
+                status: status.into(),
+                detail: if changed {
+                    detail
+                } else {
+                    "resolved concurrently; nothing changed".into()
+                },
+            });
+            if changed {
+                report.resolved += 1;
+            }
+        }
+        Ok(())
     }
-    Ok(report)
+}
+
+/// The status an entry closes with and why, or None when it stays pending.
+fn closing(verdict: Verdict, restored: Option<&Restored>) -> Option<(&'static str, String)> {
+    Some(match verdict {
+        Verdict::Applied => (
+            APPLIED,
+            "the deduction happened and its order exists".to_string(),
+        ),
+        Verdict::AlreadyReturned => (
+            RETURNED,
+            "the ledger shows the stock was returned already".to_string(),
+        ),
+        Verdict::NotApplied => (
+            NOT_APPLIED,
+            "the ledger has no record of this request: nothing was deducted".to_string(),
+        ),
+        Verdict::InFlight => return None,
+        Verdict::Return => match restored? {
+            Restored::Returned(n) => (
+                RETURNED,
+                format!("{n} unit(s) returned through the restore script"),
+            ),
+            Restored::AlreadyReturned => (RETURNED, "returned already (concurrently)".to_string()),
+            // The stock key or another piece is missing, the request id was refused, or its
+            // entry vanished under the return: its units may still be held, so it stays.
+            Restored::Missing | Restored::BadArgs | Restored::Unknown => return None,
+        },
+    })
+}
+
+fn pending_detail(verdict: Verdict, restored: Option<&Restored>) -> String {
+    match (verdict, restored) {
+        (Verdict::InFlight, _) => {
+            "deducted recently; its order may still land (inside the grace window)".into()
+        }
+        (_, Some(Restored::Missing)) | (_, None) => {
+            "a piece of the product is missing in Redis: fix or preheat first, then resolve again"
+                .into()
+        }
+        (_, Some(Restored::BadArgs)) => {
+            "the restore script refused the request id as a bad argument; left pending".into()
+        }
+        _ => "its ledger entry vanished while it was returned: `seckill-console fix` rebuilds the product; resolve again afterwards".into(),
+    }
 }
 
 /// Whether the entry's request has an order, and whether it still holds stock.

@@ -1,13 +1,14 @@
-//! One-key fix: rewrite Redis from database truth. The snapshot finds what each product's drift
-//! is made of; [`super::repair`] returns orphaned deductions, records the sales Redis lost and
-//! takes away the stock's offset from its counters, each in a way a concurrent deduction cannot
-//! spoil. Never a blind SET.
+//! One-key fix: rewrite Redis from database truth. The products to fix are read from scratch
+//! (complete evidence: every event, every live order, the ledger where the stream falls
+//! short); [`super::repair`] plans each one and writes it, in steps a concurrent deduction or
+//! another console cannot spoil. Never a blind SET.
 
-use super::repair::{self, Repair, Repaired};
-use super::snapshot::{self, ProductView, Scope, Snapshot};
+use super::repair::{self, Outcome, Plan, Repaired, Settings, Target, Write};
+use super::snapshot::{self, Interleave, ProductView, Scope, Stage};
 use crate::db::Db;
 use crate::db::audit::{self, AuditEntry};
 use crate::domain::ActivityId;
+use crate::domain::meta::Piece;
 use crate::domain::stock::State;
 use crate::error::{Error, ErrorKind, Result};
 use crate::redis::{KeySpace, RedisStore};
@@ -33,6 +34,8 @@ pub struct FixOptions {
     pub confirmed: Option<Confirmation>,
     /// Days after the activity's end that rewritten keys expire (0: never).
     pub key_ttl_days: u32,
+    /// Called between the reads and before the first write (tests only).
+    pub interleave: Interleave,
 }
 
 /// What the operator saw of each product in a preview.
@@ -59,10 +62,20 @@ pub struct FixProduct {
     pub drift: Option<i64>,
     /// What the stock key held (None: missing).
     pub before: Option<String>,
-    /// The stock right after the fix (or, for a preview, the truth it is fixed to).
+    /// The stock right after the fix (or, for a preview, the stock it is fixed to: the same
+    /// computation).
     pub after: i64,
     /// True when this run changed the product.
     pub applied: bool,
+    /// What the fix does: `heal` (orphans, lost sales, the offset, meta fields), `rebuild`
+    /// (pieces lost or disagreeing, rebuilt from the database under a hold), `topup` (a top-up
+    /// left half done), or `none`.
+    pub plan: &'static str,
+    /// Why a rebuild, when it is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rebuild: Option<String>,
+    /// The pieces of evidence Redis lost.
+    pub lost: Vec<Piece>,
     /// The stock's offset from the scripts' counters that the fix takes away.
     pub offset: Option<i64>,
     /// Units of orphaned deductions returned through the restore script.
@@ -71,6 +84,10 @@ pub struct FixProduct {
     pub orphans: Vec<String>,
     /// Units of live orders recorded as deductions (sales Redis had lost).
     pub sales_recorded: i64,
+    /// Units a rebuild held back (their orders may still land), and units put back on sale
+    /// once their window passed.
+    pub held_back: i64,
+    pub released: i64,
     pub attempts: u32,
     pub conflict: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -96,8 +113,9 @@ pub struct FixReport {
     pub conflicts: usize,
     pub errors: usize,
     /// Why the fix did not finish, if it did not: `Refused` (exit 5) when a product changed
-    /// since the confirmed preview or its rewrite met a moving offset on every attempt;
-    /// `CheckFailed` (exit 4) when Redis refused a product's write (it is still not fixed).
+    /// since the confirmed preview, another console held it or its write met a moving offset
+    /// on every attempt; `CheckFailed` (exit 4) when a product cannot be repaired or Redis
+    /// refused its write (it is still not fixed).
     #[serde(skip)]
     pub failure: Option<ErrorKind>,
 }
@@ -119,22 +137,6 @@ fn unchanged(seen: &Seen, now: &Seen) -> bool {
         && (now.drift.is_some() || seen.before == now.before)
 }
 
-/// Reads the products to fix at one cut.
-async fn read(
-    redis: &RedisStore,
-    db: &Db,
-    keys: &KeySpace,
-    activity: &ActivityId,
-    grace: Duration,
-    only: Vec<String>,
-) -> Result<Snapshot> {
-    let scope = Scope {
-        only: Some(only),
-        ..Scope::default()
-    };
-    snapshot::take(redis, db, keys, activity, grace, &scope).await
-}
-
 /// Plans (and unless `preview`, applies) the fix of an activity.
 pub async fn fix(
     redis: &RedisStore,
@@ -148,14 +150,9 @@ pub async fn fix(
             "read-only mode: refused to fix; run without --read-only (or use --preview)",
         ));
     }
-    if let Some(a) = crate::db::activity::get(db, activity).await?
-        && a.phase(chrono::Utc::now()) == crate::domain::Phase::Cancelled
-    {
-        // A fix writes stock from the truth: on a cancelled activity that would put units
-        // back where the deduction script sells them.
-        return Err(Error::refused(format!(
-            "activity '{activity}' is cancelled: a fix would put its stock back on sale; run `seckill-console cleanup {activity}` to delete its keys"
-        )));
+    let a = crate::db::activity::require(db, activity).await?;
+    if !opts.preview {
+        repair::phase_allows(&a, Write::Fix)?;
     }
     let mut report = FixReport {
         activity: activity.to_string(),
@@ -165,32 +162,25 @@ pub async fn fix(
         errors: 0,
         failure: None,
     };
-    let candidates: Vec<String> = match &opts.confirmed {
-        Some(plan) => plan.keys().cloned().collect(),
-        None => {
-            let scope = Scope {
-                only: opts.product.clone().map(|p| vec![p]),
-                ..Scope::default()
-            };
-            snapshot::take(redis, db, keys, activity, opts.grace, &scope)
-                .await?
-                .products
-                .iter()
-                .filter(|v| v.status.needs_fix())
-                .map(|v| v.product.product_id.to_string())
-                .collect()
-        }
-    };
+    let candidates = candidates(redis, db, keys, activity, opts).await?;
     if candidates.is_empty() {
         return Ok(report);
     }
-    let snap = read(redis, db, keys, activity, opts.grace, candidates).await?;
-    let work: Vec<&ProductView> = snap
+    // The products to fix, read from scratch: a unit goes back on sale only from complete
+    // evidence, never from books a feed may have carried wrong.
+    let scope = Scope {
+        only: Some(candidates),
+        full: true,
+        interleave: opts.interleave.clone(),
+        ..Scope::default()
+    };
+    let snap = snapshot::take(redis, db, keys, activity, opts.grace, &scope).await?;
+    let work: Vec<ProductView> = snap
         .products
-        .iter()
-        .filter(|v| v.status.needs_fix())
+        .into_iter()
+        .filter(|v| repair::plan(v) != Plan::Nothing)
         .collect();
-    let mut rows: Vec<FixProduct> = work.iter().map(|v| row(v)).collect();
+    let mut rows: Vec<FixProduct> = work.iter().map(row).collect();
     if let Some(plan) = &opts.confirmed {
         for r in &mut rows {
             if let Some(seen) = plan.get(&r.product)
@@ -209,35 +199,46 @@ pub async fn fix(
     }
     if opts.preview {
         report.products = rows;
-        return Ok(report);
+        return Ok(finished(report));
     }
 
+    opts.interleave.at(Stage::BeforeWrite).await;
     // The database must answer before Redis is written: the audit rows go there.
     db.check().await?;
-    let expire_at = snap.activity.keys_expire_at(opts.key_ttl_days);
+    let expire_at = a.keys_expire_at(opts.key_ttl_days);
     let fixed_at = Utc::now().timestamp_millis().to_string();
-    let todo: Vec<usize> = (0..rows.len()).filter(|&i| !rows[i].conflict).collect();
-    let repairs: Vec<Repair<'_>> = todo
-        .iter()
-        .map(|&i| Repair {
-            view: work[i],
-            meta: vec![("fixed_at", fixed_at.clone())],
-            expire_at,
-            books: true,
-        })
+    let todo: Vec<ProductView> = work
+        .into_iter()
+        .zip(&rows)
+        .filter(|(_, r)| !r.conflict)
+        .map(|(v, _)| v)
         .collect();
-    let retry = opts.confirmed.is_none();
-    let (done, stop) = match repair::repair(redis, db, activity, &repairs, retry).await {
-        Ok(done) => (done, None),
-        Err(p) => (p.done, Some(p.error)),
+    let settings = |_: &ProductView| Settings {
+        meta: vec![("fixed_at", fixed_at.clone())],
+        expire_at,
+        books: true,
+    };
+    let target = Target {
+        redis,
+        db,
+        keys,
+        activity,
+        grace: opts.grace,
+        retry: opts.confirmed.is_none(),
+    };
+    let (outcomes, stop) = match repair::run(&target, todo, &settings).await {
+        Ok(o) => (o, None),
+        Err(p) => (p.outcomes, Some(p.error)),
     };
     let mut audits = Vec::new();
-    for (&i, (r, d)) in todo.iter().zip(repairs.iter().zip(&done)) {
-        settle_row(&mut rows[i], d);
-        if rows[i].error.is_none() {
-            rows[i].error = unrepairable(r.view);
+    for o in &outcomes {
+        if let Some(r) = rows
+            .iter_mut()
+            .find(|r| r.product == o.first.product.product_id.as_str())
+        {
+            settle_row(r, &o.done);
         }
-        audits.extend(fix_audits(&opts.actor, activity, r.view, d));
+        audits.extend(fix_audits(&opts.actor, activity, o));
     }
     // Audited before any error returns: what was written is on record.
     audit::record_many(db, &audits)
@@ -247,48 +248,86 @@ pub async fn fix(
         return Err(err);
     }
     report.products = rows;
+    Ok(finished(report))
+}
+
+/// The products a fix looks at: the confirmed ones, or those the activity's books say need
+/// a write.
+async fn candidates(
+    redis: &RedisStore,
+    db: &Db,
+    keys: &KeySpace,
+    activity: &ActivityId,
+    opts: &FixOptions,
+) -> Result<Vec<String>> {
+    if let Some(plan) = &opts.confirmed {
+        return Ok(plan.keys().cloned().collect());
+    }
+    let scope = Scope {
+        only: opts.product.clone().map(|p| vec![p]),
+        ..Scope::default()
+    };
+    Ok(
+        snapshot::take(redis, db, keys, activity, opts.grace, &scope)
+            .await?
+            .products
+            .iter()
+            .filter(|v| repair::plan(v) != Plan::Nothing || v.status.needs_fix())
+            .map(|v| v.product.product_id.to_string())
+            .collect(),
+    )
+}
+
+/// Counts conflicts and errors and says what the exit code is.
+fn finished(mut report: FixReport) -> FixReport {
     report.conflicts = report.products.iter().filter(|p| p.conflict).count();
     report.errors = report
         .products
         .iter()
         .filter(|p| p.error.is_some() && !p.conflict)
         .count();
-    report.failure = if report.conflicts > 0 {
+    report.failure = if report.preview {
+        None
+    } else if report.conflicts > 0 {
         Some(ErrorKind::Refused)
     } else if report.errors > 0 {
         Some(ErrorKind::CheckFailed)
     } else {
         None
     };
-    Ok(report)
+    report
 }
 
 fn row(v: &ProductView) -> FixProduct {
+    let plan = repair::plan(v);
+    let (name, rebuild, error) = match &plan {
+        Plan::Nothing => ("none", None, None),
+        Plan::Heal => ("heal", None, None),
+        Plan::Rebuild(why) => ("rebuild", Some(why.clone()), None),
+        Plan::Topup(_) => ("topup", None, None),
+        Plan::Busy(why) => ("none", None, Some(why.clone())),
+        Plan::Refuse(why) => ("none", None, Some(why.clone())),
+    };
     FixProduct {
         product: v.product.product_id.to_string(),
         state: v.status.state,
         drift: v.status.drift,
         before: v.cut.stock.shown(),
-        after: v.truth.expected_remaining,
+        after: repair::planned_after(v),
         applied: false,
+        plan: name,
+        rebuild,
+        lost: v.status.lost.clone(),
         offset: v.status.offset,
         orphans_returned: 0,
         orphans: v.split.orphans.clone(),
         sales_recorded: v.books.unledgered_units(),
+        held_back: 0,
+        released: 0,
         attempts: 0,
-        conflict: false,
-        error: unrepairable(v),
+        conflict: matches!(plan, Plan::Busy(_)),
+        error,
     }
-}
-
-/// What a fix cannot rebuild from the database: an entry of the ledger or the buyers hash
-/// that is unreadable (a deduction's event id and first reply, a buyer's in-flight units, are
-/// Redis's alone). Said, never guessed at.
-fn unrepairable(v: &ProductView) -> Option<String> {
-    let shown = v.books.bad_entry_shown(&v.keys.ledger, &v.keys.buyers)?;
-    Some(format!(
-        "{shown}: fix cannot rebuild such an entry from the database, and every script refuses that request or buyer until it is set right by hand (see the README, \"Unreadable entries\")"
-    ))
 }
 
 /// Puts what the repair did on the product's row.
@@ -296,6 +335,8 @@ fn settle_row(row: &mut FixProduct, d: &Repaired) {
     row.applied = d.applied();
     row.orphans_returned = d.returned_units;
     row.sales_recorded = d.recorded_units;
+    row.released = d.released;
+    row.held_back = d.rebuilt.as_ref().map_or(0, |r| r.unexplained);
     row.attempts = d.attempts;
     if let Some(after) = d.stock_after {
         row.after = after;
@@ -309,17 +350,51 @@ fn shown_drift(d: Option<i64>) -> String {
 }
 
 /// One audit row per kind of write the repair made on a product.
-fn fix_audits(
-    actor: &str,
-    activity: &ActivityId,
-    v: &ProductView,
-    d: &Repaired,
-) -> Vec<AuditEntry> {
+fn fix_audits(actor: &str, activity: &ActivityId, o: &Outcome) -> Vec<AuditEntry> {
+    let (v, d) = (&o.first, &o.done);
     let mut out = Vec::new();
     let product = Some(v.product.product_id.to_string());
-    if d.returned_units > 0 {
-        let mut e = AuditEntry::new(actor, "fix.return_orphans", activity);
+    let entry = |action: &str| {
+        let mut e = AuditEntry::new(actor, action, activity);
         e.product_id = product.clone();
+        e
+    };
+    if let Some(what) = &d.topup {
+        let mut e = entry("fix.topup");
+        e.reason = what.clone();
+        out.push(e);
+    }
+    if let Some(r) = &d.rebuilt {
+        let mut e = entry("fix.rebuild");
+        e.before_value = r.before.clone();
+        e.after_value = d.stock_after.map(|s| s.to_string());
+        e.reason = format!(
+            "rebuilt from the database ({}): {} ledger entr(ies) of live orders written, {} holding(s), the counters at {} active unit(s){}",
+            r.why,
+            r.entries,
+            r.holdings,
+            r.active,
+            if r.unexplained > 0 {
+                format!(
+                    ", {} of them held back until their orders had the grace window to land",
+                    r.unexplained
+                )
+            } else {
+                String::new()
+            }
+        );
+        e.detail = serde_json::json!({
+            "lost": v.status.lost,
+            "entries": r.entries,
+            "holdings": r.holdings,
+            "active": r.active,
+            "unexplained": r.unexplained,
+        })
+        .to_string();
+        out.push(e);
+    }
+    if d.returned_units > 0 {
+        let mut e = entry("fix.return_orphans");
         e.before_value = v.cut.stock.shown();
         e.after_value = v
             .cut
@@ -333,9 +408,8 @@ fn fix_audits(
         e.detail = serde_json::json!({ "request_ids": d.returned }).to_string();
         out.push(e);
     }
-    if d.recorded_units > 0 {
-        let mut e = AuditEntry::new(actor, "fix.record_sales", activity);
-        e.product_id = product.clone();
+    if d.recorded_units > 0 && d.rebuilt.is_none() {
+        let mut e = entry("fix.record_sales");
         e.reason = format!(
             "{} unit(s) of live orders recorded as deductions (Redis had lost them)",
             d.recorded_units
@@ -343,26 +417,30 @@ fn fix_audits(
         e.detail = serde_json::json!({ "request_ids": d.recorded }).to_string();
         out.push(e);
     }
-    if d.rewritten {
-        let mut e = AuditEntry::new(actor, "fix", activity);
-        e.product_id = product;
+    if d.rebased {
+        let mut e = entry("fix");
         e.before_value = v.cut.stock.shown();
         e.after_value = d.stock_after.map(|s| s.to_string());
         e.reason = match v.status.state {
-            State::Drift | State::Negative => format!(
-                "drift {}: the stock was {} off its own counters; changed by {:+}",
+            State::Drift | State::Negative | State::Oversold => format!(
+                "drift {}: the stock was {} off its own counters; changed by {:+}{}",
                 shown_drift(v.status.drift),
                 shown_drift(v.status.offset),
-                d.change
+                d.rebase_change,
+                if d.released > 0 {
+                    format!(
+                        " ({} unit(s) held back since a rebuild put back on sale)",
+                        d.released
+                    )
+                } else {
+                    String::new()
+                }
             ),
-            State::Missing => {
-                "missing stock key written from the counters and database truth".into()
-            }
-            State::Corrupt => format!(
-                "rewritten from the counters and database truth: {}",
-                v.status.corrupt_value.as_deref().unwrap_or("corrupt")
+            _ if d.released > 0 => format!(
+                "{} unit(s) held back since a rebuild put back on sale: their orders had the grace window to land",
+                d.released
             ),
-            State::Ok | State::Paused => "meta hash rewritten from database truth".into(),
+            _ => "meta hash rewritten from database truth (limit, initial stock, pause)".into(),
         };
         e.detail = serde_json::json!({
             "initial": v.truth.initial,
@@ -371,7 +449,8 @@ fn fix_audits(
             "orphaned": v.truth.orphaned,
             "offset": v.status.offset,
             "unledgered": v.status.unledgered,
-            "change": d.change,
+            "change": d.rebase_change,
+            "released": d.released,
         })
         .to_string();
         out.push(e);

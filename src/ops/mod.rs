@@ -5,6 +5,7 @@ pub mod cleanup;
 pub mod compensation;
 pub mod fix;
 pub mod health;
+pub mod import;
 pub mod integrity;
 pub mod pause;
 pub mod preheat;

@@ -1,26 +1,37 @@
-//! Pause and resume: a product launched at the wrong price stops selling at once, through
-//! `pause.lua` on each product's keys (the deduction then answers -5 and its stock never moves
-//! for a sale), audited per product with actor and reason.
+//! Pause and resume: a product launched at the wrong price stops selling at once. The pause is
+//! the operator's intent, so it is written to the database first (`seckill_product.paused`,
+//! with its reason and a generation, in one transaction with its audit row), then to Redis
+//! through `pause.lua` on each product's keys (the deduction then answers -5 and its stock
+//! never moves for a sale). Preheat and fix write it back from the database whenever Redis
+//! loses it; until then `status` raises a critical `pause_lost`.
 
+use super::repair::{Write, phase_allows};
 use super::snapshot::products_of;
-use crate::db::Db;
 use crate::db::audit::{self, AuditEntry};
-use crate::domain::ActivityId;
+use crate::db::{Arg, Db};
+use crate::domain::{ActivityId, Product};
 use crate::error::{Error, Result};
 use crate::redis::control::{PauseReply, set_paused_many};
 use crate::redis::{KeySpace, ProductKeys, RedisStore};
 use serde::Serialize;
 
+/// The longest reason kept (longer ones are refused, naming the length).
+pub const MAX_REASON: usize = 500;
+
 /// What a pause or resume did to one product.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PausedProduct {
     pub product: String,
-    /// Whether it was paused before (None when nothing could be read).
+    /// Whether it was paused before, in the database (None when nothing could be read).
     pub was_paused: Option<bool>,
     /// Whether it is paused now, as far as this call knows.
     pub paused: Option<bool>,
-    /// False when it already was as asked (written anyway, and audited).
+    /// False when it already was as asked (nothing written to the database, nothing audited;
+    /// Redis is written anyway, which brings back a pause it lost).
     pub changed: bool,
+    /// Something worth knowing that is no failure (a product without keys in Redis).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -32,15 +43,33 @@ pub struct PauseReport {
     /// `pause` or `resume`.
     pub action: &'static str,
     pub products: Vec<PausedProduct>,
-    /// Products it could not change (missing keys, a corrupt meta hash).
+    /// Products whose Redis copy could not be written (the database holds the intent: fix or
+    /// preheat writes it).
     pub errors: usize,
 }
 
 impl PauseReport {
-    /// 0 when every product is as asked; 4 when any could not be changed.
+    /// 0 when every product is as asked; 4 when any could not be changed in Redis.
     pub fn failed(&self) -> bool {
         self.errors > 0
     }
+}
+
+/// Checks a `--reason`: printable text of at most [`MAX_REASON`] characters.
+pub fn check_reason(reason: &str) -> Result<()> {
+    if reason.chars().count() > MAX_REASON {
+        return Err(Error::bad_input(format!(
+            "--reason is {} characters long; at most {MAX_REASON} are kept: shorten it",
+            reason.chars().count()
+        )));
+    }
+    if let Some(c) = reason.chars().find(|c| c.is_control()) {
+        return Err(Error::bad_input(format!(
+            "--reason holds a control character ({:?}): give it on one line, without escape sequences",
+            c
+        )));
+    }
+    Ok(())
 }
 
 /// Pauses (`pause`) or resumes every product of `activity`, or those of `only`.
@@ -59,71 +88,140 @@ pub async fn set_paused(
             "read-only mode: refused to {action}; run without --read-only"
         )));
     }
-    crate::db::activity::require(db, activity).await?;
+    check_reason(reason)?;
+    let a = crate::db::activity::require(db, activity).await?;
+    phase_allows(&a, if pause { Write::Pause } else { Write::Resume })?;
     let products = products_of(db, activity, only).await?;
     if products.is_empty() {
         return Err(Error::bad_input(format!(
             "activity '{activity}' has no products to {action}"
         )));
     }
-    // The database must answer before Redis is written: the audit rows go there.
-    db.check().await?;
+    let generations = record_intent(db, activity, &products, pause, (actor, reason)).await?;
     let pkeys: Vec<ProductKeys> = products
         .iter()
         .map(|p| keys.product(activity, &p.product_id))
         .collect();
-    let refs: Vec<&ProductKeys> = pkeys.iter().collect();
-    let replies = set_paused_many(redis, &refs, pause).await;
+    let calls: Vec<(&ProductKeys, i64)> = pkeys
+        .iter()
+        .zip(&generations)
+        .map(|(k, g)| (k, *g))
+        .collect();
+    let replies = set_paused_many(redis, &calls, pause).await;
     let mut report = PauseReport {
         activity: activity.to_string(),
         action,
         products: Vec::with_capacity(products.len()),
         errors: 0,
     };
-    let mut audits = Vec::new();
     let mut stop = None;
-    for ((p, k), reply) in products.iter().zip(&pkeys).zip(replies) {
+    for (p, reply) in products.iter().zip(replies) {
         let mut row = PausedProduct {
             product: p.product_id.to_string(),
-            was_paused: None,
-            paused: None,
-            changed: false,
+            was_paused: Some(p.pause.paused),
+            paused: Some(pause),
+            changed: p.pause.paused != pause,
+            note: None,
             error: None,
         };
         match reply {
-            Ok(PauseReply::Written { was_paused }) => {
-                row.was_paused = Some(was_paused);
-                row.paused = Some(pause);
-                row.changed = was_paused != pause;
-                let mut e = AuditEntry::new(actor, action, activity);
-                e.product_id = Some(row.product.clone());
-                e.before_value = Some(flag(was_paused).into());
-                e.after_value = Some(flag(pause).into());
-                e.reason = reason.to_string();
-                audits.push(e);
+            Ok(PauseReply::Written { stock_present, .. }) => {
+                if !stock_present {
+                    row.note = Some(format!(
+                        "no stock key in Redis: it sells nothing now, and `seckill-console preheat {activity}` writes it {}",
+                        if pause { "paused" } else { "selling" }
+                    ));
+                }
             }
-            Ok(PauseReply::Missing) => {
-                row.error = Some(format!(
-                    "{} is missing: nothing to {action} (run `seckill-console preheat {activity}` first)",
-                    k.stock
-                ));
+            // A newer pause or resume reached Redis first: it stands, as in the database.
+            Ok(PauseReply::Stale(_)) => {
+                row.note = Some("another operator's newer pause or resume stands".into());
             }
             Err(e) => match super::repair::fatal(redis, &e) {
                 Some(err) => stop = stop.or(Some(err)),
-                None => row.error = Some(crate::redis::describe(&e)),
+                None => {
+                    row.error = Some(format!(
+                        "{} (the database holds the {action}; `seckill-console fix {activity} --product {}` writes it to Redis)",
+                        crate::redis::describe(&e),
+                        p.product_id
+                    ));
+                }
             },
         }
         report.errors += usize::from(row.error.is_some());
         report.products.push(row);
     }
-    // Audited before any error returns: what was written is on record.
-    audit::record_many(db, &audits)
-        .await
-        .map_err(|e| db.error(&e))?;
     if let Some(e) = stop {
         return Err(e);
     }
     Ok(report)
+}
+
+/// Writes the intent into the database with its audit rows, in one transaction; returns each
+/// product's pause generation afterwards (its own write's, or the current one for a product
+/// already as asked).
+async fn record_intent(
+    db: &Db,
+    activity: &ActivityId,
+    products: &[Product],
+    pause: bool,
+    (actor, reason): (&str, &str),
+) -> Result<Vec<i64>> {
+    let action = if pause { "pause" } else { "resume" };
+    // The database must answer before Redis is written: the intent and the audit go there.
+    let mut tx = db.begin().await.map_err(|e| db.error(&e))?;
+    let changing: Vec<&str> = products
+        .iter()
+        .filter(|p| p.pause.paused != pause)
+        .map(|p| p.product_id.as_str())
+        .collect();
+    if !changing.is_empty() {
+        tx.execute_in(
+            "UPDATE seckill_product SET paused = ?, pause_reason = ?, pause_gen = pause_gen + 1 \
+             WHERE activity_id = ? AND paused <> ? AND product_id IN (...)",
+            &[
+                Arg::Int(i64::from(pause)),
+                Arg::from(reason),
+                activity.as_str().into(),
+                Arg::Int(i64::from(pause)),
+            ],
+            &changing,
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+        for p in products.iter().filter(|p| p.pause.paused != pause) {
+            let mut e = AuditEntry::new(actor, action, activity);
+            e.product_id = Some(p.product_id.to_string());
+            e.before_value = Some(flag(p.pause.paused).into());
+            e.after_value = Some(flag(pause).into());
+            e.reason = reason.to_string();
+            audit::record_in(&mut tx, &e)
+                .await
+                .map_err(|e| db.error(&e))?;
+        }
+    }
+    // Read inside the transaction: the generations this write left (a concurrent operator's
+    // write waits for it, and then counts on from here).
+    let ids: Vec<&str> = products.iter().map(|p| p.product_id.as_str()).collect();
+    let rows: Vec<(String, i64)> = tx
+        .fetch_all_in(
+            "SELECT product_id, pause_gen FROM seckill_product WHERE activity_id = ? AND product_id IN (...)",
+            &[activity.as_str().into()],
+            &ids,
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+    tx.commit().await.map_err(|e| db.error(&e))?;
+    let by_id: std::collections::HashMap<String, i64> = rows.into_iter().collect();
+    Ok(products
+        .iter()
+        .map(|p| {
+            by_id
+                .get(p.product_id.as_str())
+                .copied()
+                .unwrap_or(p.pause.generation)
+        })
+        .collect())
 }
 
 fn flag(paused: bool) -> &'static str {

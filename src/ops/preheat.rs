@@ -3,12 +3,12 @@
 //! hold what would be written are left alone, so preheating twice is safe.
 
 use super::progress::Progress;
-use super::repair::{self, Repair};
+use super::repair::{self, Settings, Target};
 use super::snapshot::{self, ProductView};
 use crate::db::Db;
 use crate::db::audit::{self, AuditEntry};
 use crate::domain::ActivityId;
-use crate::domain::preheat::{Action, TokenBucket, plan, prechecks};
+use crate::domain::preheat::{Action, Found, TokenBucket, plan, prechecks};
 use crate::domain::stock::StockValue;
 use crate::error::{Error, ErrorKind, Result};
 use crate::ops::health;
@@ -28,6 +28,8 @@ pub struct PreheatOptions {
     pub grace: Duration,
     /// Days after the activity's end that its keys expire (0: never).
     pub key_ttl_days: u32,
+    /// Called between the reads and before the first write (tests only).
+    pub interleave: snapshot::Interleave,
 }
 
 /// One product in the report.
@@ -43,6 +45,9 @@ pub struct PreheatProduct {
     pub written: bool,
     pub verified: bool,
     pub token_bucket: TokenBucket,
+    /// Why the product was rebuilt from the database (a piece of it was lost), when it was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rebuilt: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -105,15 +110,11 @@ pub async fn preheat(
     }
     let started = Instant::now();
     progress.update("reading", 0, 1);
-    let snap = snapshot::take(
-        redis,
-        db,
-        keys,
-        activity,
-        opts.grace,
-        &snapshot::Scope::default(),
-    )
-    .await?;
+    let scope = snapshot::Scope {
+        interleave: opts.interleave.clone(),
+        ..snapshot::Scope::default()
+    };
+    let snap = snapshot::take(redis, db, keys, activity, opts.grace, &scope).await?;
     progress.update("reading", 1, 1);
     tracing::debug!(
         ms = started.elapsed().as_millis() as u64,
@@ -139,13 +140,15 @@ pub async fn preheat(
         .products
         .iter()
         .map(|v| {
-            plan(
-                &v.cut.stock,
-                &v.cut.meta,
-                &v.product,
-                (v.offset(), v.status.drift),
-                opts.force,
-            )
+            let found = Found {
+                stock: &v.cut.stock,
+                meta: &v.cut.meta,
+                lost: &v.status.lost,
+                offset: v.offset(),
+                drift: v.status.drift,
+                agrees: v.books.discrepancy == 0,
+            };
+            plan(&found, &v.product, opts.force)
         })
         .collect();
     for (v, action) in snap.products.iter().zip(&actions) {
@@ -160,6 +163,7 @@ pub async fn preheat(
             written: false,
             verified: false,
             token_bucket: TokenBucket::new(target, window),
+            rebuilt: None,
             error: None,
         });
         if *action == Action::Conflict {
@@ -216,14 +220,21 @@ pub async fn preheat(
         ms = started.elapsed().as_millis() as u64,
         "preheat: scripts loaded"
     );
+    opts.interleave.at(snapshot::Stage::BeforeWrite).await;
     // The database must answer before Redis is written: the audit rows go there.
     db.check().await?;
     let expire_at = snap.activity.keys_expire_at(opts.key_ttl_days);
-    let outcome = write_and_verify(
+    let target = Target {
         redis,
         db,
+        keys,
         activity,
-        (&snap.products, &actions, expire_at),
+        grace: opts.grace,
+        retry: true,
+    };
+    let outcome = write_and_verify(
+        &target,
+        (snap.products.clone(), &actions, expire_at),
         &mut report,
         progress,
     )
@@ -274,16 +285,14 @@ pub async fn preheat(
 }
 
 /// Writes the products that need it and reads every product back, in batches. Every write
-/// goes through [`repair`]: an absent key is written after the holdings are rebuilt from the
-/// orders, and only while it is still absent; a forced one is corrected by its offset from the
-/// scripts' counters, so no sale in between is overwritten; stock and meta change together or
-/// not at all. The read-back is a fresh cut: it checks that the stock agrees with its counters
-/// and the meta hash with the database, which holds however many buyers deduct meanwhile.
+/// goes through [`repair`], as `fix` does: lost pieces are rebuilt from the orders under a
+/// hold and the stock is written last; a forced product is corrected by its offset from the
+/// scripts' counters, so no sale in between is overwritten. The read-back is a fresh cut: it
+/// checks that the stock agrees with its counters, every piece is there and the meta hash says
+/// what the database says, which holds however many buyers deduct meanwhile.
 async fn write_and_verify(
-    redis: &RedisStore,
-    db: &Db,
-    activity: &ActivityId,
-    (views, actions, expire_at): (&[ProductView], &[Action], Option<i64>),
+    t: &Target<'_>,
+    (views, actions, expire_at): (Vec<ProductView>, &[Action], Option<i64>),
     report: &mut PreheatReport,
     progress: &dyn Progress,
 ) -> Result<()> {
@@ -291,57 +300,86 @@ async fn write_and_verify(
     let total = views.len();
     let mut present = 0usize;
     progress.update("writing and verifying", 0, total);
-    for start in (0..total).step_by(BATCH) {
-        let batch = start..(start + BATCH).min(total);
-        let todo: Vec<usize> = batch
-            .clone()
-            .filter(|&i| actions[i] != Action::Conflict)
+    let buckets: std::collections::HashMap<String, (String, String)> = report
+        .products
+        .iter()
+        .map(|p| {
+            (
+                p.product.clone(),
+                (
+                    p.token_bucket.capacity.to_string(),
+                    p.token_bucket.rate_per_sec.to_string(),
+                ),
+            )
+        })
+        .collect();
+    let writes_of: std::collections::HashMap<String, bool> = report
+        .products
+        .iter()
+        .zip(actions)
+        .map(|(p, a)| {
+            (
+                p.product.clone(),
+                matches!(a, Action::Write | Action::Overwrite),
+            )
+        })
+        .collect();
+    let settings = |v: &ProductView| {
+        let id = v.product.product_id.as_str();
+        let writes = writes_of.get(id).copied().unwrap_or(false);
+        Settings {
+            // An unchanged product only gets its expiry brought up to date.
+            meta: match (writes, buckets.get(id)) {
+                (true, Some((capacity, rate))) => vec![
+                    ("epoch", epoch.clone()),
+                    ("bucket_capacity", capacity.clone()),
+                    ("bucket_rate", rate.clone()),
+                ],
+                _ => Vec::new(),
+            },
+            expire_at,
+            books: writes,
+        }
+    };
+    let rows: Vec<crate::domain::Product> = views.iter().map(|v| v.product.clone()).collect();
+    let mut views = views;
+    let mut start = 0;
+    while !views.is_empty() {
+        let rest = views.split_off(BATCH.min(views.len()));
+        let batch: Vec<ProductView> = std::mem::replace(&mut views, rest);
+        let range = start..start + batch.len();
+        start = range.end;
+        let keys: Vec<_> = batch.iter().map(|v| v.keys.clone()).collect();
+        let todo: Vec<ProductView> = batch
+            .into_iter()
+            .zip(&actions[range.clone()])
+            .filter(|(_, a)| **a != Action::Conflict)
+            .map(|(v, _)| v)
             .collect();
-        let repairs: Vec<Repair<'_>> = todo
-            .iter()
-            .map(|&i| {
-                let p = &report.products[i];
-                let writes = matches!(actions[i], Action::Write | Action::Overwrite);
-                Repair {
-                    view: &views[i],
-                    // An unchanged product only gets its expiry brought up to date.
-                    meta: if writes {
-                        vec![
-                            ("epoch", epoch.clone()),
-                            ("bucket_capacity", p.token_bucket.capacity.to_string()),
-                            ("bucket_rate", p.token_bucket.rate_per_sec.to_string()),
-                        ]
-                    } else {
-                        Vec::new()
-                    },
-                    expire_at,
-                    books: writes,
-                }
-            })
-            .collect();
-        let (done, stop) = match repair::repair(redis, db, activity, &repairs, true).await {
-            Ok(done) => (done, None),
-            Err(p) => (p.done, Some(p.error)),
+        let (outcomes, stop) = match repair::run(t, todo, &settings).await {
+            Ok(o) => (o, None),
+            Err(p) => (p.outcomes, Some(p.error)),
         };
-        for (&i, d) in todo.iter().zip(&done) {
+        for o in &outcomes {
+            let id = o.first.product.product_id.as_str();
+            let Some(i) = range.clone().find(|&i| report.products[i].product == id) else {
+                continue;
+            };
             let p = &mut report.products[i];
-            p.written = matches!(actions[i], Action::Write | Action::Overwrite) && d.applied();
+            p.written = matches!(actions[i], Action::Write | Action::Overwrite) && o.done.applied();
             if p.written {
                 report.written += 1;
             }
-            p.error = d.conflict.clone().or_else(|| d.error.clone());
+            p.error = o.done.conflict.clone().or_else(|| o.done.error.clone());
+            p.rebuilt = o.done.rebuilt.as_ref().map(|r| r.why.clone());
         }
         if let Some(err) = stop {
             return Err(err);
         }
-
-        let keys: Vec<_> = views[batch.clone()]
-            .iter()
-            .map(|v| v.keys.clone())
-            .collect();
-        let cuts = cut::read(redis, &keys).await.map_err(|e| redis.error(&e))?;
-        for (i, c) in batch.clone().zip(cuts) {
-            let v = &views[i];
+        let cuts = cut::read(t.redis, &keys)
+            .await
+            .map_err(|e| t.redis.error(&e))?;
+        for (i, c) in range.clone().zip(cuts) {
             let p = &mut report.products[i];
             if c.stock != StockValue::Missing {
                 present += 1;
@@ -349,30 +387,12 @@ async fn write_and_verify(
             if p.error.is_some() {
                 continue;
             }
-            let offset = c
-                .stock
-                .value()
-                .zip(c.active())
-                .map(|(s, a)| s - v.product.initial_stock + a);
-            p.verified = offset == Some(0)
-                && c.meta.limit == Some(v.product.per_user_limit)
-                && c.meta.initial == Some(v.product.initial_stock);
+            verify(p, &c, &rows[i]);
             if p.verified && !p.written {
                 report.unchanged += 1;
             }
-            if !p.verified {
-                p.error = Some(format!(
-                    "read back stock {} (offset from its counters {}) limit {}, expected limit {} and no offset",
-                    c.stock.shown().unwrap_or_else(|| "(missing)".into()),
-                    offset.map_or_else(|| "unknown".into(), |o| format!("{o:+}")),
-                    c.meta
-                        .limit
-                        .map_or_else(|| "(none)".to_string(), |l| l.to_string()),
-                    v.product.per_user_limit
-                ));
-            }
         }
-        progress.update("writing and verifying", batch.end, total);
+        progress.update("writing and verifying", range.end, total);
     }
     if present != total {
         report.reasons.push(format!(
@@ -380,6 +400,42 @@ async fn write_and_verify(
         ));
     }
     Ok(())
+}
+
+/// Checks one product read back: its stock on its counters, every piece there, nothing
+/// holding it, and the limit and initial stock the database says.
+fn verify(
+    p: &mut PreheatProduct,
+    c: &crate::redis::cut::ProductCut,
+    want: &crate::domain::Product,
+) {
+    let offset = c
+        .stock
+        .value()
+        .zip(c.active())
+        .map(|(s, a)| s - want.initial_stock + a);
+    let lost = c.lost();
+    p.verified = offset == Some(0)
+        && lost.is_empty()
+        && c.meta.frozen.is_none()
+        && c.meta.limit == Some(want.per_user_limit)
+        && c.meta.initial == Some(want.initial_stock);
+    if !p.verified {
+        p.error = Some(format!(
+            "read back stock {} (offset from its counters {}) limit {}{}, expected limit {} and no offset",
+            c.stock.shown().unwrap_or_else(|| "(missing)".into()),
+            offset.map_or_else(|| "unknown".into(), |o| format!("{o:+}")),
+            c.meta
+                .limit
+                .map_or_else(|| "(none)".to_string(), |l| l.to_string()),
+            if lost.is_empty() {
+                String::new()
+            } else {
+                format!(", missing {}", crate::domain::stock::lost_shown(&lost))
+            },
+            want.per_user_limit
+        ));
+    }
 }
 
 /// One summary row, plus one row per product that `--force` overwrote (before and after).

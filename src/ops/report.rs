@@ -147,7 +147,7 @@ pub async fn report(
         name: a.name,
         starts_at: a.starts_at,
         ends_at: a.ends_at,
-        status: a.status,
+        status: a.status.to_string(),
         generated_at: Utc::now(),
         since,
         sales: by.into_values().collect(),

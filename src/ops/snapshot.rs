@@ -15,8 +15,9 @@ use crate::db::cut::{self as db_cut, Mark};
 use crate::db::{Db, Tx, activity as activities};
 use crate::domain::books::{Books, Candidate, HashOf, Next, OrderState, Settle, Split};
 use crate::domain::events::EventId;
+use crate::domain::meta::Piece;
 use crate::domain::rid_hash::RidSet;
-use crate::domain::stock::{LedgerEntry, ProductStatus, State, Truth};
+use crate::domain::stock::{LedgerEntry, ProductStatus, State, StockValue, Truth};
 use crate::domain::{Activity, ActivityId, Product};
 use crate::error::{Error, Result};
 use crate::redis::cut::ProductCut;
@@ -50,6 +51,20 @@ impl ProductView {
     }
 }
 
+/// One product as a refresh reads it: its database row, its keys and its cut.
+#[derive(Clone, Debug)]
+pub struct ProductAtCut {
+    pub product: Product,
+    pub keys: ProductKeys,
+    pub cut: ProductCut,
+}
+
+impl ProductAtCut {
+    pub fn id(&self) -> &str {
+        self.product.product_id.as_str()
+    }
+}
+
 /// What reading the activity cost (for the footprint benchmark and the debug log).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Cost {
@@ -67,6 +82,9 @@ pub struct Snapshot {
     /// Redis time of the cut.
     pub taken_at: DateTime<Utc>,
     pub cost: Cost,
+    /// How far the orders' clock (their `updated_at` stamps) runs ahead of Redis's (negative:
+    /// behind), as the orders that landed show it; None before any landed in view.
+    pub skew_ms: Option<i64>,
 }
 
 /// Which products to read, and how.
@@ -95,6 +113,12 @@ pub enum Stage {
     AfterCut,
     /// One round of the search for differences was read.
     Round,
+    /// A write's reads are done; its first write is next (fix, preheat, top-up).
+    BeforeWrite,
+    /// A top-up's first step is written; its database write is next.
+    TopupBegun,
+    /// A top-up's database write is done; its second step in Redis is next.
+    TopupWritten,
 }
 
 type HookFn = dyn Fn(Stage) -> futures::future::BoxFuture<'static, ()> + Send + Sync;
@@ -163,27 +187,35 @@ pub async fn take(
     Ok(snap)
 }
 
-/// Builds the books of `products` at their cuts from scratch, inside the read snapshot `tx`
+/// Builds the books of `items` at their cuts from scratch, inside the read snapshot `tx`
 /// (begun after the cuts were read): every event and every live order is read, in bounded
 /// pages. Each product's books come with whether its differences account for its counters.
+/// A product whose cut cannot carry books (stock, counters or stream unreadable) still gets
+/// its units of live orders: the database's figures never depend on Redis.
 pub(crate) async fn settle(
     redis: &RedisStore,
     tx: &mut Tx,
     activity: &ActivityId,
-    (products, keys, cuts): (&[Product], &[ProductKeys], &[ProductCut]),
+    items: &[&ProductAtCut],
     hook: &Interleave,
     cost: &mut Cost,
 ) -> Result<Vec<(Books, bool)>> {
-    let ids: Vec<&str> = products.iter().map(|p| p.product_id.as_str()).collect();
-    let (sold, after) =
-        sold_and_after(redis, tx, activity, (products, keys, cuts), hook, cost).await?;
-    let mut settles: Vec<Option<Settle>> = cuts
+    let ids: Vec<&str> = items.iter().map(|i| i.id()).collect();
+    let keys: Vec<ProductKeys> = items.iter().map(|i| i.keys.clone()).collect();
+    let (sold, after) = sold_and_after(redis, tx, activity, items, hook, cost).await?;
+    let mut settles: Vec<Option<Settle>> = items
         .iter()
         .zip(after)
         .zip(&sold)
-        .map(|((c, after), &l)| Some(Settle::new(c.position?, l, c.active()?, after)))
+        .map(|((i, after), &l)| {
+            let c = &i.cut;
+            let declared = (c.active()?, c.meta.unexplained, c.meta.unexplained_since);
+            let mut s = Settle::new(c.position?, l, declared, after);
+            s.cut_ms = c.now_ms;
+            Some(s)
+        })
         .collect();
-    run(redis, tx, activity, (&ids, keys), &mut settles, hook, cost).await?;
+    run(redis, tx, activity, (&ids, &keys), &mut settles, hook, cost).await?;
     Ok(settles
         .into_iter()
         .zip(sold)
@@ -210,11 +242,11 @@ pub(crate) async fn sold_at_cut(
     redis: &RedisStore,
     tx: &mut Tx,
     activity: &ActivityId,
-    products: (&[Product], &[ProductKeys], &[ProductCut]),
+    items: &[&ProductAtCut],
     hook: &Interleave,
 ) -> Result<Vec<i64>> {
     let mut cost = Cost::default();
-    let (sold, _) = sold_and_after(redis, tx, activity, products, hook, &mut cost).await?;
+    let (sold, _) = sold_and_after(redis, tx, activity, items, hook, &mut cost).await?;
     Ok(sold)
 }
 
@@ -222,21 +254,21 @@ async fn sold_and_after(
     redis: &RedisStore,
     tx: &mut Tx,
     activity: &ActivityId,
-    (products, keys, cuts): (&[Product], &[ProductKeys], &[ProductCut]),
+    items: &[&ProductAtCut],
     hook: &Interleave,
     cost: &mut Cost,
 ) -> Result<(Vec<i64>, Vec<RidSet>)> {
-    let ids: Vec<&str> = products.iter().map(|p| p.product_id.as_str()).collect();
+    let ids: Vec<&str> = items.iter().map(|i| i.id()).collect();
     // A few products: an IN list; many: one grouped sum over the activity.
     let few = (ids.len() <= crate::db::IN_CHUNK).then_some(ids.as_slice());
     let live = db_cut::live_units(tx, activity, few).await?;
-    let after = after_cut(redis, keys, cuts).await?;
+    let after = after_cut(redis, items).await?;
     hook.at(Stage::AfterCut).await;
-    let late = late_units(tx, activity, products, &after, cost).await?;
-    let sold = products
+    let late = late_units(tx, activity, items, &after, cost).await?;
+    let sold = items
         .iter()
         .zip(&late)
-        .map(|(p, late)| live.get(p.product_id.as_str()).copied().unwrap_or(0) - late)
+        .map(|(i, late)| live.get(i.id()).copied().unwrap_or(0).saturating_sub(*late))
         .collect();
     Ok((sold, after))
 }
@@ -281,21 +313,31 @@ pub fn view(
         split.in_flight,
         split.orphaned,
     );
+    let lost = lost_pieces(&product, &cut);
     let mut status = ProductStatus::build(
         product.product_id.as_str(),
         product.per_user_limit,
-        &cut.stock,
-        &cut.meta,
+        (&cut.stock, &cut.meta, &lost),
         truth,
     );
     status.unledgered = books.unledgered_units();
-    if let Some(shown) = books.bad_entry_shown(&keys.ledger, &keys.buyers)
-        && !matches!(status.state, State::Missing | State::Corrupt)
-    {
-        // The stock and counters are fine, but a script asked about this request or buyer
-        // refuses it.
-        status.state = State::Corrupt;
-        status.corrupt_value = Some(shown);
+    status.db_paused = product.pause.paused;
+    status.pause_reason = product.pause.reason.clone();
+    status.stream_gap = books.stream_gap;
+    status.held = held_shown(&cut);
+    if !matches!(
+        status.state,
+        State::Missing | State::Corrupt | State::Oversold
+    ) {
+        // The stock and counters read fine, but the books found what the scripts or the
+        // console cannot vouch for.
+        let why = books
+            .bad_entry_shown(&keys.ledger, &keys.buyers)
+            .or_else(|| discrepancy_shown(books));
+        if let Some(why) = why {
+            status.state = State::Corrupt;
+            status.corrupt_value = Some(why);
+        }
     }
     let books = if details {
         books.clone()
@@ -305,6 +347,10 @@ pub fn view(
             live_units: books.live_units,
             bad_entries: books.bad_entries.clone(),
             sweep: books.sweep,
+            unexplained: books.unexplained,
+            unexplained_since: books.unexplained_since,
+            discrepancy: books.discrepancy,
+            stream_gap: books.stream_gap,
             ..Books::default()
         }
     };
@@ -322,26 +368,69 @@ pub fn view(
     v
 }
 
+/// Every piece of the product's evidence Redis lost: what the cut shows, and the operator's
+/// pause when the database holds one Redis does not.
+pub fn lost_pieces(product: &Product, cut: &ProductCut) -> Vec<Piece> {
+    let mut lost = cut.lost();
+    if product.pause.paused && !cut.meta.paused && cut.stock != StockValue::Missing {
+        lost.push(Piece::Pause);
+    }
+    lost
+}
+
+/// A step another console left half done on the product, when it is older than such a step
+/// takes: its console died, and the next fix finishes it.
+fn held_shown(cut: &ProductCut) -> Option<String> {
+    let age = |at: i64| cut.now_ms.saturating_sub(at);
+    if let Some(t) = &cut.meta.topup
+        && age(t.at_ms) >= super::repair::TOPUP_LEASE_MS
+    {
+        return Some(format!(
+            "a top-up ({}, {:+}) has been between its two writes for {} s (its console stopped): fix finishes it from the database",
+            t.id,
+            t.change,
+            age(t.at_ms) / 1000
+        ));
+    }
+    if let Some(f) = &cut.meta.frozen
+        && age(f.at_ms) >= crate::redis::rewrite::REBUILD_LEASE_MS
+    {
+        return Some(format!(
+            "a rebuild has held it for {} s (its console stopped; nothing sells): fix takes it over",
+            age(f.at_ms) / 1000
+        ));
+    }
+    None
+}
+
+/// What counters that disagree with the ledger mean, for the operator.
+fn discrepancy_shown(books: &Books) -> Option<String> {
+    match books.discrepancy {
+        0 => None,
+        d if d > 0 => Some(format!(
+            "the counters hold {d} unit(s) that no ledger entry names (ledger entries lost, or counters written by hand): fix holds them back until their orders had the grace window to land"
+        )),
+        d => Some(format!(
+            "the ledger names {} unit(s) more than the counters hold (the counters lost or written by hand): fix rebuilds them from the ledger",
+            -d
+        )),
+    }
+}
+
 /// Per product, the requests whose first event after the cut activates them: their orders,
 /// if the snapshot already holds them, belong to after the cut. Read after the database
 /// snapshot was taken, so none is missed.
-async fn after_cut(
-    redis: &RedisStore,
-    keys: &[ProductKeys],
-    cuts: &[ProductCut],
-) -> Result<Vec<RidSet>> {
-    let asks: Vec<(&ProductKeys, EventId)> = keys
+async fn after_cut(redis: &RedisStore, items: &[&ProductAtCut]) -> Result<Vec<RidSet>> {
+    let asks: Vec<(&ProductKeys, EventId)> = items
         .iter()
-        .zip(cuts)
-        .map(|(k, c)| (k, c.position.unwrap_or(EventId::ZERO)))
+        .map(|i| (&i.keys, i.cut.position.unwrap_or(EventId::ZERO)))
         .collect();
-    let mut out = Vec::with_capacity(keys.len());
-    for ((k, c), page) in keys
+    let mut out = Vec::with_capacity(items.len());
+    for (item, page) in items
         .iter()
-        .zip(cuts)
         .zip(events::after_many(redis, &asks, PAGE).await)
     {
-        if c.position.is_none() {
+        if item.cut.position.is_none() {
             out.push(RidSet::default());
             continue;
         }
@@ -351,7 +440,7 @@ async fn after_cut(
             && let Some(last) = page.last
         {
             evs.extend(
-                events::all_after(redis, k, last)
+                events::all_after(redis, &item.keys, last)
                     .await
                     .map_err(|e| redis.error(&e))?,
             );
@@ -377,25 +466,23 @@ async fn after_cut(
 async fn late_units(
     tx: &mut Tx,
     activity: &ActivityId,
-    products: &[Product],
+    items: &[&ProductAtCut],
     after: &[RidSet],
     cost: &mut Cost,
 ) -> Result<Vec<i64>> {
     let rids: Vec<&str> = after.iter().flatten().map(String::as_str).collect();
     cost.looked_up += rids.len() as u64;
     let found = db_cut::lookup(tx, activity, &rids).await?;
-    Ok(products
+    Ok(items
         .iter()
         .zip(after)
-        .map(|(p, rids)| {
+        .map(|(item, rids)| {
             rids.iter()
                 .filter_map(|r| match found.get(r) {
-                    Some((product, OrderState::Live(q))) if product == p.product_id.as_str() => {
-                        Some(*q)
-                    }
+                    Some((product, OrderState::Live(q))) if product == item.id() => Some(*q),
                     _ => None,
                 })
-                .sum()
+                .fold(0i64, |sum, q| sum.saturating_add(q))
         })
         .collect())
 }

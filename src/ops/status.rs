@@ -45,6 +45,9 @@ pub struct StatusReport {
     pub compensation: QueueSummary,
     pub outbox: QueueSummary,
     pub taken_at: DateTime<Utc>,
+    /// How far the orders' timestamps run ahead of Redis's clock (negative: behind), as the
+    /// orders seen landing show it; null before any landed in view.
+    pub clock_skew_ms: Option<i64>,
 }
 
 impl StatusReport {
@@ -129,7 +132,9 @@ pub async fn glance(
             .map(|(s, a)| s - p.initial_stock + a);
         let bad = match c.stock.value() {
             None => true,
-            Some(s) => s < 0 || c.meta.corrupt.is_some() || offset != Some(0),
+            Some(s) => {
+                s < 0 || c.meta.corrupt.is_some() || offset != Some(0) || !c.lost().is_empty()
+            }
         };
         alerts += usize::from(bad);
         present += usize::from(c.stock != crate::domain::stock::StockValue::Missing);
@@ -170,6 +175,7 @@ pub fn build(
             }
         }
     }
+    alerts.extend(alerts::clock_alert(snap.skew_ms, CLOCK_SKEW_ALERT_MS));
     alerts.sort_by_key(|a| std::cmp::Reverse(a.severity));
     let mut totals = Totals::default();
     for p in &products {
@@ -192,8 +198,12 @@ pub fn build(
         compensation,
         outbox,
         taken_at: snap.taken_at,
+        clock_skew_ms: snap.skew_ms,
     }
 }
+
+/// How far the orders' clock may run from Redis's before it is an alert of its own.
+pub const CLOCK_SKEW_ALERT_MS: i64 = 5_000;
 
 fn secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)

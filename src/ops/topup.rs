@@ -5,15 +5,16 @@
 //! drift the status names), never an oversell. The Redis step is `topup.lua`, atomic and
 //! applied once per top-up id.
 
-use super::snapshot::{self, Scope};
+use super::repair::{Write, phase_allows};
+use super::snapshot::{self, Interleave, Scope, Stage};
 use crate::db::Db;
 use crate::db::audit::{self, AuditEntry};
 use crate::domain::import::MAX_STOCK;
 use crate::domain::stock::StockValue;
 use crate::domain::{ActivityId, ProductId};
 use crate::error::{Error, ErrorKind, Result};
-use crate::redis::control::{TopupReply, topup as topup_script};
-use crate::redis::{KeySpace, RedisStore};
+use crate::redis::control::{TopupReply, TopupStep, topup as topup_script};
+use crate::redis::{KeySpace, ProductKeys, RedisStore};
 use serde::Serialize;
 use std::time::Duration;
 
@@ -51,29 +52,42 @@ pub fn check_change(product: &str, initial: i64, change: i64) -> Result<i64> {
     }
 }
 
+/// One top-up as asked.
+#[derive(Clone, Debug)]
+pub struct TopupRequest<'a> {
+    pub activity: &'a ActivityId,
+    pub product: &'a ProductId,
+    /// Units added (negative: taken away).
+    pub change: i64,
+    pub actor: &'a str,
+    pub reason: &'a str,
+    pub grace: Duration,
+    /// Called between the writes (tests only).
+    pub interleave: Interleave,
+}
+
 /// Moves the initial stock of `product` by `change` in the database and in Redis.
 pub async fn topup(
     redis: &RedisStore,
     db: &Db,
     keys: &KeySpace,
-    (activity, product): (&ActivityId, &ProductId),
-    change: i64,
-    (actor, reason): (&str, &str),
-    grace: Duration,
+    req: &TopupRequest<'_>,
 ) -> Result<TopupReport> {
+    let (activity, product, change) = (req.activity, req.product, req.change);
+    let (actor, reason, grace) = (req.actor, req.reason, req.grace);
     if redis.read_only() || db.read_only() {
         return Err(Error::refused(
             "read-only mode: refused to top up; run without --read-only",
         ));
     }
+    super::pause::check_reason(reason)?;
     let a = crate::db::activity::require(db, activity).await?;
-    if a.phase(chrono::Utc::now()) == crate::domain::Phase::Cancelled {
-        return Err(Error::refused(format!(
-            "activity '{activity}' is cancelled: nothing of it is for sale"
-        )));
-    }
+    phase_allows(&a, Write::Topup)?;
+    // Read from scratch: a cut never goes below what is sold, in flight or orphaned, and that
+    // figure must not rest on books a feed carried.
     let scope = Scope {
         only: Some(vec![product.to_string()]),
+        full: true,
         ..Scope::default()
     };
     let snap = snapshot::take(redis, db, keys, activity, grace, &scope).await?;
@@ -92,12 +106,20 @@ pub async fn topup(
         )));
     }
     let redis_before = match &v.cut.stock {
-        StockValue::Value(s) => Some(*s),
+        StockValue::Value(s) if v.status.lost.iter().all(|p| !p.needs_rebuild()) => Some(*s),
         StockValue::Missing => None,
         _ => {
             return Err(Error::refused(format!(
-                "the stock of {product} is {}: run `seckill-console fix {activity} --product {product}` first",
-                v.status.state.as_str()
+                "{product} is {}{}: run `seckill-console fix {activity} --product {product}` first, then top up",
+                v.status.state.as_str(),
+                if v.status.lost.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " ({} lost)",
+                        crate::domain::stock::lost_shown(&v.status.lost)
+                    )
+                }
             )));
         }
     };
@@ -114,71 +136,62 @@ pub async fn topup(
     };
     // The database must answer before Redis is written: the audit row goes there.
     db.check().await?;
-    let id = format!(
-        "{}-{:x}",
-        chrono::Utc::now().timestamp_millis(),
-        std::process::id()
-    );
+    let id = crate::domain::token::unique();
     let k = keys.product(activity, product);
     let mut entry = AuditEntry::new(actor, "topup", activity);
     entry.product_id = Some(product.to_string());
     entry.before_value = Some(initial.to_string());
     entry.after_value = Some(initial_after.to_string());
     entry.reason = reason.to_string();
-
+    req.interleave.at(Stage::BeforeWrite).await;
+    let step = Step {
+        redis,
+        db,
+        keys: &k,
+        at: (activity, product),
+        id: &id,
+        initial,
+        change,
+        entry: &entry,
+        interleave: &req.interleave,
+    };
     if redis_before.is_none() {
-        write_db(db, (activity, product), initial, change, &entry).await?;
+        step.write_db().await?;
         report.note = Some(format!(
             "{product} has no keys in Redis: the database holds the new initial stock; `seckill-console preheat {activity}` writes it"
         ));
         return Ok(report);
     }
-    let redis_step = |e: redis::RedisError| {
-        let err = redis.error(&e);
-        (err.kind, crate::redis::describe(&e))
-    };
-    if change > 0 {
-        // A raise: the database first. If Redis then fails, it holds fewer than the truth.
-        write_db(db, (activity, product), initial, change, &entry).await?;
-        let taken = match topup_script(redis, &k, change, &id).await {
-            Ok(TopupReply::Applied(s) | TopupReply::AlreadyApplied(s)) => Ok(Some(s)),
-            Ok(TopupReply::Missing) => Ok(None),
-            // Only a cut is ever refused for too few units; say so rather than guess.
-            Ok(TopupReply::TooFew(s)) => Err((
-                ErrorKind::CheckFailed,
-                format!("topup.lua refused the raise (stock {s})"),
-            )),
-            Err(e) => Err(redis_step(e)),
+    report.redis_after = Some(step.run().await?);
+    Ok(report)
+}
+
+/// One top-up's writes: the marker in Redis, the database, the second step in Redis.
+struct Step<'a> {
+    redis: &'a RedisStore,
+    db: &'a Db,
+    keys: &'a ProductKeys,
+    at: (&'a ActivityId, &'a ProductId),
+    id: &'a str,
+    initial: i64,
+    change: i64,
+    entry: &'a AuditEntry,
+    interleave: &'a Interleave,
+}
+
+impl Step<'_> {
+    /// The three writes in order; the stock afterwards.
+    async fn run(&self) -> Result<i64> {
+        let (activity, product) = self.at;
+        let change = self.change;
+        let fail = |e: redis::RedisError| {
+            let err = self.redis.error(&e);
+            (err.kind, crate::redis::describe(&e))
         };
-        match taken {
-            Ok(Some(s)) => report.redis_after = Some(s),
-            Ok(None) => {
-                report.redis_after = None;
-                report.note = Some(format!(
-                    "the stock key of {product} vanished meanwhile: the database holds the new initial stock; `seckill-console preheat {activity}` writes it"
-                ));
-            }
-            Err((kind, why)) => {
-                let kind = if kind == ErrorKind::Unavailable {
-                    kind
-                } else {
-                    ErrorKind::CheckFailed
-                };
-                return Err(Error::new(
-                    kind,
-                    format!(
-                        "the database now holds initial_stock {initial_after} for {product} (+{change}, audited), but Redis did not take the {change} unit(s): {why}. Do not run topup again: when Redis answers, `seckill-console fix {activity} --product {product}` adds them (status shows them as a drift of -{change} until then)"
-                    ),
-                ));
-            }
-        }
-    } else {
-        // A cut: Redis first, never below what it holds now. If the database then fails,
-        // Redis holds fewer than the truth.
-        match topup_script(redis, &k, change, &id).await {
-            Ok(TopupReply::Applied(s) | TopupReply::AlreadyApplied(s)) => {
-                report.redis_after = Some(s)
-            }
+        // 1. The marker (and, for a cut, the units taken away): every other console now sees
+        // the top-up between its writes and does not correct across it.
+        match topup_script(self.redis, self.keys, TopupStep::Begin(change), self.id).await {
+            Ok(TopupReply::Done(_) | TopupReply::AlreadyBegun(_)) => {}
             Ok(TopupReply::TooFew(s)) => {
                 return Err(Error::refused(format!(
                     "--add {change}: the Redis stock of {product} is {s} now (buyers took the rest): nothing was written"
@@ -186,65 +199,120 @@ pub async fn topup(
             }
             Ok(TopupReply::Missing) => {
                 return Err(Error::refused(format!(
-                    "the stock key of {product} vanished meanwhile: nothing was written; preheat, then top up again"
+                    "the stock key of {product} vanished meanwhile: nothing was written; fix or preheat, then top up again"
+                )));
+            }
+            Ok(TopupReply::NotPending(m)) => {
+                return Err(Error::refused(format!(
+                    "another top-up of {product} is between its writes ('{m}'): nothing was written; top up again in a moment"
+                )));
+            }
+            Ok(TopupReply::Held(why)) => {
+                return Err(Error::refused(format!(
+                    "{product} is not the console's to top up now ({why}): nothing was written; fix it first"
+                )));
+            }
+            Ok(other) => {
+                return Err(Error::check_failed(format!(
+                    "topup.lua answered {other:?} to the top-up's first step: nothing was written"
                 )));
             }
             Err(e) => {
-                let (kind, why) = redis_step(e);
+                let (kind, why) = fail(e);
                 return Err(Error::new(
                     kind,
                     format!(
-                        "Redis did not take the {} unit(s) away: {why}; nothing was written to the database (if the reply was only lost, `seckill-console fix {activity} --product {product}` gives them back)",
-                        -change
+                        "Redis did not take the top-up's first step: {why}; nothing was written to the database (if only the reply was lost, the next `seckill-console fix {activity} --product {product}` resolves it)"
                     ),
                 ));
             }
         }
-        if let Err(e) = write_db(db, (activity, product), initial, change, &entry).await {
-            return Err(Error::new(
-                e.kind,
-                format!(
-                    "Redis took {} unit(s) of {product} away, but the database did not lower initial_stock: {}. Run `seckill-console fix {activity} --product {product}` to give them back, then top up again",
-                    -change, e.message
+        self.interleave.at(Stage::TopupBegun).await;
+        // 2. The database.
+        if let Err(e) = self.write_db().await {
+            let back = if change > 0 {
+                TopupStep::Abort
+            } else {
+                TopupStep::Undo
+            };
+            let undone = topup_script(self.redis, self.keys, back, self.id).await;
+            let redis_side = match undone {
+                Ok(_) => "Redis is as before".to_string(),
+                Err(u) => format!(
+                    "Redis could not be put back ({}): the next `seckill-console fix {activity} --product {product}` does it",
+                    crate::redis::describe(&u)
                 ),
-            ));
+            };
+            return Err(Error::new(e.kind, format!("{}; {redis_side}", e.message)));
+        }
+        self.interleave.at(Stage::TopupWritten).await;
+        // 3. The second step in Redis.
+        let second = if change > 0 {
+            TopupStep::Apply
+        } else {
+            TopupStep::Finish
+        };
+        match topup_script(self.redis, self.keys, second, self.id).await {
+            Ok(TopupReply::Done(s) | TopupReply::AlreadyApplied(s)) => Ok(s),
+            Ok(TopupReply::Missing) => Err(Error::check_failed(format!(
+                "the database holds initial_stock {} for {product}, but its stock key vanished meanwhile: `seckill-console preheat {activity}` writes it from the database",
+                self.initial + change
+            ))),
+            Ok(other) => Err(Error::check_failed(format!(
+                "the database holds initial_stock {} for {product}, but the top-up's second step in Redis answered {other:?} (another console resolved it): `seckill-console status {activity}` shows where the stock stands; `fix` corrects it from the database",
+                self.initial + change
+            ))),
+            Err(e) => {
+                let (kind, why) = fail(e);
+                let kind = if kind == ErrorKind::Unavailable {
+                    kind
+                } else {
+                    ErrorKind::CheckFailed
+                };
+                Err(Error::new(
+                    kind,
+                    format!(
+                        "the database now holds initial_stock {} for {product} ({change:+}, audited), but Redis did not take the second step: {why}. Do not run topup again: once Redis answers (and {} s have passed), `seckill-console fix {activity} --product {product}` finishes it from the database",
+                        self.initial + change,
+                        super::repair::TOPUP_LEASE_MS / 1000
+                    ),
+                ))
+            }
         }
     }
-    Ok(report)
-}
 
-/// `initial_stock += change`, only while it still holds what was read, with its audit row in
-/// the same transaction.
-async fn write_db(
-    db: &Db,
-    (activity, product): (&ActivityId, &ProductId),
-    initial: i64,
-    change: i64,
-    entry: &AuditEntry,
-) -> Result<()> {
-    let mut tx = db.begin().await.map_err(|e| db.error(&e))?;
-    let n = tx
-        .execute(
-            "UPDATE seckill_product SET initial_stock = initial_stock + ? \
-             WHERE activity_id = ? AND product_id = ? AND initial_stock = ?",
-            &[
-                crate::db::Arg::Int(change),
-                activity.as_str().into(),
-                product.as_str().into(),
-                crate::db::Arg::Int(initial),
-            ],
-        )
-        .await
-        .map_err(|e| db.error(&e))?;
-    if n != 1 {
-        return Err(Error::refused(format!(
-            "the initial stock of {product} changed since it was read (a re-import?): nothing was written; top up again"
-        )));
+    /// `initial_stock += change`, only while it still holds what was read and no fix fenced
+    /// this top-up off (its console was presumed dead), with its audit row in the same
+    /// transaction.
+    async fn write_db(&self) -> Result<()> {
+        let (activity, product) = self.at;
+        let db = self.db;
+        let mut tx = db.begin().await.map_err(|e| db.error(&e))?;
+        let n = tx
+            .execute(
+                "UPDATE seckill_product SET initial_stock = initial_stock + ? \
+                 WHERE activity_id = ? AND product_id = ? AND initial_stock = ? \
+                 AND (topup_fence IS NULL OR topup_fence <> ?)",
+                &[
+                    crate::db::Arg::Int(self.change),
+                    activity.as_str().into(),
+                    product.as_str().into(),
+                    crate::db::Arg::Int(self.initial),
+                    self.id.into(),
+                ],
+            )
+            .await
+            .map_err(|e| db.error(&e))?;
+        if n != 1 {
+            return Err(Error::refused(format!(
+                "the initial stock of {product} changed since it was read (a re-import, another top-up, or a fix that took this one for dead): the database was not written; top up again"
+            )));
+        }
+        audit::record_in(&mut tx, self.entry)
+            .await
+            .map_err(|e| db.error(&e))?;
+        tx.commit().await.map_err(|e| db.error(&e))
     }
-    audit::record_in(&mut tx, entry)
-        .await
-        .map_err(|e| db.error(&e))?;
-    tx.commit().await.map_err(|e| db.error(&e))
 }
 
 #[cfg(test)]

@@ -3,13 +3,22 @@
 //! pollers, `watch`) keeps a tracker between refreshes; `status`, `reconcile` and `fix` start
 //! one from the checkpoint the last console left in Redis ([`crate::redis::checkpoint`]).
 //!
+//! The books hold, per product (see [`crate::domain::books`]): the units of live orders
+//! counted at the cut ("sold"), the deductions no live order backs ("unbacked": in flight, or
+//! orphaned once past the grace window) and the live orders Redis holds no deduction for
+//! ("unledgered"). The scripts' counters give the units held by active deductions ("active");
+//! everything is known when active - sold = unbacked - unledgered (+ what a rebuild declared
+//! it could not name).
+//!
 //! One refresh:
 //! 1. the cut of every product (a few reads each);
 //! 2. for a product without books in memory, its checkpoint, if it is still valid;
 //! 3. the events since the books' position, up to the cut, applied ([`Books::apply`]);
-//! 4. in one read snapshot of the database: the orders of the deductions still unbacked and of
-//!    the returns just seen (IN lists), and the orders created, paid or ended since the last
-//!    refresh (a page walk along the index on `updated_at`);
+//! 4. in one read snapshot of the database: the orders that changed since the last refresh
+//!    (a page walk along the index on `updated_at`, re-reading a margin before the latest
+//!    change for commits that land late), the orders of the returns just seen, and the orders
+//!    of deductions about to count as orphaned (IN lists: an order that landed later than the
+//!    margin is found before it could raise an alarm);
 //! 5. when due (every read of a command; every `verify_every` in the live view), the sum of
 //!    live orders at the cut is compared with the books, which catches what no feed shows (an
 //!    order deleted, a change committed with an old timestamp);
@@ -18,7 +27,7 @@
 //! 7. the books are saved as the product's checkpoint (not in read-only mode).
 
 use super::integrity;
-use super::snapshot::{self, Cost, Interleave, ProductView, Snapshot, Stage};
+use super::snapshot::{self, Cost, Interleave, ProductAtCut, ProductView, Snapshot, Stage};
 use crate::db::cut::{self as db_cut, Change, Mark};
 use crate::db::{Db, Tx, activity as activities};
 use crate::domain::books::{Books, HashOf, MAX_BAD_ENTRIES, OrderState};
@@ -27,16 +36,19 @@ use crate::domain::rid_hash::{RidMap, RidState};
 use crate::domain::{ActivityId, Product};
 use crate::error::Result;
 use crate::redis::checkpoint::{self, Checkpoint, Feed};
-use crate::redis::cut::{self, ProductCut};
+use crate::redis::cut;
 use crate::redis::events::{self, PAGE};
 use crate::redis::ledger;
 use crate::redis::{KeySpace, ProductKeys, RedisStore};
 use chrono::{TimeZone, Utc};
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 /// Differences (unbacked deductions and unledgered orders) a checkpoint holds at most.
 const MAX_SAVED: usize = 10_000;
+
+/// Deductions about to count as orphaned whose orders one refresh looks up at most.
+const MAX_CONFIRM: usize = 2_000;
 
 /// How a tracker reads and keeps its books.
 #[derive(Clone, Debug)]
@@ -62,13 +74,17 @@ pub struct TrackerOptions {
     pub interleave: Interleave,
 }
 
+/// The feed's margin: orders committed up to this long after a later one are seen by the
+/// next refresh, whatever the time between two refreshes.
+pub const MARGIN: Duration = Duration::from_secs(2);
+
 impl TrackerOptions {
     /// The live view: a refresh reads what changed; the sums are compared every minute; the
     /// books are saved every ten seconds unless `read_only`.
     pub fn live(grace: Duration, read_only: bool) -> Self {
         TrackerOptions {
             grace,
-            margin: Duration::from_secs(1),
+            margin: MARGIN,
             verify_every: Duration::from_secs(60),
             load_checkpoints: true,
             save_every: (!read_only).then_some(Duration::from_secs(10)),
@@ -117,11 +133,49 @@ struct Kept {
     feed: Option<Feed>,
 }
 
+/// How far the orders' stamps run ahead of Redis's clock, from the orders seen landing: each
+/// landing gives its stamp less its deduction's Redis time (the clocks' offset plus however
+/// long the order took); the smallest of the recent ones is the offset.
+#[derive(Clone, Debug, Default)]
+struct ClockSkew {
+    samples: VecDeque<i64>,
+}
+
+impl ClockSkew {
+    const KEEP: usize = 256;
+    /// A lag this small is the ordinary spread of clocks and delays, not a clock to correct.
+    const NOISE_MS: i64 = 1_000;
+
+    fn sample(&mut self, stamp_ms: i64, deducted_ms: i64) {
+        if self.samples.len() == Self::KEEP {
+            self.samples.pop_front();
+        }
+        self.samples.push_back(stamp_ms.saturating_sub(deducted_ms));
+    }
+
+    fn skew_ms(&self) -> Option<i64> {
+        self.samples.iter().copied().min()
+    }
+
+    /// A stamp of the orders' clock as Redis's clock had it. Only a clock clearly behind is
+    /// corrected: the estimate is the clocks' offset plus the quickest order's delay, so a
+    /// lead may be nothing but orders landing late, while a lag of seconds is the clock.
+    fn to_redis(&self, stamp_ms: i64) -> i64 {
+        match self.skew_ms() {
+            Some(s) if s < -Self::NOISE_MS => stamp_ms.saturating_sub(s),
+            _ => stamp_ms,
+        }
+    }
+}
+
 /// The books of one activity between refreshes.
 pub struct Tracker {
     activity: ActivityId,
     opts: TrackerOptions,
     kept: HashMap<String, Kept>,
+    /// Books of products whose cut cannot carry them (the stock, counters or stream
+    /// unreadable): only their database figures, settled again on the next refresh.
+    unkept: HashMap<String, Books>,
     last_verify: Option<Instant>,
     last_save: Option<Instant>,
     /// Changes (request, updated_at in µs) applied while inside the feed's margin.
@@ -131,6 +185,9 @@ pub struct Tracker {
     backed_recently: RidMap<i64>,
     /// The product the next sweep page starts at.
     sweep_next: usize,
+    /// Which orphan-to-be the next confirmation starts at (they are looked up in turns).
+    confirm_next: usize,
+    clock: ClockSkew,
     /// What the last refresh read.
     pub cost: RefreshCost,
 }
@@ -141,6 +198,7 @@ impl Tracker {
             activity,
             opts,
             kept: HashMap::new(),
+            unkept: HashMap::new(),
             last_verify: None,
             last_save: None,
             processed: HashSet::default(),
@@ -148,6 +206,8 @@ impl Tracker {
             // Commands each read once: starting from the clock, their sweeps go round the
             // products of an activity with more products than one sweep takes.
             sweep_next: usize::try_from(Utc::now().timestamp()).unwrap_or(0),
+            confirm_next: 0,
+            clock: ClockSkew::default(),
             cost: RefreshCost::default(),
         }
     }
@@ -162,8 +222,7 @@ impl Tracker {
         self
     }
 
-    /// Reads what changed and returns the activity's state at a new cut. `only`: these
-    /// products (checked to exist by the caller).
+    /// Reads what changed and returns the activity's state at a new cut.
     pub async fn refresh(
         &mut self,
         redis: &RedisStore,
@@ -174,7 +233,8 @@ impl Tracker {
         self.refresh_products(redis, db, keys, products).await
     }
 
-    /// [`Tracker::refresh`] of the given products of the activity.
+    /// [`Tracker::refresh`] of the given products of the activity (checked to exist by the
+    /// caller).
     pub async fn refresh_products(
         &mut self,
         redis: &RedisStore,
@@ -192,8 +252,13 @@ impl Tracker {
             .await
             .map_err(|e| redis.error(&e))?;
         self.opts.interleave.at(Stage::Cut).await;
-        let result = self.advance(redis, db, (&products, &pkeys, &cuts)).await;
-        let settled = match result {
+        let items: Vec<ProductAtCut> = products
+            .into_iter()
+            .zip(pkeys)
+            .zip(cuts)
+            .map(|((product, keys), cut)| ProductAtCut { product, keys, cut })
+            .collect();
+        let settled = match self.advance(redis, db, &items).await {
             Ok(s) => s,
             Err(e) => {
                 // A refresh that failed half way may have moved books half way: start over.
@@ -202,17 +267,28 @@ impl Tracker {
             }
         };
         let grace = self.opts.grace;
-        let taken_ms = cuts.iter().map(|c| c.now_ms).max();
-        let views: Vec<ProductView> = products
+        let taken_ms = items.iter().map(|i| i.cut.now_ms).max();
+        let none = Books::default();
+        let views: Vec<ProductView> = items
             .into_iter()
-            .zip(pkeys)
-            .zip(cuts)
-            .map(|((product, k), c)| {
-                let id = product.product_id.to_string();
-                let none = Books::default();
-                let books = self.kept.get(&id).map_or(&none, |k| &k.books);
+            .map(|item| {
+                let id = item.id().to_string();
+                let books = self
+                    .kept
+                    .get(&id)
+                    .map(|k| &k.books)
+                    .or_else(|| self.unkept.get(&id))
+                    .unwrap_or(&none);
                 let explained = settled.get(&id).copied().unwrap_or(true);
-                snapshot::view(product, k, c, (books, self.opts.details), explained, grace)
+                let ProductAtCut { product, keys, cut } = item;
+                snapshot::view(
+                    product,
+                    keys,
+                    cut,
+                    (books, self.opts.details),
+                    explained,
+                    grace,
+                )
             })
             .collect();
         Ok(Snapshot {
@@ -222,6 +298,7 @@ impl Tracker {
                 .and_then(|ms| Utc.timestamp_millis_opt(ms).single())
                 .unwrap_or_else(Utc::now),
             cost: self.cost.settle,
+            skew_ms: self.clock.skew_ms(),
         })
     }
 
@@ -231,160 +308,170 @@ impl Tracker {
         &mut self,
         redis: &RedisStore,
         db: &Db,
-        (products, pkeys, cuts): (&[Product], &[ProductKeys], &[ProductCut]),
+        items: &[ProductAtCut],
     ) -> Result<HashMap<String, bool>> {
-        let ids: Vec<String> = products.iter().map(|p| p.product_id.to_string()).collect();
-        self.kept.retain(|id, _| ids.contains(id));
+        let ids: HashSet<&str> = items.iter().map(ProductAtCut::id).collect();
+        self.kept.retain(|id, _| ids.contains(id.as_str()));
+        self.unkept.clear();
         if self.opts.fresh {
             self.kept.clear();
         }
-        self.resume(redis, &ids, pkeys, cuts).await?;
-
-        // Which products continue from their books: the stream still holds the event the
-        // books stand at (else it was rolled back, or lost and written anew).
-        let mut resettle: Vec<usize> = Vec::new();
-        let mut moving: Vec<usize> = Vec::new();
-        for (i, (id, c)) in ids.iter().zip(cuts).enumerate() {
-            match (self.kept.get(id), c.position, c.active()) {
-                (Some(k), Some(at), Some(_)) if at >= k.books.position && k.feed.is_some() => {
-                    moving.push(i);
-                }
-                _ => resettle.push(i),
-            }
-        }
-        let asks: Vec<(&ProductKeys, EventId)> = moving
-            .iter()
-            .filter_map(|&i| Some((&pkeys[i], self.kept.get(&ids[i])?.books.position)))
-            .filter(|(_, at)| *at != EventId::ZERO)
-            .collect();
-        let gone: HashSet<&str> = asks
-            .iter()
-            .zip(events::exist_many(redis, &asks).await)
-            .filter_map(|((k, _), found)| match found {
-                Ok(true) => None,
-                Ok(false) => Some(Ok(k.product.as_str())),
-                Err(e) => Some(Err(e)),
-            })
-            .collect::<std::result::Result<_, _>>()
-            .map_err(|e| redis.error(&e))?;
-        if !gone.is_empty() {
-            moving.retain(|&i| {
-                let keep = !gone.contains(ids[i].as_str());
-                if !keep {
-                    resettle.push(i);
-                }
-                keep
-            });
-        }
-        let since = self.read_events(redis, pkeys, cuts, &moving).await?;
+        self.resume(redis, items).await?;
+        self.declare(items);
+        let (mut moving, mut resettle) = self.carried(redis, items).await?;
+        let since = self.read_events(redis, items, &moving).await?;
         let mut tx = db_cut::begin(db, &self.activity).await?;
         self.opts.interleave.at(Stage::Snapshot).await;
         for (&i, evs) in moving.iter().zip(&since) {
-            let Some(k) = self.kept.get_mut(&ids[i]) else {
+            let Some(k) = self.kept.get_mut(items[i].id()) else {
                 continue;
             };
             for e in evs {
                 k.books.apply(e);
             }
             // The books now stand at this cut, events or not.
-            k.books.position = cuts[i].position.unwrap_or(k.books.position);
+            k.books.position = items[i].cut.position.unwrap_or(k.books.position);
         }
         // The feed of changed orders places the new deductions (their orders landing) and the
         // returns (their orders ending); what it does not show is looked up.
-        self.changes(redis, &mut tx, (&ids, pkeys), &moving).await?;
-        self.returned(&mut tx, &ids, &moving).await?;
+        self.changes(redis, &mut tx, items, &moving).await?;
+        self.returned(&mut tx, items, &moving).await?;
+        self.confirm_orphans(&mut tx, items, &moving).await?;
         let verify = self
             .last_verify
             .is_none_or(|t| t.elapsed() >= self.opts.verify_every);
+        let mut again: HashSet<usize> = resettle.iter().copied().collect();
         if verify && !moving.is_empty() {
             self.cost.verified = true;
             self.last_verify = Some(Instant::now());
-            let off = self
-                .verify(redis, &mut tx, (products, pkeys, cuts), &moving)
-                .await?;
-            resettle.extend(off);
+            again.extend(self.verify(redis, &mut tx, items, &moving).await?);
         }
         // Books that no longer add up to the counters missed something: start them over.
         for &i in &moving {
-            let balanced = match (self.kept.get(&ids[i]), cuts[i].active()) {
+            let balanced = match (self.kept.get(items[i].id()), items[i].cut.active()) {
                 (Some(k), Some(a)) => k.books.balanced(a),
                 _ => false,
             };
-            if !balanced && !resettle.contains(&i) {
-                tracing::debug!(product = %ids[i], "books disagree with the counters; settling again");
-                resettle.push(i);
+            if !balanced && again.insert(i) {
+                tracing::debug!(product = %items[i].id(), "books disagree with the counters; settling again");
             }
         }
-        let settled = self
-            .settle(redis, &mut tx, (products, pkeys, cuts), resettle)
-            .await?;
+        moving.retain(|i| !again.contains(i));
+        resettle = again.into_iter().collect();
+        let settled = self.settle(redis, &mut tx, items, resettle).await?;
         drop(tx);
-        self.check_entries(redis, &ids, pkeys).await?;
-        self.save(redis, &ids, pkeys, cuts).await?;
+        self.check_entries(redis, items).await?;
+        self.save(redis, items).await?;
         Ok(settled)
+    }
+
+    /// What the meta hash declares at the cut that the books carry: the units the counters
+    /// hold without a ledger entry, and since when.
+    fn declare(&mut self, items: &[ProductAtCut]) {
+        for item in items {
+            if let Some(k) = self.kept.get_mut(item.id()) {
+                k.books.unexplained = item.cut.meta.unexplained;
+                k.books.unexplained_since = item.cut.meta.unexplained_since;
+            }
+        }
+    }
+
+    /// Splits the products into those whose books carry on from the last cut and those to
+    /// settle from scratch: no books, an unreadable cut, or a stream that no longer holds the
+    /// event the books stand at (rolled back, or lost and written anew).
+    async fn carried(
+        &mut self,
+        redis: &RedisStore,
+        items: &[ProductAtCut],
+    ) -> Result<(Vec<usize>, Vec<usize>)> {
+        let mut resettle: Vec<usize> = Vec::new();
+        let mut moving: Vec<usize> = Vec::new();
+        for (i, item) in items.iter().enumerate() {
+            let c = &item.cut;
+            match (self.kept.get(item.id()), c.position, c.active()) {
+                (Some(k), Some(at), Some(_)) if at >= k.books.position && k.feed.is_some() => {
+                    moving.push(i);
+                }
+                _ => resettle.push(i),
+            }
+        }
+        let asks: Vec<(usize, &ProductKeys, EventId)> = moving
+            .iter()
+            .filter_map(|&i| {
+                let at = self.kept.get(items[i].id())?.books.position;
+                Some((i, &items[i].keys, at))
+            })
+            .filter(|(_, _, at)| *at != EventId::ZERO)
+            .collect();
+        let pairs: Vec<(&ProductKeys, EventId)> = asks.iter().map(|(_, k, at)| (*k, *at)).collect();
+        let mut gone: HashSet<usize> = HashSet::new();
+        for ((i, _, _), found) in asks.iter().zip(events::exist_many(redis, &pairs).await) {
+            if !found.map_err(|e| redis.error(&e))? {
+                gone.insert(*i);
+            }
+        }
+        if !gone.is_empty() {
+            moving.retain(|i| !gone.contains(i));
+            resettle.extend(gone);
+        }
+        Ok((moving, resettle))
     }
 
     /// Reads again the entries the books hold as unreadable, then the next sweep page of a
     /// few products (see [`integrity`]).
-    async fn check_entries(
-        &mut self,
-        redis: &RedisStore,
-        ids: &[String],
-        pkeys: &[ProductKeys],
-    ) -> Result<()> {
-        let at: HashMap<&str, usize> = ids
+    async fn check_entries(&mut self, redis: &RedisStore, items: &[ProductAtCut]) -> Result<()> {
+        let at: HashMap<&str, usize> = items
             .iter()
             .enumerate()
-            .map(|(i, id)| (id.as_str(), i))
+            .map(|(i, item)| (item.id(), i))
             .collect();
-        let mut items: Vec<(&ProductKeys, &mut Books)> = Vec::new();
+        let mut checks: Vec<(&ProductKeys, &mut Books)> = Vec::new();
         let mut kept: Vec<(&String, &mut Kept)> = self.kept.iter_mut().collect();
         // A fixed order, so that the sweep goes round the products.
         kept.sort_by(|a, b| a.0.cmp(b.0));
         for (id, k) in kept {
             if let Some(&i) = at.get(id.as_str()) {
-                items.push((&pkeys[i], &mut k.books));
+                checks.push((&items[i].keys, &mut k.books));
             }
         }
         let fail = |e: redis::RedisError| redis.error(&e);
-        integrity::recheck(redis, &mut items).await.map_err(fail)?;
-        self.sweep_next =
-            integrity::sweep(redis, &mut items, self.sweep_next, self.opts.sweep_products)
-                .await
-                .map_err(fail)?;
+        integrity::recheck(redis, &mut checks).await.map_err(fail)?;
+        self.sweep_next = integrity::sweep(
+            redis,
+            &mut checks,
+            self.sweep_next,
+            self.opts.sweep_products,
+        )
+        .await
+        .map_err(fail)?;
         Ok(())
     }
 
     /// Gives products without books in memory the books of their checkpoint, if any is valid.
-    async fn resume(
-        &mut self,
-        redis: &RedisStore,
-        ids: &[String],
-        pkeys: &[ProductKeys],
-        cuts: &[ProductCut],
-    ) -> Result<()> {
+    async fn resume(&mut self, redis: &RedisStore, items: &[ProductAtCut]) -> Result<()> {
         if !self.opts.load_checkpoints || self.opts.fresh {
             return Ok(());
         }
-        let missing: Vec<usize> = (0..ids.len())
-            .filter(|&i| !self.kept.contains_key(&ids[i]))
+        let missing: Vec<&ProductAtCut> = items
+            .iter()
+            .filter(|i| !self.kept.contains_key(i.id()))
             .collect();
         if missing.is_empty() {
             return Ok(());
         }
-        let asks: Vec<&ProductKeys> = missing.iter().map(|&i| &pkeys[i]).collect();
+        let asks: Vec<&ProductKeys> = missing.iter().map(|i| &i.keys).collect();
         let found = checkpoint::load_many(redis, &asks)
             .await
             .map_err(|e| redis.error(&e))?;
-        for (&i, c) in missing.iter().zip(found) {
+        for (item, c) in missing.into_iter().zip(found) {
             let Some(c) = c else {
                 continue;
             };
             // A checkpoint beyond the cut was written after a newer state than Redis holds.
-            if cuts[i].position.is_some_and(|at| c.books.position <= at) {
+            if item.cut.position.is_some_and(|at| c.books.position <= at) {
                 self.cost.resumed += 1;
                 self.kept.insert(
-                    ids[i].clone(),
+                    item.id().to_string(),
                     Kept {
                         books: c.books,
                         feed: c.feed,
@@ -399,8 +486,7 @@ impl Tracker {
     async fn read_events(
         &mut self,
         redis: &RedisStore,
-        pkeys: &[ProductKeys],
-        cuts: &[ProductCut],
+        items: &[ProductAtCut],
         moving: &[usize],
     ) -> Result<Vec<Vec<Event>>> {
         let asks: Vec<(&ProductKeys, EventId)> = moving
@@ -408,9 +494,9 @@ impl Tracker {
             .map(|&i| {
                 let from = self
                     .kept
-                    .get(&pkeys[i].product)
+                    .get(items[i].id())
                     .map_or(EventId::ZERO, |k| k.books.position);
-                (&pkeys[i], from)
+                (&items[i].keys, from)
             })
             .collect();
         let mut out = Vec::with_capacity(moving.len());
@@ -420,7 +506,7 @@ impl Tracker {
             .zip(events::after_many(redis, &asks, PAGE).await)
         {
             let page = page.map_err(|e| redis.error(&e))?;
-            let cut_at = cuts[i].position.unwrap_or(EventId::ZERO);
+            let cut_at = items[i].cut.position.unwrap_or(EventId::ZERO);
             let mut evs = page.events;
             if page.more
                 && let Some(last) = page.last
@@ -441,10 +527,15 @@ impl Tracker {
 
     /// Looks up the orders of backed deductions returned since the last refresh that the feed
     /// did not show (an order that did not change: one that lives on after its return).
-    async fn returned(&mut self, tx: &mut Tx, ids: &[String], moving: &[usize]) -> Result<()> {
+    async fn returned(
+        &mut self,
+        tx: &mut Tx,
+        items: &[ProductAtCut],
+        moving: &[usize],
+    ) -> Result<()> {
         let mut asks: Vec<(usize, String, i64)> = Vec::new();
         for &i in moving {
-            if let Some(k) = self.kept.get(&ids[i]) {
+            if let Some(k) = self.kept.get(items[i].id()) {
                 asks.extend(k.books.returned.iter().map(|(r, q)| (i, r.clone(), *q)));
             }
         }
@@ -455,37 +546,149 @@ impl Tracker {
         self.cost.looked_up += rids.len() as u64;
         let found = db_cut::lookup(tx, &self.activity, &rids).await?;
         for (i, rid, q) in &asks {
-            let state = match found.get(rid) {
-                Some((p, s)) if *p == ids[*i] => *s,
-                _ => OrderState::Missing,
-            };
-            if let Some(k) = self.kept.get_mut(&ids[*i]) {
+            let state = self.order_state(found.get(rid), items[*i].id());
+            if let Some(k) = self.kept.get_mut(items[*i].id()) {
                 k.books.on_returned(rid, *q, state);
             }
         }
         Ok(())
     }
 
-    /// Reads the orders that changed since the books' watermark. A backed deduction whose
-    /// order died, and that was not returned at the cut, moves to the unbacked (a return on
-    /// its way); a new order of no deduction active at the cut is a sale Redis does not hold.
-    /// Each change is applied idempotently, so the margin read again does no harm.
+    /// What the database's answer for a request says in this product, its death time on
+    /// Redis's clock.
+    fn order_state(&self, found: Option<&(String, OrderState)>, product: &str) -> OrderState {
+        match found {
+            Some((p, OrderState::Dead { quantity, at_ms })) if p == product => OrderState::Dead {
+                quantity: *quantity,
+                at_ms: self.clock.to_redis(*at_ms),
+            },
+            Some((p, s)) if p == product => *s,
+            _ => OrderState::Missing,
+        }
+    }
+
+    /// Looks up, by request id, the orders of unbacked deductions past the grace window: an
+    /// order that landed later than the feed's margin (or with a stamp in the past) is found
+    /// here before its deduction could count as orphaned; a deduction is only ever reported
+    /// orphaned with its own order checked absent or dead.
+    async fn confirm_orphans(
+        &mut self,
+        tx: &mut Tx,
+        items: &[ProductAtCut],
+        moving: &[usize],
+    ) -> Result<()> {
+        let grace_ms = i64::try_from(self.opts.grace.as_millis()).unwrap_or(i64::MAX);
+        let mut asks: Vec<(usize, String)> = Vec::new();
+        for &i in moving {
+            let now = items[i].cut.now_ms;
+            if let Some(k) = self.kept.get(items[i].id()) {
+                asks.extend(
+                    k.books
+                        .unbacked
+                        .iter()
+                        .filter(|(_, u)| now - u.since_ms() >= grace_ms)
+                        .map(|(r, _)| (i, r.clone())),
+                );
+            }
+        }
+        if asks.is_empty() {
+            return Ok(());
+        }
+        // Many orphans (a crash left thousands): a bounded share per refresh, in turns.
+        asks.sort_unstable();
+        if asks.len() > MAX_CONFIRM {
+            let start = self.confirm_next % asks.len();
+            asks.rotate_left(start);
+            asks.truncate(MAX_CONFIRM);
+            self.confirm_next = start + MAX_CONFIRM;
+        }
+        let rids: Vec<&str> = asks.iter().map(|(_, r)| r.as_str()).collect();
+        self.cost.looked_up += rids.len() as u64;
+        let found = db_cut::lookup(tx, &self.activity, &rids).await?;
+        for (i, rid) in &asks {
+            let state = self.order_state(found.get(rid), items[*i].id());
+            if let Some(k) = self.kept.get_mut(items[*i].id()) {
+                k.books.on_order(rid, state);
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the orders that changed since the books' watermark and places each in the books
+    /// of its product; what the books cannot place alone is looked up in the ledger. Each
+    /// change is applied idempotently, so the margin read again does no harm.
     async fn changes(
         &mut self,
         redis: &RedisStore,
         tx: &mut Tx,
-        (ids, pkeys): (&[String], &[ProductKeys]),
+        items: &[ProductAtCut],
         moving: &[usize],
     ) -> Result<()> {
         let now_ms = Utc::now().timestamp_millis();
         let margin = chrono::Duration::from_std(self.opts.margin).unwrap_or_default();
-        let Some(from) = moving
-            .iter()
-            .filter_map(|&i| self.kept.get(&ids[i])?.feed.map(|f| f.from(now_ms, margin)))
-            .min()
-        else {
+        let Some(from) = self.feed_from(items, moving, margin) else {
             return Ok(());
         };
+        let all = self.walk_changes(tx, from).await?;
+        if let Some(latest) = all.iter().map(|d| d.at).max() {
+            for &i in moving {
+                if let Some(Kept { feed: Some(f), .. }) = self.kept.get_mut(items[i].id())
+                    && latest > f.seen
+                {
+                    *f = Feed::seen(latest, now_ms);
+                }
+            }
+        }
+        // What an earlier refresh applied (the margin read again) is skipped; what this one
+        // applies is remembered while it is inside the margin. A change that waits for an
+        // event after the cut is not remembered: the next refresh applies it.
+        let keep_from = self.feed_from(items, moving, margin).unwrap_or(from);
+        let index: HashMap<&str, usize> = moving.iter().map(|&i| (items[i].id(), i)).collect();
+        let mut applied: Vec<(String, i64)> = Vec::new();
+        let mut ask: HashMap<usize, Vec<&Change>> = HashMap::new();
+        for c in &all {
+            let key = (c.request_id.clone(), c.at.timestamp_micros());
+            if self.processed.contains(&key) {
+                continue;
+            }
+            let Some(&i) = index.get(c.product.as_str()) else {
+                continue;
+            };
+            if self.place(items[i].id(), c) {
+                applied.push(key);
+            } else {
+                ask.entry(i).or_default().push(c);
+            }
+        }
+        applied.extend(self.place_from_ledger(redis, items, ask).await?);
+        // Remembered until the margin has moved past them.
+        let keep = keep_from.timestamp_micros();
+        self.processed.extend(applied);
+        self.processed.retain(|(_, at)| *at >= keep);
+        self.backed_recently.retain(|_, at| *at >= keep);
+        Ok(())
+    }
+
+    /// Where the feed of the moving products starts: the margin before the oldest of their
+    /// latest changes.
+    fn feed_from(
+        &self,
+        items: &[ProductAtCut],
+        moving: &[usize],
+        margin: chrono::Duration,
+    ) -> Option<chrono::DateTime<Utc>> {
+        moving
+            .iter()
+            .filter_map(|&i| self.kept.get(items[i].id())?.feed.map(|f| f.from(margin)))
+            .min()
+    }
+
+    /// Every order of the activity that changed at or after `from`, in index pages.
+    async fn walk_changes(
+        &mut self,
+        tx: &mut Tx,
+        from: chrono::DateTime<Utc>,
+    ) -> Result<Vec<Change>> {
         let mut mark: Option<Mark> = None;
         let mut all: Vec<Change> = Vec::new();
         loop {
@@ -498,124 +701,101 @@ impl Tracker {
             }
         }
         self.cost.changes += all.len() as u64;
-        if let Some(latest) = all.iter().map(|d| d.at).max() {
-            for &i in moving {
-                if let Some(Kept { feed: Some(f), .. }) = self.kept.get_mut(&ids[i])
-                    && latest > f.seen
-                {
-                    *f = Feed::seen(latest, now_ms);
-                }
+        Ok(all)
+    }
+
+    /// Places one change in its product's books when the books alone know where it goes;
+    /// false when its request's ledger entry must be read first.
+    fn place(&mut self, product: &str, c: &Change) -> bool {
+        let at = self.clock.to_redis(c.at.timestamp_millis());
+        let Some(k) = self.kept.get_mut(product) else {
+            return true;
+        };
+        let b = &mut k.books;
+        let rid = c.request_id.as_str();
+        let state = if c.live {
+            OrderState::Live(c.quantity)
+        } else {
+            OrderState::Dead {
+                quantity: c.quantity,
+                at_ms: at,
             }
+        };
+        if let Some(u) = b.unbacked.get(rid) {
+            // A new deduction's order landed (or ended before it was seen live).
+            if c.live {
+                self.clock.sample(c.at.timestamp_millis(), u.at_ms);
+                self.backed_recently
+                    .insert(rid.to_string(), c.at.timestamp_micros());
+            }
+            b.on_order(rid, state);
+            true
+        } else if c.live && self.backed_recently.contains_key(rid) {
+            // Paid right after it landed: nothing moves.
+            true
+        } else if let Some(&q) = b.returned.get(rid) {
+            b.on_returned(rid, q, state);
+            true
+        } else if b.unledgered.contains_key(rid) {
+            if !c.live {
+                b.on_death(rid, c.quantity, at, None);
+            }
+            true
+        } else {
+            false
         }
-        // What an earlier refresh applied (the margin read again) is skipped; what this one
-        // applies is remembered while it is inside the margin. A change that waits for an
-        // event after the cut is not remembered: the next refresh applies it.
-        let keep_from = moving
+    }
+
+    /// Places the changes the books could not place alone, with their requests' ledger
+    /// entries; returns those placed.
+    async fn place_from_ledger(
+        &mut self,
+        redis: &RedisStore,
+        items: &[ProductAtCut],
+        ask: HashMap<usize, Vec<&Change>>,
+    ) -> Result<Vec<(String, i64)>> {
+        let mut applied = Vec::new();
+        if ask.is_empty() {
+            return Ok(applied);
+        }
+        let order: Vec<(usize, Vec<&Change>)> = ask.into_iter().collect();
+        let asks: Vec<(&ProductKeys, Vec<&str>)> = order
             .iter()
-            .filter_map(|&i| self.kept.get(&ids[i])?.feed.map(|f| f.from(now_ms, margin)))
-            .min()
-            .unwrap_or(from);
-        let index: HashMap<&str, usize> = moving.iter().map(|&i| (ids[i].as_str(), i)).collect();
-        let mut applied: Vec<(String, i64)> = Vec::new();
-        // Changes the books cannot place without the request's ledger entry.
-        let mut ask: HashMap<usize, Vec<&Change>> = HashMap::new();
-        for c in &all {
-            let key = (c.request_id.clone(), c.at.timestamp_micros());
-            if self.processed.contains(&key) {
-                continue;
-            }
-            let Some(&i) = index.get(c.product.as_str()) else {
-                continue;
-            };
-            let Some(k) = self.kept.get_mut(&ids[i]) else {
-                continue;
-            };
-            let b = &mut k.books;
-            let rid = c.request_id.as_str();
-            let at = c.at.timestamp_millis();
-            let placed = if b.unbacked.contains_key(rid) {
-                // A new deduction's order landed (or ended before it was seen live).
-                let state = if c.live {
-                    self.backed_recently
-                        .insert(rid.to_string(), c.at.timestamp_micros());
-                    OrderState::Live(c.quantity)
-                } else {
-                    OrderState::Dead {
-                        quantity: c.quantity,
-                        at_ms: at,
-                    }
-                };
-                b.on_order(rid, state);
-                true
-            } else if c.live && self.backed_recently.contains_key(rid) {
-                // Paid right after it landed: nothing moves.
-                true
-            } else if let Some(&q) = b.returned.get(rid) {
-                let state = if c.live {
-                    OrderState::Live(c.quantity)
-                } else {
-                    OrderState::Dead {
-                        quantity: c.quantity,
-                        at_ms: at,
-                    }
-                };
-                b.on_returned(rid, q, state);
-                true
-            } else if b.unledgered.contains_key(rid) {
-                if !c.live {
-                    b.on_death(rid, c.quantity, at, None);
-                }
-                true
-            } else {
-                ask.entry(i).or_default().push(c);
-                false
-            };
-            if placed {
-                applied.push(key);
-            }
-        }
-        if !ask.is_empty() {
-            let order: Vec<(usize, Vec<&Change>)> = ask.into_iter().collect();
-            let asks: Vec<(&ProductKeys, Vec<&str>)> = order
+            .map(|(i, cs)| {
+                (
+                    &items[*i].keys,
+                    cs.iter().map(|c| c.request_id.as_str()).collect(),
+                )
+            })
+            .collect();
+        let found = ledger::lookup_many(redis, &asks)
+            .await
+            .map_err(|e| redis.error(&e))?;
+        for ((i, cs), entries) in order.iter().zip(found) {
+            let to_redis: Vec<i64> = cs
                 .iter()
-                .map(|(i, cs)| {
-                    (
-                        &pkeys[*i],
-                        cs.iter().map(|c| c.request_id.as_str()).collect(),
-                    )
-                })
+                .map(|c| self.clock.to_redis(c.at.timestamp_millis()))
                 .collect();
-            let found = ledger::lookup_many(redis, &asks)
-                .await
-                .map_err(|e| redis.error(&e))?;
-            for ((i, cs), entries) in order.iter().zip(found) {
-                let Some(k) = self.kept.get_mut(&ids[*i]) else {
-                    continue;
-                };
-                for (c, l) in cs.iter().zip(entries) {
-                    if let ledger::Lookup::Corrupt(raw) = &l {
-                        k.books.note_bad_entry(HashOf::Ledger, &c.request_id, raw);
-                    }
-                    // A request deducted after the cut waits for its event.
-                    if l.entry().is_some_and(|e| e.at > k.books.position) {
-                        continue;
-                    }
-                    if c.live {
-                        k.books.on_live_order(&c.request_id, c.quantity, l.entry());
-                    } else {
-                        let at = c.at.timestamp_millis();
-                        k.books.on_death(&c.request_id, c.quantity, at, l.entry());
-                    }
-                    applied.push((c.request_id.clone(), c.at.timestamp_micros()));
+            let Some(k) = self.kept.get_mut(items[*i].id()) else {
+                continue;
+            };
+            for ((c, l), at) in cs.iter().zip(entries).zip(to_redis) {
+                if let ledger::Lookup::Corrupt(raw) = &l {
+                    k.books.note_bad_entry(HashOf::Ledger, &c.request_id, raw);
                 }
+                // A request deducted after the cut waits for its event.
+                if l.entry().is_some_and(|e| e.at > k.books.position) {
+                    continue;
+                }
+                if c.live {
+                    k.books.on_live_order(&c.request_id, c.quantity, l.entry());
+                } else {
+                    k.books.on_death(&c.request_id, c.quantity, at, l.entry());
+                }
+                applied.push((c.request_id.clone(), c.at.timestamp_micros()));
             }
         }
-        // Remembered until the margin has moved past them.
-        let keep = keep_from.timestamp_micros();
-        self.processed.extend(applied);
-        self.processed.retain(|(_, at)| *at >= keep);
-        self.backed_recently.retain(|_, at| *at >= keep);
-        Ok(())
+        Ok(applied)
     }
 
     /// Compares each moving product's live units with the database's sum at the cut; returns
@@ -624,27 +804,22 @@ impl Tracker {
         &mut self,
         redis: &RedisStore,
         tx: &mut Tx,
-        (products, pkeys, cuts): (&[Product], &[ProductKeys], &[ProductCut]),
+        items: &[ProductAtCut],
         moving: &[usize],
     ) -> Result<Vec<usize>> {
-        let sub = subset(products, pkeys, cuts, moving);
-        let sums = snapshot::sold_at_cut(
-            redis,
-            tx,
-            &self.activity,
-            (&sub.0, &sub.1, &sub.2),
-            &self.opts.interleave,
-        )
-        .await?;
+        let sub: Vec<&ProductAtCut> = moving.iter().map(|&i| &items[i]).collect();
+        let sums =
+            snapshot::sold_at_cut(redis, tx, &self.activity, &sub, &self.opts.interleave).await?;
         Ok(moving
             .iter()
             .zip(sums)
             .filter(|(i, sum)| {
-                let id = products[**i].product_id.as_str();
-                self.kept.get(id).is_none_or(|k| k.books.live_units != *sum)
+                self.kept
+                    .get(items[**i].id())
+                    .is_none_or(|k| k.books.live_units != *sum)
             })
             .map(|(i, _)| {
-                tracing::debug!(product = %products[*i].product_id, "live orders differ from the books; settling again");
+                tracing::debug!(product = %items[*i].id(), "live orders differ from the books; settling again");
                 *i
             })
             .collect())
@@ -656,7 +831,7 @@ impl Tracker {
         &mut self,
         redis: &RedisStore,
         tx: &mut Tx,
-        (products, pkeys, cuts): (&[Product], &[ProductKeys], &[ProductCut]),
+        items: &[ProductAtCut],
         mut which: Vec<usize>,
     ) -> Result<HashMap<String, bool>> {
         let mut out = HashMap::new();
@@ -665,13 +840,13 @@ impl Tracker {
         }
         which.sort_unstable();
         which.dedup();
-        let sub = subset(products, pkeys, cuts, &which);
+        let sub: Vec<&ProductAtCut> = which.iter().map(|&i| &items[i]).collect();
         let mut cost = Cost::default();
         let fresh = snapshot::settle(
             redis,
             tx,
             &self.activity,
-            (&sub.0, &sub.1, &sub.2),
+            &sub,
             &self.opts.interleave,
             &mut cost,
         )
@@ -683,8 +858,8 @@ impl Tracker {
         );
         self.cost.settle = cost;
         self.cost.settled = which.len() as u64;
-        for (&i, (mut books, explained)) in which.iter().zip(fresh) {
-            let id = products[i].product_id.to_string();
+        for (item, (mut books, explained)) in sub.into_iter().zip(fresh) {
+            let id = item.id().to_string();
             out.insert(id.clone(), explained);
             if let Some(old) = self.kept.get(&id) {
                 // The sweep goes on where it was; what it found is checked again anyway.
@@ -698,8 +873,9 @@ impl Tracker {
                     }
                 }
             }
-            // Without a readable cut there is nothing to carry: the next refresh settles again.
-            if cuts[i].position.is_some() && cuts[i].active().is_some() {
+            // Without a readable cut there is nothing to carry: the next refresh settles again,
+            // and the database's figures still show.
+            if item.cut.position.is_some() && item.cut.active().is_some() {
                 self.kept.insert(
                     id,
                     Kept {
@@ -709,6 +885,7 @@ impl Tracker {
                 );
             } else {
                 self.kept.remove(&id);
+                self.unkept.insert(id, books);
             }
         }
         Ok(out)
@@ -716,25 +893,17 @@ impl Tracker {
 
     /// Saves the books as the products' checkpoints, when due; each expires with its
     /// product's keys.
-    async fn save(
-        &mut self,
-        redis: &RedisStore,
-        ids: &[String],
-        pkeys: &[ProductKeys],
-        cuts: &[ProductCut],
-    ) -> Result<()> {
+    async fn save(&mut self, redis: &RedisStore, items: &[ProductAtCut]) -> Result<()> {
         let Some(every) = self.opts.save_every else {
             return Ok(());
         };
         if redis.read_only() || self.last_save.is_some_and(|t| t.elapsed() < every) {
             return Ok(());
         }
-        let saves: Vec<(&ProductKeys, Checkpoint, Option<i64>)> = ids
+        let saves: Vec<(&ProductKeys, Checkpoint, Option<i64>)> = items
             .iter()
-            .zip(pkeys)
-            .zip(cuts)
-            .filter_map(|((id, k), c)| {
-                let kept = self.kept.get(id)?;
+            .filter_map(|item| {
+                let kept = self.kept.get(item.id())?;
                 // Books of an incident (a million orders after a key loss) are settled again
                 // by the next reader rather than written to Redis in full.
                 if kept.books.unbacked.len() + kept.books.unledgered.len() > MAX_SAVED {
@@ -744,7 +913,7 @@ impl Tracker {
                     books: kept.books.clone(),
                     feed: kept.feed,
                 };
-                Some((k, checkpoint, c.meta.expire_at))
+                Some((&item.keys, checkpoint, item.cut.meta.expire_at))
             })
             .collect();
         // A checkpoint only spares the next reader work: a user allowed only reads (or a
@@ -757,17 +926,27 @@ impl Tracker {
     }
 }
 
-type Subset = (Vec<Product>, Vec<ProductKeys>, Vec<ProductCut>);
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn subset(
-    products: &[Product],
-    pkeys: &[ProductKeys],
-    cuts: &[ProductCut],
-    which: &[usize],
-) -> Subset {
-    (
-        which.iter().map(|&i| products[i].clone()).collect(),
-        which.iter().map(|&i| pkeys[i].clone()).collect(),
-        which.iter().map(|&i| cuts[i].clone()).collect(),
-    )
+    #[test]
+    fn the_skew_is_the_smallest_recent_lead_of_the_stamps() {
+        let mut c = ClockSkew::default();
+        assert_eq!((c.skew_ms(), c.to_redis(5_000)), (None, 5_000));
+        // Orders landing 300 ms after their deduction: a lead that is only delay, not corrected.
+        c.sample(10_300, 10_000);
+        assert_eq!((c.skew_ms(), c.to_redis(5_000)), (Some(300), 5_000));
+        c.samples.clear();
+        // Orders stamped by a clock 10 s behind, landing 50 to 300 ms after their deduction.
+        for (lag, deducted) in [(50, 100_000), (300, 101_000), (120, 102_000)] {
+            c.sample(deducted - 10_000 + lag, deducted);
+        }
+        assert_eq!(c.skew_ms(), Some(-9_950));
+        assert_eq!(c.to_redis(90_050), 100_000);
+        for i in 0..ClockSkew::KEEP as i64 {
+            c.sample(i, 0);
+        }
+        assert_eq!(c.skew_ms(), Some(0), "old samples age out");
+    }
 }

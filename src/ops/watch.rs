@@ -133,8 +133,7 @@ mod tests {
         let p = ProductStatus::build(
             "p1",
             1,
-            &StockValue::Value(stock),
-            &meta,
+            (&StockValue::Value(stock), &meta, &[]),
             Truth::new(10, 0, 0, 0),
         );
         StatusReport {
@@ -146,6 +145,7 @@ mod tests {
             compensation: QueueSummary::default(),
             outbox: QueueSummary::default(),
             taken_at: Utc::now(),
+            clock_skew_ms: None,
         }
     }
 

@@ -14,6 +14,7 @@ use super::reply::{bytes, pairs};
 use super::{Keyed, ProductKeys, RedisStore};
 use crate::domain::books::{Books, HashOf, SweepAt, Unbacked};
 use crate::domain::events::EventId;
+use crate::domain::stock::parse_int;
 use chrono::{DateTime, Utc};
 use redis::{RedisResult, Value};
 
@@ -29,12 +30,9 @@ pub struct Checkpoint {
     pub feed: Option<Feed>,
 }
 
-/// After this long without a newer change, a commit that was late would have landed: the feed
-/// stops reading the margin again (a quiet sale costs nothing).
-const QUIET_MS: i64 = 5_000;
-
 /// Where a feed of changed orders stands: the latest change applied (the app servers' clock,
-/// as `updated_at` holds it) and when that was first seen (the console's clock).
+/// as `updated_at` holds it) and when that was first seen (the console's clock, kept for the
+/// record).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Feed {
     pub seen: DateTime<Utc>,
@@ -43,8 +41,7 @@ pub struct Feed {
 
 impl Feed {
     /// The feed after seeing a change at `at` (app time) when the console's clock said
-    /// `now_ms`: the quiet period counts from the change itself when the clocks agree, and
-    /// never from later than the console saw it.
+    /// `now_ms`.
     pub fn seen(at: DateTime<Utc>, now_ms: i64) -> Self {
         Feed {
             seen: at,
@@ -52,15 +49,12 @@ impl Feed {
         }
     }
 
-    /// Where the next read starts: `margin` before the latest change (a commit can land after
-    /// a later one, an app server's clock can lag), unless no newer change came for a while:
-    /// then anything late has landed and only what is newer is read.
-    pub fn from(&self, now_ms: i64, margin: chrono::Duration) -> DateTime<Utc> {
-        if now_ms - self.seen_at_ms < QUIET_MS {
-            self.seen - margin
-        } else {
-            self.seen
-        }
+    /// Where the next read starts: `margin` before the latest change, however long ago that
+    /// was (a commit can land after a later one; an app server's clock can lag). Stamps are
+    /// compared with stamps only, never with the console's clock: a database clock behind the
+    /// console's, or readers minutes apart, change nothing.
+    pub fn from(&self, margin: chrono::Duration) -> DateTime<Utc> {
+        self.seen - margin
     }
 }
 
@@ -74,7 +68,7 @@ fn parse_sweep(v: &str) -> Option<SweepAt> {
 
 fn parse_unbacked(v: &str) -> Option<Unbacked> {
     let mut parts = v.split('|');
-    let quantity = parts.next()?.parse().ok()?;
+    let quantity = parse_int(parts.next()?.as_bytes()).filter(|q| *q >= 1)?;
     let at_ms = parts.next()?.parse().ok()?;
     let dead_at_ms = match parts.next()? {
         "-" => None,
@@ -96,7 +90,10 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
         let v = std::str::from_utf8(v).ok()?;
         match k {
             "pos" => pos = Some(EventId::parse(v)?),
-            "live" => live = Some(v.parse().ok()?),
+            // Figures by the scripts' integer rule: a hash edited by hand cannot overflow a sum.
+            "live" => live = Some(parse_int(v.as_bytes())?),
+            "disc" => books.discrepancy = parse_int(v.as_bytes())?,
+            "gap" => books.stream_gap = v == "1",
             "since" if v.is_empty() => {}
             "since" => since = Some(DateTime::<Utc>::from_timestamp_micros(v.parse().ok()?)?),
             "seen_at" if v.is_empty() => {}
@@ -108,7 +105,8 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
                     books.unbacked.insert(rid.to_string(), parse_unbacked(v)?);
                 }
                 Some(("v", rid)) if !rid.is_empty() => {
-                    books.unledgered.insert(rid.to_string(), v.parse().ok()?);
+                    let q = parse_int(v.as_bytes()).filter(|q| *q >= 1)?;
+                    books.unledgered.insert(rid.to_string(), q);
                 }
                 Some(("x", rid)) if !rid.is_empty() => {
                     books
@@ -150,6 +148,8 @@ pub fn to_fields(c: &Checkpoint, saved_ms: i64) -> Vec<(String, String)> {
         c.feed.map(|f| f.seen_at_ms.to_string()).unwrap_or_default(),
     ));
     out.push(("saved".into(), saved_ms.to_string()));
+    out.push(("disc".into(), b.discrepancy.to_string()));
+    out.push(("gap".into(), if b.stream_gap { "1" } else { "0" }.into()));
     for (rid, u) in &b.unbacked {
         let dead = u
             .dead_at_ms
@@ -263,7 +263,7 @@ pub async fn save_many(
     saves: &[(&ProductKeys, Checkpoint, Option<i64>)],
 ) -> RedisResult<()> {
     let now = Utc::now().timestamp_millis();
-    let nonce = format!("{:x}", now ^ i64::from(std::process::id()));
+    let nonce = crate::domain::token::unique();
     let mut fill: Vec<Keyed> = Vec::new();
     let mut swap: Vec<Keyed> = Vec::new();
     let mut expire: Vec<Keyed> = Vec::new();
@@ -341,6 +341,8 @@ mod tests {
             ledger: 0,
             buyers: 17,
         };
+        books.discrepancy = -2;
+        books.stream_gap = true;
         let c = Checkpoint {
             books,
             feed: Some(Feed {
@@ -358,5 +360,9 @@ mod tests {
         bad.push((b"u|x".to_vec(), b"1|oops|-".to_vec()));
         assert_eq!(from_fields(&bad), None);
         assert_eq!(from_fields(&fields[1..]), None);
+        // Numbers past the scripts' integer rule cannot be summed into an overflow.
+        let mut huge = fields.clone();
+        huge.push((b"v|big".to_vec(), b"99999999999999999999".to_vec()));
+        assert_eq!(from_fields(&huge), None);
     }
 }

@@ -10,6 +10,7 @@ use super::product_state::{get_meta, get_stock, meta_from, stock_from};
 use super::reply::text;
 use super::{Keyed, ProductKeys, RedisStore};
 use crate::domain::events::EventId;
+use crate::domain::meta::Piece;
 use crate::domain::stock::{Meta, StockValue};
 use redis::{ErrorKind, RedisError, RedisResult, Value};
 use std::collections::HashMap;
@@ -25,11 +26,51 @@ pub struct ProductCut {
     pub meta: Meta,
     /// The newest event at the cut (ZERO: none); None when the events key has another type.
     pub position: Option<EventId>,
-    /// Redis time of the read (the node's TIME; the local clock where TIME is not allowed).
+    /// Redis time of the read, taken just before the product's keys were read (the node's
+    /// TIME; the local clock where TIME is not allowed).
     pub now_ms: i64,
+    /// Which of the keys the deductions need exist (of any type: a wrong type is in
+    /// `meta.corrupt` or `position`).
+    pub keys: KeysPresent,
+}
+
+/// Which keys of a product exist besides the stock and the meta hash.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct KeysPresent {
+    pub buyers: bool,
+    pub ledger: bool,
+    pub events: bool,
+    /// A buyers or ledger key of another type (what it is): every deduction fails, and what
+    /// it holds is not the console's to throw away.
+    pub foreign: Option<String>,
 }
 
 impl ProductCut {
+    /// The pieces Redis lost that the cut alone shows (the pause and the counters' agreement
+    /// with the ledger need the database and a settle). A product never preheated has lost
+    /// them all.
+    pub fn lost(&self) -> Vec<Piece> {
+        let mut out = Vec::new();
+        if self.stock == StockValue::Missing {
+            out.push(Piece::Stock);
+        }
+        if !self.meta.present {
+            out.push(Piece::Meta);
+        } else if self.meta.limit.is_none() && self.meta.corrupt.is_none() {
+            out.push(Piece::Limit);
+        }
+        if !self.keys.buyers {
+            out.push(Piece::Buyers);
+        }
+        if !self.keys.ledger {
+            out.push(Piece::Ledger);
+        }
+        if !self.keys.events {
+            out.push(Piece::Events);
+        }
+        out
+    }
+
     /// `A`: units held by active deductions, per the scripts' counters; None when they are not
     /// readable.
     pub fn active(&self) -> Option<i64> {
@@ -42,15 +83,24 @@ impl ProductCut {
     }
 }
 
-fn items(k: &ProductKeys) -> [Keyed; 6] {
+fn items(k: &ProductKeys) -> [Keyed; 7] {
     [
         newest(k),
         get_stock(k),
         get_meta(k),
         type_of(&k.buyers),
         type_of(&k.ledger),
+        type_of(&k.events),
         newest(k),
     ]
+}
+
+/// True when a TYPE reply names an existing key.
+fn exists(reply: &RedisResult<Value>) -> RedisResult<bool> {
+    match reply {
+        Ok(v) => Ok(text(v).is_some_and(|t| t != "none")),
+        Err(e) => Err(e.clone()),
+    }
 }
 
 /// TYPE: O(1), so the hashes every deduction writes are checked on each read without reading
@@ -82,6 +132,7 @@ fn position(reply: &RedisResult<Value>) -> RedisResult<Option<EventId>> {
 /// Reads the cut of every product, pipelined per node. A wrong-type key is reported on its
 /// product; any other error fails the read (the caller reports Redis unavailable).
 pub async fn read(redis: &RedisStore, keys: &[ProductKeys]) -> RedisResult<Vec<ProductCut>> {
+    let local = chrono::Utc::now().timestamp_millis();
     let clocks = node_clocks(redis).await;
     let mut out: Vec<Option<ProductCut>> = vec![None; keys.len()];
     let mut todo: Vec<usize> = (0..keys.len()).collect();
@@ -92,8 +143,8 @@ pub async fn read(redis: &RedisStore, keys: &[ProductKeys]) -> RedisResult<Vec<P
         let batch: Vec<Keyed> = todo.iter().flat_map(|&i| items(&keys[i])).collect();
         let results = redis.pipeline(batch).await;
         let mut again = Vec::new();
-        for (&i, r) in todo.iter().zip(results.chunks(6)) {
-            let [first, stock, meta, buyers, ledger, last] = r else {
+        for (&i, r) in todo.iter().zip(results.chunks(7)) {
+            let [first, stock, meta, buyers, ledger, events, last] = r else {
                 return Err(RedisError::from((ErrorKind::Parse, "short pipeline reply")));
             };
             let (before, after) = (position(first)?, position(last)?);
@@ -102,17 +153,24 @@ pub async fn read(redis: &RedisStore, keys: &[ProductKeys]) -> RedisResult<Vec<P
                 continue;
             }
             let mut meta = meta_from(meta)?;
+            let foreign = match wrong_hash("buyers", &keys[i].buyers, buyers)? {
+                Some(w) => Some(w),
+                None => wrong_hash("ledger", &keys[i].ledger, ledger)?,
+            };
             if meta.corrupt.is_none() {
-                meta.corrupt = match wrong_hash("buyers", &keys[i].buyers, buyers)? {
-                    Some(w) => Some(w),
-                    None => wrong_hash("ledger", &keys[i].ledger, ledger)?,
-                };
+                meta.corrupt = foreign.clone();
             }
             out[i] = Some(ProductCut {
                 stock: stock_from(stock)?,
                 meta,
                 position: after,
-                now_ms: clock_for(redis, &clocks, &keys[i]),
+                now_ms: clock_for(redis, &clocks, &keys[i]).unwrap_or(local),
+                keys: KeysPresent {
+                    buyers: exists(buyers)?,
+                    ledger: exists(ledger)?,
+                    events: exists(events)?,
+                    foreign,
+                },
             });
         }
         todo = again;
@@ -148,10 +206,17 @@ async fn node_clocks(redis: &RedisStore) -> HashMap<String, i64> {
         .collect()
 }
 
-fn clock_for(redis: &RedisStore, clocks: &HashMap<String, i64>, k: &ProductKeys) -> i64 {
+/// Redis's clock on the node of `k`'s product, ms since the epoch (the local clock when TIME
+/// is not allowed or the node does not answer it).
+pub async fn clock_of(redis: &RedisStore, k: &ProductKeys) -> i64 {
+    let local = chrono::Utc::now().timestamp_millis();
+    let clocks = node_clocks(redis).await;
+    clock_for(redis, &clocks, k).unwrap_or(local)
+}
+
+fn clock_for(redis: &RedisStore, clocks: &HashMap<String, i64>, k: &ProductKeys) -> Option<i64> {
     redis
         .node_for_key(&k.stock)
         .ok()
         .and_then(|n| clocks.get(&n.addr).copied())
-        .unwrap_or_else(|| chrono::Utc::now().timestamp_millis())
 }

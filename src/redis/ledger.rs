@@ -183,6 +183,52 @@ pub async fn active_units(redis: &RedisStore, k: &ProductKeys) -> RedisResult<Ac
     }
 }
 
+/// What a whole ledger holds, read in HSCAN pages (a rebuild's reckoning; never on a path a
+/// live view runs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LedgerTotals {
+    /// Units of entries deducted and not returned.
+    pub active: i64,
+    /// Those units per user (the user exactly as the ledger holds it).
+    pub per_user: std::collections::HashMap<Vec<u8>, i64>,
+    /// Fields whose value is not a ledger record, and the value.
+    pub unreadable: Vec<(String, Vec<u8>)>,
+    /// The key has another type.
+    pub wrong_type: bool,
+}
+
+/// Reads a whole ledger, page by page (HSCAN may repeat an entry, so entries are counted by
+/// request id).
+pub async fn totals(redis: &RedisStore, k: &ProductKeys) -> RedisResult<LedgerTotals> {
+    let mut seen: std::collections::HashMap<String, (Vec<u8>, i64)> =
+        std::collections::HashMap::new();
+    let mut unreadable: std::collections::HashMap<String, Vec<u8>> =
+        std::collections::HashMap::new();
+    let mut cursor = 0;
+    loop {
+        let page = scan_page(redis, k, cursor).await?;
+        for e in page.entries {
+            let units = if e.returned { 0 } else { e.quantity };
+            seen.insert(e.request_id, (e.user_raw, units));
+        }
+        unreadable.extend(page.corrupt);
+        if page.next == 0 || page.wrong_type {
+            let mut out = LedgerTotals {
+                wrong_type: page.wrong_type,
+                unreadable: unreadable.into_iter().collect(),
+                ..LedgerTotals::default()
+            };
+            for (user, units) in seen.into_values().filter(|(_, u)| *u > 0) {
+                out.active = out.active.saturating_add(units);
+                let held = out.per_user.entry(user).or_insert(0);
+                *held = held.saturating_add(units);
+            }
+            return Ok(out);
+        }
+        cursor = page.next;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -58,10 +58,16 @@ pub static TOPUP: LuaScript = LuaScript::new("topup", include_str!("../../lua/to
 /// Compare-and-delete of a lock (the `lock` strategy of dry runs).
 pub static UNLOCK: LuaScript = LuaScript::new("unlock", include_str!("../../lua/unlock.lua"));
 
+/// A rebuild's hold on a product: the stock key goes, a marker names the holder.
+pub static FREEZE: LuaScript = LuaScript::new("freeze", include_str!("../../lua/freeze.lua"));
+
+/// Buyers' holdings rebuilt from the ledger while a rebuild holds the product.
+pub static HOLDINGS: LuaScript = LuaScript::new("holdings", include_str!("../../lua/holdings.lua"));
+
 /// Every script the console loads on every node.
-pub fn all() -> [&'static LuaScript; 7] {
+pub fn all() -> [&'static LuaScript; 9] {
     [
-        &DEDUCT, &RESTORE, &SET_STOCK, &RECORD, &PAUSE, &TOPUP, &UNLOCK,
+        &DEDUCT, &RESTORE, &SET_STOCK, &RECORD, &PAUSE, &TOPUP, &UNLOCK, &FREEZE, &HOLDINGS,
     ]
 }
 

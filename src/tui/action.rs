@@ -173,11 +173,13 @@ pub enum Command {
         activity: ActivityId,
         product: Option<String>,
     },
-    /// Apply a fix the operator confirmed.
+    /// Apply a fix the operator confirmed: exactly the products of the preview, each only
+    /// while it still shows what the preview showed (None: what a fresh read finds).
     ApplyFix {
         seq: u64,
         activity: ActivityId,
         product: Option<String>,
+        confirmed: Option<crate::ops::fix::Confirmation>,
     },
     /// Run the preheat gate the operator confirmed.
     RunPreheat {

@@ -51,9 +51,12 @@ impl AppConfig {
 /// A write the operator has been asked to confirm.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PendingWrite {
+    /// A fix; once previewed, what the operator saw of each product (the fix then applies
+    /// exactly those, each only while it still shows that).
     Fix {
         activity: ActivityId,
         product: Option<String>,
+        confirmed: Option<crate::ops::fix::Confirmation>,
     },
     Preheat {
         activity: ActivityId,

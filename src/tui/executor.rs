@@ -96,6 +96,7 @@ impl Executor {
                     grace,
                     confirmed: None,
                     key_ttl_days,
+                    interleave: Default::default(),
                 };
                 self.job(fix_job(s, keys, activity, opts), move |result| {
                     Action::FixPreviewed { seq, result }
@@ -105,14 +106,16 @@ impl Executor {
                 seq,
                 activity,
                 product,
+                confirmed,
             } => {
                 let opts = FixOptions {
                     product,
                     preview: false,
                     actor,
                     grace,
-                    confirmed: None,
+                    confirmed,
                     key_ttl_days,
+                    interleave: Default::default(),
                 };
                 self.job(fix_job(s, keys, activity, opts), move |result| {
                     Action::FixApplied { seq, result }
@@ -140,6 +143,7 @@ impl Executor {
                             actor,
                             grace,
                             key_ttl_days,
+                            interleave: Default::default(),
                         };
                         preheat(&redis, &db, &keys, &activity, &opts, &progress).await
                     },
@@ -184,16 +188,16 @@ impl Executor {
                 async move {
                     let (redis, db) = (s.redis().await?, s.db().await?);
                     let product = crate::domain::ProductId::parse(&product)?;
-                    topup(
-                        &redis,
-                        &db,
-                        &keys,
-                        (&activity, &product),
-                        add,
-                        (&actor, "from the TUI"),
+                    let req = crate::ops::topup::TopupRequest {
+                        activity: &activity,
+                        product: &product,
+                        change: add,
+                        actor: &actor,
+                        reason: "from the TUI",
                         grace,
-                    )
-                    .await
+                        interleave: Default::default(),
+                    };
+                    topup(&redis, &db, &keys, &req).await
                 },
                 move |result| Action::TopupDone { seq, result },
             ),

@@ -90,6 +90,7 @@ pub fn state_rank(s: State) -> u8 {
         State::Missing => 3,
         State::Corrupt => 4,
         State::Negative => 5,
+        State::Oversold => 6,
     }
 }
 

@@ -93,6 +93,7 @@ impl App {
             then: Some(PendingWrite::Fix {
                 activity: activity.clone(),
                 product: product.clone(),
+                confirmed: None,
             }),
         });
         vec![Command::PreviewFix {
@@ -126,9 +127,19 @@ impl App {
             ));
             return;
         }
-        let PendingWrite::Fix { activity, product } = &write else {
+        let PendingWrite::Fix {
+            activity, product, ..
+        } = &write
+        else {
             return;
         };
+        // What the operator is about to confirm travels with the write.
+        let write = PendingWrite::Fix {
+            activity: activity.clone(),
+            product: product.clone(),
+            confirmed: Some(report.confirmation()),
+        };
+        let (activity, product) = (activity.clone(), product.clone());
         let mut lines = vec![format!(
             "{:<24} {:<9} {:>10}    {:<10} orphans",
             "product", "state", "before", "after"
@@ -154,7 +165,7 @@ impl App {
             "Applied with compare-and-set from the truth at that moment; every change audited."
                 .into(),
         );
-        let (title, typed) = match product {
+        let (title, typed) = match &product {
             Some(p) => (format!("Fix {p} in {activity}?   y apply   n cancel"), None),
             None => (
                 format!(
@@ -196,12 +207,17 @@ impl App {
         }
         let seq = self.seq();
         let (what, cmd) = match write {
-            PendingWrite::Fix { activity, product } => (
+            PendingWrite::Fix {
+                activity,
+                product,
+                confirmed,
+            } => (
                 "the fix",
                 Command::ApplyFix {
                     seq,
                     activity,
                     product,
+                    confirmed,
                 },
             ),
             PendingWrite::Preheat { activity, force } => {

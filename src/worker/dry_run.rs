@@ -187,12 +187,14 @@ async fn one_strategy(
         activity: Activity {
             starts_at: now - chrono::Duration::hours(1),
             ends_at: now + chrono::Duration::hours(1),
-            status: "scheduled".into(),
+            status: crate::domain::activity::ActivityStatus::Scheduled,
             ..source.clone()
         },
         products: products.to_vec(),
+        status_given: true,
     };
-    activities::import(db, &def, "dry-run", "dry run copy").await?;
+    let none = std::collections::HashSet::new();
+    activities::import(db, &def, ("dry-run", "dry run copy"), &none).await?;
     if strategy == Strategy::Sql {
         for ddl in SQL_TABLES {
             db.execute(ddl, &[]).await.map_err(|e| db.error(&e))?;
@@ -212,6 +214,7 @@ async fn one_strategy(
             grace: Duration::from_secs(60),
             // The shadow keys live no longer than a day past the run (cleanup removes them).
             key_ttl_days: 1,
+            interleave: Default::default(),
         };
         let report = preheat(redis, db, shadow, &spec.activity, &opts, &Silent).await?;
         if report.decision != "go" {
@@ -224,7 +227,8 @@ async fn one_strategy(
             .iter()
             .map(|&i| shadow.product(&spec.activity, &products[i].product_id))
             .collect();
-        let refs: Vec<_> = keys.iter().collect();
+        // Generation 1: above the shadow preheat's (which wrote its copy selling).
+        let refs: Vec<_> = keys.iter().map(|k| (k, 1)).collect();
         for r in crate::redis::control::set_paused_many(redis, &refs, true).await {
             r.map_err(|e| redis.error(&e))?;
         }

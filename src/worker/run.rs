@@ -209,6 +209,10 @@ pub async fn run_load(
 
     let mut stats = RunStats::from_run(spec.strategy.as_str(), &live.counters, &hist, elapsed);
     let sold = orders::sold_by_product(db, &spec.activity).await?;
+    // The initial stock as it stands now: a top-up during the run made room for more.
+    let products = crate::db::activity::products(db, &spec.activity)
+        .await
+        .unwrap_or(products);
     for p in &products {
         let s = sold.get(p.product_id.as_str()).copied().unwrap_or(0);
         stats.sold += s;

@@ -79,6 +79,9 @@ fn main() {
         server.cli(&["FLUSHALL"]);
         server.cli(&["SET", &k.stock, stock]);
         server.cli(&["HSET", &k.meta, "initial", stock, "limit", "1000"]);
+        server.cli(&["HSET", &k.buyers, "", "0"]);
+        server.cli(&["HSET", &k.ledger, "", "-"]);
+        server.cli(&["XADD", &k.events, "*", "a", "0|"]);
     };
     println!(
         "deduct.lua benchmark: redis-server {} (private), redis-benchmark -P 16, {requests} requests per run, 3 runs each, alternating",

@@ -345,6 +345,7 @@ fn main() {
             actor: "bench".into(),
             grace: Duration::from_secs(3600),
             key_ttl_days: 7,
+            interleave: Default::default(),
         };
         let id = ActivityId::parse("fp").expect("id");
         let r = preheat(&store, &lib, &KeySpace::default(), &id, &opts, &Silent)
@@ -486,6 +487,7 @@ fn main() {
                     actor: "bench".into(),
                     grace: Duration::from_secs(60),
                     key_ttl_days: 7,
+                    interleave: Default::default(),
                 };
                 let id = ActivityId::parse(&activity).expect("id");
                 preheat(&store, &lib, &KeySpace::default(), &id, &opts, &Silent)

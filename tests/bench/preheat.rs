@@ -142,6 +142,7 @@ fn main() {
                 actor: "bench".into(),
                 grace: Duration::from_secs(60),
                 key_ttl_days: 7,
+                interleave: Default::default(),
             };
 
             let started = Instant::now();

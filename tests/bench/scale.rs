@@ -52,21 +52,22 @@ fn main() {
                     name: "Scale".into(),
                     starts_at: s,
                     ends_at: e,
-                    status: "scheduled".into(),
+                    status: seckill_console::domain::activity::ActivityStatus::Scheduled,
                 },
                 products: (0..n)
-                    .map(|i| Product {
-                        product_id: ProductId::parse(&format!("p{i:06}")).expect("id"),
-                        name: String::new(),
-                        initial_stock: 100,
-                        per_user_limit: 2,
+                    .map(|i| {
+                        let id = ProductId::parse(&format!("p{i:06}")).expect("id");
+                        Product::new(id, "", 100, 2)
                     })
                     .collect(),
+                status_given: true,
             };
             let keys = KeySpace::default();
             let grace = Duration::from_secs(60);
             let t = Instant::now();
-            import(&lib, &def, "bench", "scale").await.expect("import");
+            import(&lib, &def, ("bench", "scale"), &Default::default())
+                .await
+                .expect("import");
             let t_import = t.elapsed();
 
             let t = Instant::now();
@@ -80,6 +81,7 @@ fn main() {
                     actor: "bench".into(),
                     grace,
                     key_ttl_days: 7,
+                    interleave: Default::default(),
                 },
                 &Silent,
             )
@@ -133,6 +135,7 @@ fn main() {
                     grace,
                     confirmed: None,
                     key_ttl_days: 7,
+                    interleave: Default::default(),
                 },
             )
             .await

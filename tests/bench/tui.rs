@@ -93,8 +93,7 @@ fn report(extra: i64, taken_at: chrono::DateTime<chrono::Utc>) -> StatusReport {
             ProductStatus::build(
                 &format!("sku-{i:05}"),
                 2,
-                &stock,
-                &meta,
+                (&stock, &meta, &[]),
                 Truth::new(initial, sold, in_flight, 0),
             )
         })
@@ -119,6 +118,7 @@ fn report(extra: i64, taken_at: chrono::DateTime<chrono::Utc>) -> StatusReport {
         compensation: QueueSummary::default(),
         outbox: QueueSummary::default(),
         taken_at,
+        clock_skew_ms: None,
     }
 }
 
@@ -282,6 +282,7 @@ async fn live_bench(secs: u64) -> bool {
         actor: "bench".into(),
         grace: Duration::from_secs(60),
         key_ttl_days: 7,
+        interleave: Default::default(),
     };
     let r = preheat(&store, &lib, &KeySpace::default(), &id, &opts, &Silent)
         .await

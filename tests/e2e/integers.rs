@@ -126,11 +126,17 @@ async fn every_script_refuses(store: &RedisStore, k: &ProductKeys, place: Place,
         let r = restore(store, k, "h1").await;
         assert!(r.is_err(), "{label}: restore answered {r:?}");
     }
+    // The console's writes carry the meta rev they read: the current one, so that what stops
+    // them is the value, not a stale read.
+    let rev = match redis_cmd(store, &["HGET", &k.meta, "rev"]).await {
+        Value::BulkString(b) => b,
+        _ => Vec::new(),
+    };
     if reads(&[Place::Stock, Place::Deducted, Place::Holding]) {
         let r = record(
             store,
             k,
-            RecordMode::Absorb,
+            RecordMode::Absorb { rev: rev.clone() },
             None,
             &[("lost1".into(), "u1".into(), 1)],
         )
@@ -146,9 +152,12 @@ async fn every_script_refuses(store: &RedisStore, k: &ProductKeys, place: Place,
             rewrite: Rewrite::Rebase {
                 initial: 10,
                 offset: 0,
+                release: 0,
             },
             reset_meta: false,
             expire_at: None,
+            rev,
+            token: None,
             meta: vec![],
         };
         let r = set_stock_many(store, &[w]).await.pop().expect("a reply");

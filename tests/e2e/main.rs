@@ -16,6 +16,7 @@ mod live_sale;
 mod lua_contract;
 mod malformed;
 mod model;
+mod partial_loss;
 mod preheat;
 mod read_only;
 mod reconcile;

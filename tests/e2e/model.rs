@@ -490,6 +490,7 @@ async fn case(topo: &Topo, seed: u64, grace: Duration) {
         actor: "model".into(),
         grace,
         key_ttl_days: 7,
+        interleave: Default::default(),
     };
     let r = preheat(&store, &db, &keys, &id, &pre(false), &Silent)
         .await
@@ -549,6 +550,7 @@ async fn case(topo: &Topo, seed: u64, grace: Duration) {
                             grace,
                             confirmed: None,
                             key_ttl_days: 7,
+                            interleave: Default::default(),
                         },
                     )
                     .await
@@ -628,7 +630,7 @@ async fn case(topo: &Topo, seed: u64, grace: Duration) {
                             w.after_cut.clear();
                         }
                         Stage::Snapshot => dumps.lock().await.db = Some(dump_db(&w).await),
-                        Stage::AfterCut | Stage::Round => {}
+                        _ => {}
                     }
                     for _ in 0..w.rng.below(3) {
                         w.buyer_step().await;

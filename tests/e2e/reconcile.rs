@@ -499,10 +499,10 @@ async fn read_only_refuses_every_write_before_sending_it() {
                 audit::recent(&lib, None, 100).await.expect("audit").len(),
                 rows_before
             );
-            let pending = seckill_console::db::compensation::pending(
+            let pending = seckill_console::db::compensation::pending_page(
                 &lib,
                 &seckill_console::domain::ActivityId::parse(ro).expect("id"),
-                None,
+                0,
             )
             .await
             .expect("pending");

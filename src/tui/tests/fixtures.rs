@@ -72,7 +72,8 @@ fn activity(
             name: title.into(),
             starts_at: t(start),
             ends_at: t(end),
-            status: status.into(),
+            status: crate::domain::activity::ActivityStatus::parse(status)
+                .expect("a status of the contract"),
         },
         products,
         total_stock: stock,
@@ -138,8 +139,7 @@ fn product(
     ProductStatus::build(
         name,
         2,
-        &stock,
-        &meta,
+        (&stock, &meta, &[]),
         Truth::new(initial, sold, in_flight, 0),
     )
 }
@@ -199,6 +199,7 @@ pub fn report(secs: i64, extra: i64) -> StatusReport {
         compensation,
         outbox: QueueSummary::default(),
         taken_at: t(secs),
+        clock_skew_ms: None,
     }
 }
 
@@ -329,6 +330,7 @@ pub fn preheat_report(go: bool) -> PreheatReport {
         written,
         verified,
         token_bucket: TokenBucket::new(stock, 7200),
+        rebuilt: None,
         error: None,
     };
     PreheatReport {

@@ -46,10 +46,15 @@ pub fn preview_report() -> FixReport {
         before: before.map(Into::into),
         after,
         applied: false,
+        plan: "heal",
+        rebuild: None,
+        lost: Vec::new(),
         offset: None,
         orphans_returned: 0,
         orphans: Vec::new(),
         sales_recorded: 0,
+        held_back: 0,
+        released: 0,
         attempts: 0,
         conflict: false,
         error: None,
@@ -255,9 +260,15 @@ fn activity_wide_fix_previews_then_asks_for_the_activity_id() {
                 seq,
                 activity,
                 product: None,
+                confirmed: Some(plan),
             },
-        ] if *activity == id("spring-sale") => *seq,
-        other => panic!("expected the fix, got {other:?}"),
+        ] if *activity == id("spring-sale") => {
+            // Exactly what the preview showed, product by product: the fix applies those and
+            // each only while it still shows that.
+            assert_eq!(plan, &preview_report().confirmation());
+            *seq
+        }
+        other => panic!("expected the confirmed fix, got {other:?}"),
     };
     assert!(a.busy.is_some());
     // While it runs, another write is refused (the working window swallows keys, so the
@@ -309,10 +320,19 @@ fn product_fix_asks_yes_or_no() {
         result: Ok(one),
     });
     let cmds = keys(&mut a, "y");
-    assert!(
-        matches!(cmds.as_slice(), [Command::ApplyFix { product: Some(p), .. }] if p == "tablet"),
-        "{cmds:?}"
-    );
+    match cmds.as_slice() {
+        [
+            Command::ApplyFix {
+                product: Some(p),
+                confirmed: Some(plan),
+                ..
+            },
+        ] if p == "tablet" => {
+            let products: Vec<&String> = plan.keys().collect();
+            assert_eq!(products, vec!["tablet"], "only the previewed product");
+        }
+        other => panic!("expected the confirmed fix of tablet, got {other:?}"),
+    }
 }
 
 #[test]

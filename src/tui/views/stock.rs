@@ -180,7 +180,7 @@ fn drift_size(p: &ProductStatus) -> i64 {
 /// sales and orphans, blue for paused.
 pub fn row_style(p: &ProductStatus) -> Style {
     match p.state {
-        State::Negative | State::Missing | State::Corrupt => critical(),
+        State::Negative | State::Missing | State::Corrupt | State::Oversold => critical(),
         State::Drift if p.drift.is_some_and(|d| d > 0) => critical(),
         State::Drift => warning(),
         State::Paused => Style::default().fg(Color::Blue),

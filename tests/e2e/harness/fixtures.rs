@@ -58,9 +58,14 @@ pub fn write_file(dir: &Path, name: &str, text: &str) -> PathBuf {
 pub async fn import(db: &Db, id: &str, products: &[P<'_>], window: (DateTime<Utc>, DateTime<Utc>)) {
     let text = activity_toml(id, products, window.0, window.1);
     let def = parse_activity_file("test.toml", &text).expect("valid test activity");
-    activity::import(db, &def, "test", "test.toml")
-        .await
-        .expect("import");
+    activity::import(
+        db,
+        &def,
+        ("test", "test.toml"),
+        &std::collections::HashSet::new(),
+    )
+    .await
+    .expect("import");
 }
 
 /// A Redis handle on a standalone server.

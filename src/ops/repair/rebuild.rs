@@ -1,0 +1,393 @@
+//! The rebuild of products that lost a piece of their evidence. Under a hold (`freeze.lua`:
+//! the stock key goes, so nothing sells and nothing returns while the pieces are incomplete):
+//! 1. every live order the ledger lacks gets its entry (`record.lua` rebuild mode);
+//! 2. the whole ledger is read: the active units, per user;
+//! 3. a lost buyers hash is written back from those sums (`holdings.lua`);
+//! 4. the counters become what the ledger names, or, where they hold more (entries of
+//!    deductions whose orders have not landed, lost with the ledger), they keep it and the
+//!    difference is declared `unexplained`: out of the stock until those orders had the grace
+//!    window to land;
+//! 5. `set_stock.lua` writes the meta hash, the witnesses and, last, the stock, ending the
+//!    hold. A console that dies half way leaves the stock missing: nothing can sell twice, and
+//!    the next fix or preheat takes the hold over.
+//!
+//! A product with nothing at all in Redis and no orders (a first preheat) is written in one
+//! call: there is nothing to rebuild.
+
+use super::{Outcome, Rebuilt, Settings, Target, fatal, pause_fields};
+use crate::db::cut::{self as db_cut, Mark};
+use crate::domain::events::EventId;
+use crate::domain::meta::Piece;
+use crate::domain::stock::StockValue;
+use crate::error::Result;
+use crate::redis::ProductKeys;
+use crate::redis::ledger;
+use crate::redis::rewrite::{
+    Frozen, NewStock, RecordMode, Recorded, Rewrite, SetStock, StockWrite, freeze_many, record,
+    set_stock_many, write_holdings,
+};
+
+/// Rebuilds the products `which` (index into `outcomes`, and why), all under `token`.
+pub async fn run(
+    t: &Target<'_>,
+    outcomes: &mut [Outcome],
+    which: &[(usize, String)],
+    token: &str,
+    settings: &(dyn Fn(&crate::ops::snapshot::ProductView) -> Settings + Sync),
+) -> Result<()> {
+    if which.is_empty() {
+        return Ok(());
+    }
+    let fresh: Vec<&(usize, String)> = which
+        .iter()
+        .filter(|(i, _)| is_fresh(&outcomes[*i].last))
+        .collect();
+    let held: Vec<&(usize, String)> = which
+        .iter()
+        .filter(|(i, _)| !is_fresh(&outcomes[*i].last))
+        .collect();
+    write_fresh(t, outcomes, &fresh, settings).await?;
+    let asks: Vec<(&ProductKeys, Vec<u8>, Vec<u8>)> = held
+        .iter()
+        .map(|(i, _)| {
+            let c = &outcomes[*i].last.cut;
+            (
+                &outcomes[*i].last.keys,
+                c.stock.guard(),
+                c.meta.rev_raw.clone(),
+            )
+        })
+        .collect();
+    let replies = freeze_many(t.redis, token, &asks).await;
+    drop(asks);
+    let mut stop = None;
+    let mut frozen: Vec<(usize, String, i64)> = Vec::new();
+    for ((i, why), reply) in held.iter().zip(replies) {
+        let d = &mut outcomes[*i].done;
+        d.attempts += 1;
+        match reply {
+            Ok(Frozen::Held { rev }) => frozen.push((*i, why.clone(), rev)),
+            Ok(Frozen::Conflict(now)) => {
+                d.conflict = Some(format!(
+                    "the stock key changed since it was read (now {}): nothing written",
+                    now.as_deref()
+                        .map_or_else(|| "absent".into(), crate::domain::stock::shown)
+                ));
+            }
+            Ok(Frozen::Busy(h)) => d.conflict = Some(h.shown()),
+            Err(e) => match fatal(t.redis, &e) {
+                Some(err) => stop = stop.or(Some(err)),
+                None => d.error = Some(crate::redis::describe(&e)),
+            },
+        }
+    }
+    for (i, why, rev) in frozen {
+        // Once held, a product is rebuilt to its end or left held (stock missing): never
+        // reopened half rebuilt.
+        if stop.is_some() {
+            break;
+        }
+        let o = &mut outcomes[i];
+        let s = settings(&o.last);
+        if let Err(e) = rebuild_one(t, o, (&why, rev, token), &s).await {
+            stop = Some(e);
+        }
+    }
+    stop.map_or(Ok(()), Err)
+}
+
+/// A product with nothing in Redis at all, no orders and no history: written in one call.
+fn is_fresh(v: &crate::ops::snapshot::ProductView) -> bool {
+    let c = &v.cut;
+    let lost = c.lost();
+    c.stock == StockValue::Missing
+        && [Piece::Meta, Piece::Buyers, Piece::Ledger, Piece::Events]
+            .iter()
+            .all(|p| lost.contains(p))
+        && c.position.unwrap_or(EventId::ZERO) == EventId::ZERO
+        && v.books.live_units == 0
+        && v.books.unledgered.is_empty()
+}
+
+async fn write_fresh(
+    t: &Target<'_>,
+    outcomes: &mut [Outcome],
+    which: &[&(usize, String)],
+    settings: &(dyn Fn(&crate::ops::snapshot::ProductView) -> Settings + Sync),
+) -> Result<()> {
+    if which.is_empty() {
+        return Ok(());
+    }
+    let plans: Vec<(usize, Settings)> = which
+        .iter()
+        .map(|(i, _)| (*i, settings(&outcomes[*i].last)))
+        .collect();
+    let writes: Vec<StockWrite<'_>> = plans
+        .iter()
+        .map(|(i, s)| {
+            let v = &outcomes[*i].last;
+            let mut meta = database_fields(&v.product, &v.cut.meta);
+            meta.extend([
+                ("deducted", "0".to_string()),
+                ("returned", "0".to_string()),
+                ("unexplained", "0".to_string()),
+            ]);
+            meta.extend(s.meta.iter().cloned());
+            StockWrite {
+                keys: &v.keys,
+                rewrite: Rewrite::Set {
+                    guard: b"!".to_vec(),
+                    stock: NewStock::FromCounters {
+                        initial: v.product.initial_stock,
+                    },
+                },
+                reset_meta: false,
+                expire_at: s.expire_at,
+                rev: Vec::new(),
+                token: None,
+                meta,
+            }
+        })
+        .collect();
+    let results = set_stock_many(t.redis, &writes).await;
+    drop(writes);
+    let mut stop = None;
+    for ((i, _), r) in plans.iter().zip(results) {
+        let d = &mut outcomes[*i].done;
+        d.attempts += 1;
+        match r {
+            Ok(SetStock::Applied { stock, change, .. }) => {
+                d.rewritten = true;
+                d.change += change;
+                d.stock_after = Some(stock);
+            }
+            Ok(SetStock::Conflict(_)) | Ok(SetStock::Held(_)) | Ok(SetStock::OffsetMoved(_)) => {
+                // Someone wrote it meanwhile (another preheat): read it again.
+                d.again = true;
+            }
+            Err(e) => match fatal(t.redis, &e) {
+                Some(err) => stop = stop.or(Some(err)),
+                None => d.error = Some(crate::redis::describe(&e)),
+            },
+        }
+    }
+    stop.map_or(Ok(()), Err)
+}
+
+/// The meta fields every write of a product carries from the database: initial stock, limit
+/// and the operator's pause.
+pub fn database_fields(
+    p: &crate::domain::Product,
+    m: &crate::domain::meta::Meta,
+) -> Vec<(&'static str, String)> {
+    let mut out = vec![
+        ("initial", p.initial_stock.to_string()),
+        ("limit", p.per_user_limit.to_string()),
+    ];
+    out.extend(pause_fields(p, m));
+    out
+}
+
+/// Rebuilds one held product; product-level trouble goes on its row, a service failure stops
+/// the repair.
+async fn rebuild_one(
+    t: &Target<'_>,
+    o: &mut Outcome,
+    (why, rev, token): (&str, i64, &str),
+    s: &Settings,
+) -> Result<()> {
+    let v = &o.last;
+    let d = &mut o.done;
+    let mut rebuilt = Rebuilt {
+        before: v
+            .cut
+            .meta
+            .frozen
+            .as_ref()
+            .map(|f| f.value.clone())
+            .filter(|b| !b.is_empty())
+            .map(|b| crate::domain::stock::shown(&b))
+            .or_else(|| v.cut.stock.shown()),
+        why: why.to_string(),
+        ..Rebuilt::default()
+    };
+    // 1. The ledger entries of live orders it lacks.
+    match record_live_orders(t, &v.keys, token, s.expire_at).await? {
+        Ok((units, rids)) => {
+            rebuilt.entries = i64::try_from(rids.len()).unwrap_or(i64::MAX);
+            d.recorded_units += units;
+            d.recorded.extend(rids);
+        }
+        Err(why) => {
+            d.error = Some(why);
+            return Ok(());
+        }
+    }
+    // 2. The whole ledger.
+    let totals = ledger::totals(t.redis, &v.keys)
+        .await
+        .map_err(|e| t.redis.error(&e))?;
+    if let Some((rid, raw)) = totals.unreadable.first() {
+        d.error = Some(format!(
+            "the ledger entry of request {rid} is not a ledger record ('{}'): the rebuild cannot count it, so the product stays held (its stock missing) until it is set right by hand (see the README, \"Unreadable entries\"); then fix again",
+            crate::domain::stock::shown(raw)
+        ));
+        return Ok(());
+    }
+    // 3. A lost buyers hash, from what the ledger holds per user.
+    if !v.cut.keys.buyers {
+        let holdings: Vec<(Vec<u8>, i64)> = totals
+            .per_user
+            .iter()
+            .map(|(u, n)| (u.clone(), *n))
+            .collect();
+        match write_holdings(t.redis, &v.keys, token, &holdings)
+            .await
+            .map_err(|e| t.redis.error(&e))?
+        {
+            Ok(n) => rebuilt.holdings = n,
+            Err(h) => {
+                d.conflict = Some(h.shown());
+                return Ok(());
+            }
+        }
+    }
+    // 4. The counters: what the ledger names; more where the counters held more than it can
+    // name (held back until those orders could land).
+    let before = counters_before(v);
+    let active = before.map_or(totals.active, |b| b.max(totals.active));
+    let unexplained = active - totals.active;
+    let now = v.cut.now_ms;
+    let since = match (v.cut.meta.unexplained > 0, v.cut.meta.unexplained_since) {
+        (true, Some(s)) => s,
+        _ => now,
+    };
+    let mut meta = database_fields(&v.product, &v.cut.meta);
+    meta.extend([
+        ("deducted", active.to_string()),
+        ("returned", "0".to_string()),
+        ("unexplained", unexplained.to_string()),
+        ("unexplained_since", since.to_string()),
+        (
+            "unexplained_held",
+            if v.cut.keys.buyers { "1" } else { "0" }.to_string(),
+        ),
+    ]);
+    meta.extend(s.meta.iter().cloned());
+    // 5. The stock, last.
+    let write = StockWrite {
+        keys: &v.keys,
+        rewrite: Rewrite::Set {
+            guard: b"!".to_vec(),
+            stock: NewStock::FromCounters {
+                initial: v.product.initial_stock,
+            },
+        },
+        reset_meta: v.cut.meta.corrupt.is_some(),
+        expire_at: s.expire_at,
+        rev: rev.to_string().into_bytes(),
+        token: Some(token.to_string()),
+        meta,
+    };
+    let reply = set_stock_many(t.redis, std::slice::from_ref(&write))
+        .await
+        .pop();
+    match reply {
+        Some(Ok(SetStock::Applied { stock, change, .. })) => {
+            d.rewritten = true;
+            d.change += change;
+            d.stock_after = Some(stock);
+            rebuilt.active = active;
+            rebuilt.unexplained = unexplained;
+            d.rebuilt = Some(rebuilt);
+            // Read again and heal: orphans, lost sales, what the rebuild held back.
+            d.again = true;
+        }
+        Some(Ok(SetStock::Held(h))) => d.conflict = Some(h.shown()),
+        Some(Ok(other)) => {
+            d.error = Some(format!(
+                "set_stock.lua answered {other:?} at the end of a rebuild: the product stays held (its stock missing); fix again"
+            ));
+        }
+        Some(Err(e)) => match fatal(t.redis, &e) {
+            Some(err) => return Err(err),
+            None => d.error = Some(crate::redis::describe(&e)),
+        },
+        None => d.error = Some("set_stock.lua was not sent".into()),
+    }
+    Ok(())
+}
+
+/// The active units the counters held before the rebuild, when anything readable says so:
+/// the counters themselves, or else the stock the hold kept against the initial stock.
+fn counters_before(v: &crate::ops::snapshot::ProductView) -> Option<i64> {
+    if let Some(a) = v.cut.active().filter(|_| v.cut.meta.present) {
+        return Some(a);
+    }
+    let stock = v
+        .cut
+        .meta
+        .frozen
+        .as_ref()
+        .and_then(|f| f.stock())
+        .or_else(|| v.cut.stock.value())?;
+    let initial = v.cut.meta.initial.unwrap_or(v.product.initial_stock);
+    Some(initial.saturating_sub(stock).max(0))
+}
+
+/// Records every live order of the product that the ledger does not hold as active, walking
+/// the orders in pages; the units and requests recorded, or why the product cannot go on.
+async fn record_live_orders(
+    t: &Target<'_>,
+    k: &ProductKeys,
+    token: &str,
+    expire_at: Option<i64>,
+) -> Result<std::result::Result<(i64, Vec<String>), String>> {
+    let mut mark: Option<Mark> = None;
+    let (mut units, mut rids) = (0, Vec::new());
+    loop {
+        let page = db_cut::live_page_now(t.db, t.activity, &k.product, mark.as_ref()).await?;
+        let exhausted = page.len() < usize::try_from(db_cut::PAGE).unwrap_or(usize::MAX);
+        mark = page.last().map(|o| o.mark.clone());
+        let asks: Vec<&str> = page.iter().map(|o| o.request_id.as_str()).collect();
+        let found = ledger::lookup_many(t.redis, &[(k, asks)])
+            .await
+            .map_err(|e| t.redis.error(&e))?
+            .pop()
+            .unwrap_or_default();
+        let missing: Vec<(String, String, i64)> = page
+            .iter()
+            .zip(
+                found
+                    .iter()
+                    .chain(std::iter::repeat(&ledger::Lookup::Absent)),
+            )
+            .filter(|(_, l)| l.entry().is_none_or(|e| e.returned))
+            .map(|(o, _)| (o.request_id.clone(), o.user_id.clone(), o.quantity))
+            .collect();
+        let mode = RecordMode::Rebuild {
+            token: token.to_string(),
+        };
+        match record(t.redis, k, mode, expire_at, &missing).await {
+            Ok(Recorded::Written { units: u, .. }) => {
+                units += u;
+                rids.extend(missing.into_iter().map(|(r, _, _)| r));
+            }
+            Ok(Recorded::StockMoved(kind)) => {
+                return Ok(Err(format!(
+                    "the stock key appeared while the ledger was rebuilt (a {kind}): run fix again"
+                )));
+            }
+            Ok(Recorded::Held(h)) => return Ok(Err(h.shown())),
+            Err(e) => {
+                return match fatal(t.redis, &e) {
+                    Some(err) => Err(err),
+                    None => Ok(Err(crate::redis::describe(&e))),
+                };
+            }
+        }
+        if exhausted {
+            return Ok(Ok((units, rids)));
+        }
+    }
+}
