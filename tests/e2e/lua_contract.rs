@@ -329,3 +329,176 @@ async fn restore_returns_stock_once_and_ignores_unknown_requests() {
         );
     }
 }
+
+/// Every value the console's scripts read, increment or pass on is checked before their first
+/// write (issue 19): a 20-digit expiry, an `initial:` of 21 digits, counters that are not
+/// integers under a `set` that keeps the meta hash: each is refused with nothing written.
+#[tokio::test]
+async fn the_console_scripts_check_every_value_before_their_first_write() {
+    use seckill_console::redis::scripts::{RECORD, SET_STOCK};
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        let name = topo.name();
+        let k = keys("lua", "half");
+        setup(&store, &k, "10", "2").await;
+        cmd(
+            &store,
+            &k.meta,
+            &["HSET", &k.meta, "deducted", "0", "returned", "0"],
+        )
+        .await;
+        let keys5 = k.script_keys();
+        let before = snapshot(&store, &k).await;
+        let huge = "99999999999999999999";
+        // set_stock: rebase with a 20-digit expiry; a set from a 21-digit initial.
+        for args in [
+            vec!["rebase", "10", "0", "keep", huge, "", "", "0"],
+            vec![
+                "set",
+                "initial:100000000000000000000",
+                "=10",
+                "keep",
+                "",
+                "",
+                "",
+                "0",
+            ],
+            vec!["set", "5", "=10", "keep", "", "", "", "0", "limit", "0"],
+            vec!["rebase", "10", "0", "keep", "", "", "", "-1"],
+        ] {
+            let r = store.eval(&SET_STOCK, &keys5, &args).await;
+            assert!(
+                matches!(r, Ok(Value::Int(-4))),
+                "{name}: set_stock {args:?} answered {r:?}"
+            );
+            assert_eq!(snapshot(&store, &k).await, before, "{name}: {args:?} wrote");
+        }
+        // record: a 20-digit expiry.
+        let r = store
+            .eval(&RECORD, &keys5, &["absorb", huge, "", "", "r1", "u1", "1"])
+            .await;
+        assert!(
+            matches!(r, Ok(Value::Int(-4))),
+            "{name}: record answered {r:?}"
+        );
+        assert_eq!(snapshot(&store, &k).await, before, "{name}: record wrote");
+        // A corrupt counter under a 'set' that keeps the meta hash: an error reply, and the
+        // stock key (which a set of a corrupt stock would replace) is still there.
+        cmd(&store, &k.stock, &["SET", &k.stock, "abc"]).await;
+        cmd(&store, &k.meta, &["HSET", &k.meta, "deducted", "abc"]).await;
+        let spoiled = snapshot(&store, &k).await;
+        let r = store
+            .eval(
+                &SET_STOCK,
+                &keys5,
+                &["set", "initial:10", "=abc", "keep", "", "", "", "0"],
+            )
+            .await;
+        assert!(
+            r.is_err(),
+            "{name}: set over corrupt counters answered {r:?}"
+        );
+        assert_eq!(snapshot(&store, &k).await, spoiled, "{name}: a half write");
+        // A stale rev is a conflict, nothing written.
+        cmd(&store, &k.stock, &["SET", &k.stock, "10"]).await;
+        cmd(
+            &store,
+            &k.meta,
+            &["HSET", &k.meta, "deducted", "0", "rev", "4"],
+        )
+        .await;
+        let now = snapshot(&store, &k).await;
+        let r = store
+            .eval(
+                &SET_STOCK,
+                &keys5,
+                &["rebase", "10", "0", "keep", "", "3", "", "0"],
+            )
+            .await;
+        assert!(
+            matches!(&r, Ok(Value::Array(v)) if v.first() == Some(&Value::Int(2))),
+            "{name}: a stale rev answered {r:?}"
+        );
+        assert_eq!(snapshot(&store, &k).await, now, "{name}: a stale rev wrote");
+    }
+}
+
+/// A rebuild's hold (issue 19): `freeze.lua` takes the stock key away and marks the holder;
+/// while it holds, the deduction answers -1, another console's freeze is refused, and only
+/// the holder's `holdings.lua` and `set_stock.lua` write; the set ends the hold with the
+/// witnesses the scripts check.
+#[tokio::test]
+async fn a_hold_stops_every_other_writer_until_its_set() {
+    use seckill_console::redis::rewrite::{
+        Frozen, Held, NewStock, Rewrite, SetStock, StockWrite, freeze_many, set_stock_many,
+        write_holdings,
+    };
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        let name = topo.name();
+        let k = keys("lua", "hold");
+        setup(&store, &k, "10", "2").await;
+        assert_eq!(
+            deduct(&store, &k, "r1", "u1", "1").await.expect("ok"),
+            Deducted::Remaining(9)
+        );
+        let asks = [(&k, b"=9".to_vec(), Vec::new())];
+        let held = freeze_many(&store, "tokA", &asks).await;
+        assert!(
+            matches!(held.first(), Some(Ok(Frozen::Held { rev: 1 }))),
+            "{name}: {held:?}"
+        );
+        assert_eq!(
+            cmd(&store, &k.stock, &["EXISTS", &k.stock]).await,
+            Value::Int(0)
+        );
+        assert_eq!(
+            deduct(&store, &k, "r2", "u2", "1").await.expect("ok"),
+            Deducted::Missing
+        );
+        // Another console: refused while the hold is young.
+        let other = freeze_many(&store, "tokB", &[(&k, b"!".to_vec(), b"1".to_vec())]).await;
+        assert!(
+            matches!(other.first(), Some(Ok(Frozen::Busy(Held::Frozen(_))))),
+            "{name}: {other:?}"
+        );
+        let wrong = write_holdings(&store, &k, "tokB", &[(b"u1".to_vec(), 5)])
+            .await
+            .expect("reply");
+        assert!(matches!(wrong, Err(Held::Frozen(_))), "{name}: {wrong:?}");
+        let ok = write_holdings(&store, &k, "tokA", &[(b"u1".to_vec(), 1)])
+            .await
+            .expect("reply");
+        assert_eq!(ok, Ok(1), "{name}");
+        let end = StockWrite {
+            keys: &k,
+            rewrite: Rewrite::Set {
+                guard: b"!".to_vec(),
+                stock: NewStock::FromCounters { initial: 10 },
+            },
+            reset_meta: false,
+            expire_at: None,
+            rev: b"1".to_vec(),
+            token: Some("tokA".into()),
+            meta: vec![
+                ("initial", "10".into()),
+                ("limit", "2".into()),
+                ("deducted", "1".into()),
+                ("returned", "0".into()),
+            ],
+        };
+        let done = set_stock_many(&store, &[end]).await;
+        assert!(
+            matches!(done.first(), Some(Ok(SetStock::Applied { stock: 9, .. }))),
+            "{name}: {done:?}"
+        );
+        assert_eq!(
+            cmd(&store, &k.meta, &["HEXISTS", &k.meta, "frozen"]).await,
+            Value::Int(0)
+        );
+        assert_eq!(
+            deduct(&store, &k, "r2", "u2", "1").await.expect("ok"),
+            Deducted::Remaining(8)
+        );
+    }
+}
