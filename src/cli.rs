@@ -538,6 +538,13 @@ pub struct LoadArgs {
     /// Retries of a request whose outcome is unknown, with the same request id (Lua only)
     #[arg(long, default_value_t = 2)]
     pub retries: u32,
+    /// Drill: stamp orders, payments and expiries this many ms off (negative: an app server or
+    /// database clock behind Redis's)
+    #[arg(long, default_value_t = 0, allow_hyphen_values = true)]
+    pub clock_skew_ms: i64,
+    /// Drill: commit each batch of orders up to this many ms after its stamp (late commits)
+    #[arg(long, default_value_t = 0)]
+    pub commit_delay_ms: u64,
     /// Do not ask for confirmation (required without a terminal)
     #[arg(long)]
     pub yes: bool,

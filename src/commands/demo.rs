@@ -111,6 +111,7 @@ pub async fn run_demo(ctx: &Ctx, args: DemoArgs) -> Result<Outcome> {
         }),
         watch_negative: false,
         retries: 1,
+        clock: Default::default(),
     };
     let worker = {
         let (redis, db, stop) = (redis.clone(), db.clone(), stop.clone());

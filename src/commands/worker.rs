@@ -158,6 +158,26 @@ fn seed_or_now(seed: Option<u64>) -> u64 {
     seed.unwrap_or_else(|| chrono::Utc::now().timestamp_micros() as u64)
 }
 
+/// The drill clock of `load`: a skew of at most a day either way, a commit delay of at most a
+/// minute.
+fn check_clock(skew_ms: i64, delay_ms: u64) -> Result<seckill_console::worker::run::OrderClock> {
+    const DAY_MS: i64 = 86_400_000;
+    if !(-DAY_MS..=DAY_MS).contains(&skew_ms) {
+        return Err(Error::bad_input(format!(
+            "--clock-skew-ms {skew_ms} is out of range: use -{DAY_MS} to {DAY_MS}"
+        )));
+    }
+    if delay_ms > 60_000 {
+        return Err(Error::bad_input(format!(
+            "--commit-delay-ms {delay_ms} is out of range: use 0 to 60000"
+        )));
+    }
+    Ok(seckill_console::worker::run::OrderClock {
+        skew_ms,
+        commit_delay_ms: delay_ms,
+    })
+}
+
 pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
     let activity = ActivityId::parse(&args.activity)?;
     check_common(args.buyers, args.concurrency, args.repeat_share)?;
@@ -241,6 +261,7 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
         }),
         watch_negative: true,
         retries: args.retries,
+        clock: check_clock(args.clock_skew_ms, args.commit_delay_ms)?,
     };
     let live = Arc::new(Live::default());
     let stop = Arc::new(AtomicBool::new(false));

@@ -117,16 +117,33 @@ pub async fn insert_with_outbox(
     db: &Db,
     batch: &[NewOrder],
 ) -> std::result::Result<(), sqlx::Error> {
+    insert_with_outbox_at(db, batch, chrono::Utc::now()).await
+}
+
+/// [`insert_with_outbox`] with the orders stamped `now` (an app server whose clock is off).
+pub async fn insert_with_outbox_at(
+    db: &Db,
+    batch: &[NewOrder],
+    now: chrono::DateTime<chrono::Utc>,
+) -> std::result::Result<(), sqlx::Error> {
     let mut tx = db.begin().await?;
     for o in batch {
-        insert_in(&mut tx, o).await?;
+        insert_in_at(&mut tx, o, now).await?;
     }
     tx.commit().await
 }
 
 /// Writes one order and its outbox message inside the caller's transaction.
 pub async fn insert_in(tx: &mut super::Tx, o: &NewOrder) -> std::result::Result<(), sqlx::Error> {
-    let now = chrono::Utc::now();
+    insert_in_at(tx, o, chrono::Utc::now()).await
+}
+
+/// [`insert_in`] with the order stamped `now`.
+pub async fn insert_in_at(
+    tx: &mut super::Tx,
+    o: &NewOrder,
+    now: chrono::DateTime<chrono::Utc>,
+) -> std::result::Result<(), sqlx::Error> {
     tx.execute(INSERT_ORDER, &order_args(o, now)).await?;
     tx.execute(
         INSERT_OUTBOX,
@@ -144,11 +161,20 @@ pub async fn insert_in(tx: &mut super::Tx, o: &NewOrder) -> std::result::Result<
 
 /// Marks orders still in `pending_payment` as `paid`; returns how many changed.
 pub async fn pay(db: &Db, request_ids: &[String]) -> Result<u64> {
+    pay_at(db, request_ids, chrono::Utc::now()).await
+}
+
+/// [`pay`], stamped `now`.
+pub async fn pay_at(
+    db: &Db,
+    request_ids: &[String],
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<u64> {
     let ids: Vec<&str> = request_ids.iter().map(String::as_str).collect();
     db.execute_in(
         "UPDATE seckill_order SET status = 'paid', updated_at = ? \
          WHERE status = 'pending_payment' AND request_id IN (...)",
-        &[Arg::Time(chrono::Utc::now())],
+        &[Arg::Time(now)],
         &ids,
     )
     .await
@@ -158,11 +184,20 @@ pub async fn pay(db: &Db, request_ids: &[String]) -> Result<u64> {
 /// Marks one order `expired` if it is still unpaid; true when it changed (then, and only
 /// then, its stock goes back through the restore script).
 pub async fn expire(db: &Db, request_id: &str) -> Result<bool> {
+    expire_at(db, request_id, chrono::Utc::now()).await
+}
+
+/// [`expire`], stamped `now`.
+pub async fn expire_at(
+    db: &Db,
+    request_id: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<bool> {
     let n = db
         .execute(
             "UPDATE seckill_order SET status = 'expired', updated_at = ? \
              WHERE status = 'pending_payment' AND request_id = ?",
-            &[Arg::Time(chrono::Utc::now()), request_id.into()],
+            &[Arg::Time(now), request_id.into()],
         )
         .await
         .map_err(|e| db.error(&e))?;

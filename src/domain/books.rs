@@ -270,7 +270,11 @@ impl Books {
                 self.unbacked.remove(rid);
                 self.live_units += quantity;
             }
-            OrderState::Dead { at_ms, .. } => u.dead_at_ms = Some(at_ms),
+            // The first time the console saw it dead counts: the grace window of its return
+            // runs on Redis's clock from then, not again from every lookup.
+            OrderState::Dead { at_ms, .. } => {
+                u.dead_at_ms.get_or_insert(at_ms);
+            }
             OrderState::Missing => u.dead_at_ms = None,
         }
     }
@@ -307,7 +311,7 @@ impl Books {
     /// is unbacked: a return on its way, orphaned if it never comes.
     pub fn on_death(&mut self, rid: &str, quantity: i64, at_ms: i64, ledger: Option<&LedgerEntry>) {
         if let Some(u) = self.unbacked.get_mut(rid) {
-            u.dead_at_ms = Some(at_ms);
+            u.dead_at_ms.get_or_insert(at_ms);
             return;
         }
         if self.unledgered.remove(rid).is_some() {
@@ -327,6 +331,19 @@ impl Books {
                 },
             );
         }
+    }
+}
+
+/// A stamp of the orders' clock (an order's `updated_at`) on Redis's clock, given the smallest
+/// lead of the orders' stamps over their deductions (`lead`). Only a clock clearly behind is
+/// corrected: the lead is the clocks' offset plus the quickest order's delay, so a lead may be
+/// nothing but orders landing late, while a lag of seconds is the clock.
+pub fn stamp_to_redis(stamp_ms: i64, lead: Option<i64>) -> i64 {
+    /// A lag this small is the ordinary spread of clocks and delays.
+    const NOISE_MS: i64 = 1_000;
+    match lead {
+        Some(l) if l < -NOISE_MS => stamp_ms.saturating_sub(l),
+        _ => stamp_ms,
     }
 }
 
@@ -365,7 +382,7 @@ pub struct Settle {
     /// Live orders (request id, units), sorted by request id once all are read, and which of
     /// them an active deduction matched. (A sorted list: a million live orders cost about 40
     /// MB here, half what a hash map would.)
-    live: Vec<(Box<str>, i64)>,
+    live: Vec<(Box<str>, i64, i64)>,
     matched: Vec<bool>,
     /// Requests whose return (at or before the cut) the backward scan has passed: their
     /// deduction, further back, was not active at the cut.
@@ -380,6 +397,9 @@ pub struct Settle {
     /// Redis's clock just before the cut's counters were read (ms): a ledger entry of an
     /// earlier millisecond is before the cut, whatever happened to its event.
     pub cut_ms: i64,
+    /// The smallest lead of a live order's creation stamp over its deduction's Redis time
+    /// (ms): the orders' clock offset, plus the quickest order's delay.
+    pub lead: Option<i64>,
     /// Requests whose first event after the cut activates them: their orders belong to after
     /// the cut.
     pub after_cut: RidSet,
@@ -428,6 +448,7 @@ impl Settle {
             recounting: false,
             after_rebuild: false,
             cut_ms: 0,
+            lead: None,
             after_cut,
             read: 0,
         }
@@ -441,7 +462,7 @@ impl Settle {
             .iter()
             .zip(&self.matched)
             .filter(|(_, m)| !**m)
-            .map(|((_, q), _)| q)
+            .map(|((_, q, _), _)| q)
             .sum();
         self.books.gap() - unmatched
     }
@@ -469,14 +490,24 @@ impl Settle {
 
     /// Takes one page of live orders (request id, units); `exhausted` when it was the last.
     pub fn on_orders(&mut self, page: &[(String, i64)], exhausted: bool) {
+        let stamped: Vec<(String, i64, i64)> = page
+            .iter()
+            .map(|(r, q)| (r.clone(), *q, i64::MIN))
+            .collect();
+        self.on_orders_stamped(&stamped, exhausted);
+    }
+
+    /// Takes one page of live orders (request id, units, the order's creation stamp in ms, or
+    /// `i64::MIN` when unknown); `exhausted` when it was the last.
+    pub fn on_orders_stamped(&mut self, page: &[(String, i64, i64)], exhausted: bool) {
         self.read += page.len() as u64;
-        for (rid, units) in page {
+        for (rid, units, stamp) in page {
             if !self.after_cut.contains(rid) {
-                self.live.push((rid.as_str().into(), *units));
+                self.live.push((rid.as_str().into(), *units, *stamp));
             }
         }
         if exhausted {
-            self.live.sort_unstable();
+            self.live.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             self.live.dedup_by(|a, b| a.0 == b.0);
             self.matched = vec![false; self.live.len()];
             self.orders_done = true;
@@ -526,10 +557,17 @@ impl Settle {
 
     /// An active deduction: backed by its live order, or a candidate to look up.
     fn active(&mut self, rid: &str, quantity: i64, at_ms: i64) -> Option<Candidate> {
-        if let Ok(i) = self.live.binary_search_by(|(r, _)| r.as_ref().cmp(rid))
+        if let Ok(i) = self.live.binary_search_by(|(r, _, _)| r.as_ref().cmp(rid))
             && !self.matched[i]
         {
             self.matched[i] = true;
+            // An order and its deduction: how far the orders' clock leads Redis's (plus how
+            // long the order took).
+            let stamp = self.live[i].2;
+            if stamp != i64::MIN {
+                let lead = stamp.saturating_sub(at_ms);
+                self.lead = Some(self.lead.map_or(lead, |l| l.min(lead)));
+            }
             return None;
         }
         Some(Candidate {
@@ -569,8 +607,9 @@ impl Settle {
     /// the request was matched already, or belongs to another product).
     pub fn on_candidates(&mut self, found: &[(Candidate, OrderState)]) {
         for (c, state) in found {
+            // A death's stamp on Redis's clock, as far as the orders seen say.
             let dead_at_ms = match state {
-                OrderState::Dead { at_ms, .. } => Some(*at_ms),
+                OrderState::Dead { at_ms, .. } => Some(stamp_to_redis(*at_ms, self.lead)),
                 OrderState::Live(_) | OrderState::Missing => None,
             };
             self.books.unbacked.insert(
@@ -590,7 +629,7 @@ impl Settle {
             .iter()
             .zip(&self.matched)
             .filter(|(_, m)| !**m)
-            .map(|((r, q), _)| (r.to_string(), *q))
+            .map(|((r, q, _), _)| (r.to_string(), *q))
             .collect()
     }
 

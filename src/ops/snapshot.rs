@@ -72,6 +72,9 @@ pub struct Cost {
     pub scanned: u64,
     /// Request ids looked up in the database.
     pub looked_up: u64,
+    /// The smallest lead of an order's stamp over its deduction the settles saw (ms): the
+    /// orders' clock against Redis's.
+    pub lead: Option<i64>,
 }
 
 /// An activity's state at one cut.
@@ -216,6 +219,7 @@ pub(crate) async fn settle(
         })
         .collect();
     run(redis, tx, activity, (&ids, &keys), &mut settles, hook, cost).await?;
+    cost.lead = settles.iter().flatten().filter_map(|s| s.lead).min();
     Ok(settles
         .into_iter()
         .zip(sold)
@@ -519,12 +523,12 @@ pub(crate) async fn run(
             let rows = db_cut::live_page(tx, activity, ids[i], marks[i].as_ref()).await?;
             let exhausted = rows.len() < usize::try_from(db_cut::PAGE).unwrap_or(usize::MAX);
             marks[i] = rows.last().map(|o| o.mark.clone());
-            let page: Vec<(String, i64)> = rows
+            let page: Vec<(String, i64, i64)> = rows
                 .into_iter()
-                .map(|o| (o.request_id, o.quantity))
+                .map(|o| (o.request_id, o.quantity, o.mark.0.timestamp_millis()))
                 .collect();
             if let Some(s) = settles[i].as_mut() {
-                s.on_orders(&page, exhausted);
+                s.on_orders_stamped(&page, exhausted);
             }
         }
 

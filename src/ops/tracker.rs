@@ -30,7 +30,7 @@ use super::integrity;
 use super::snapshot::{self, Cost, Interleave, ProductAtCut, ProductView, Snapshot, Stage};
 use crate::db::cut::{self as db_cut, Change, Mark};
 use crate::db::{Db, Tx, activity as activities};
-use crate::domain::books::{Books, HashOf, MAX_BAD_ENTRIES, OrderState};
+use crate::domain::books::{Books, HashOf, MAX_BAD_ENTRIES, OrderState, stamp_to_redis};
 use crate::domain::events::{Event, EventId};
 use crate::domain::rid_hash::{RidMap, RidState};
 use crate::domain::{ActivityId, Product};
@@ -135,7 +135,8 @@ struct Kept {
 
 /// How far the orders' stamps run ahead of Redis's clock, from the orders seen landing: each
 /// landing gives its stamp less its deduction's Redis time (the clocks' offset plus however
-/// long the order took); the smallest of the recent ones is the offset.
+/// long the order took); the smallest of the recent ones is the offset. Only shown (an alert
+/// beyond a bound): no age the console reckons mixes the two clocks.
 #[derive(Clone, Debug, Default)]
 struct ClockSkew {
     samples: VecDeque<i64>,
@@ -143,8 +144,6 @@ struct ClockSkew {
 
 impl ClockSkew {
     const KEEP: usize = 256;
-    /// A lag this small is the ordinary spread of clocks and delays, not a clock to correct.
-    const NOISE_MS: i64 = 1_000;
 
     fn sample(&mut self, stamp_ms: i64, deducted_ms: i64) {
         if self.samples.len() == Self::KEEP {
@@ -156,15 +155,23 @@ impl ClockSkew {
     fn skew_ms(&self) -> Option<i64> {
         self.samples.iter().copied().min()
     }
+}
 
-    /// A stamp of the orders' clock as Redis's clock had it. Only a clock clearly behind is
-    /// corrected: the estimate is the clocks' offset plus the quickest order's delay, so a
-    /// lead may be nothing but orders landing late, while a lag of seconds is the clock.
-    fn to_redis(&self, stamp_ms: i64) -> i64 {
-        match self.skew_ms() {
-            Some(s) if s < -Self::NOISE_MS => stamp_ms.saturating_sub(s),
-            _ => stamp_ms,
-        }
+/// What the database's answer for a request says in the product of `item`, a death's stamp
+/// on Redis's clock (the order's stamp comes from the app servers' or the database's clock,
+/// which may run seconds behind Redis's: a return in flight must not look orphaned for it).
+fn order_state(
+    found: Option<&(String, OrderState)>,
+    item: &ProductAtCut,
+    lead: Option<i64>,
+) -> OrderState {
+    match found {
+        Some((p, OrderState::Dead { quantity, at_ms })) if p == item.id() => OrderState::Dead {
+            quantity: *quantity,
+            at_ms: stamp_to_redis(*at_ms, lead),
+        },
+        Some((p, s)) if p == item.id() => *s,
+        _ => OrderState::Missing,
     }
 }
 
@@ -546,25 +553,12 @@ impl Tracker {
         self.cost.looked_up += rids.len() as u64;
         let found = db_cut::lookup(tx, &self.activity, &rids).await?;
         for (i, rid, q) in &asks {
-            let state = self.order_state(found.get(rid), items[*i].id());
+            let state = order_state(found.get(rid), &items[*i], self.clock.skew_ms());
             if let Some(k) = self.kept.get_mut(items[*i].id()) {
                 k.books.on_returned(rid, *q, state);
             }
         }
         Ok(())
-    }
-
-    /// What the database's answer for a request says in this product, its death time on
-    /// Redis's clock.
-    fn order_state(&self, found: Option<&(String, OrderState)>, product: &str) -> OrderState {
-        match found {
-            Some((p, OrderState::Dead { quantity, at_ms })) if p == product => OrderState::Dead {
-                quantity: *quantity,
-                at_ms: self.clock.to_redis(*at_ms),
-            },
-            Some((p, s)) if p == product => *s,
-            _ => OrderState::Missing,
-        }
     }
 
     /// Looks up, by request id, the orders of unbacked deductions past the grace window: an
@@ -606,7 +600,7 @@ impl Tracker {
         self.cost.looked_up += rids.len() as u64;
         let found = db_cut::lookup(tx, &self.activity, &rids).await?;
         for (i, rid) in &asks {
-            let state = self.order_state(found.get(rid), items[*i].id());
+            let state = order_state(found.get(rid), &items[*i], self.clock.skew_ms());
             if let Some(k) = self.kept.get_mut(items[*i].id()) {
                 k.books.on_order(rid, state);
             }
@@ -654,7 +648,7 @@ impl Tracker {
             let Some(&i) = index.get(c.product.as_str()) else {
                 continue;
             };
-            if self.place(items[i].id(), c) {
+            if self.place(&items[i], c) {
                 applied.push(key);
             } else {
                 ask.entry(i).or_default().push(c);
@@ -706,9 +700,9 @@ impl Tracker {
 
     /// Places one change in its product's books when the books alone know where it goes;
     /// false when its request's ledger entry must be read first.
-    fn place(&mut self, product: &str, c: &Change) -> bool {
-        let at = self.clock.to_redis(c.at.timestamp_millis());
-        let Some(k) = self.kept.get_mut(product) else {
+    fn place(&mut self, item: &ProductAtCut, c: &Change) -> bool {
+        let at = stamp_to_redis(c.at.timestamp_millis(), self.clock.skew_ms());
+        let Some(k) = self.kept.get_mut(item.id()) else {
             return true;
         };
         let b = &mut k.books;
@@ -772,14 +766,12 @@ impl Tracker {
             .await
             .map_err(|e| redis.error(&e))?;
         for ((i, cs), entries) in order.iter().zip(found) {
-            let to_redis: Vec<i64> = cs
-                .iter()
-                .map(|c| self.clock.to_redis(c.at.timestamp_millis()))
-                .collect();
+            let lead = self.clock.skew_ms();
             let Some(k) = self.kept.get_mut(items[*i].id()) else {
                 continue;
             };
-            for ((c, l), at) in cs.iter().zip(entries).zip(to_redis) {
+            for (c, l) in cs.iter().zip(entries) {
+                let at = stamp_to_redis(c.at.timestamp_millis(), lead);
                 if let ledger::Lookup::Corrupt(raw) = &l {
                     k.books.note_bad_entry(HashOf::Ledger, &c.request_id, raw);
                 }
@@ -856,6 +848,12 @@ impl Tracker {
             latest.unwrap_or_else(Utc::now),
             Utc::now().timestamp_millis(),
         );
+        if let Some(lead) = cost.lead {
+            self.clock.samples.push_back(lead);
+            if self.clock.samples.len() > ClockSkew::KEEP {
+                self.clock.samples.pop_front();
+            }
+        }
         self.cost.settle = cost;
         self.cost.settled = which.len() as u64;
         for (item, (mut books, explained)) in sub.into_iter().zip(fresh) {
@@ -933,17 +931,12 @@ mod tests {
     #[test]
     fn the_skew_is_the_smallest_recent_lead_of_the_stamps() {
         let mut c = ClockSkew::default();
-        assert_eq!((c.skew_ms(), c.to_redis(5_000)), (None, 5_000));
-        // Orders landing 300 ms after their deduction: a lead that is only delay, not corrected.
-        c.sample(10_300, 10_000);
-        assert_eq!((c.skew_ms(), c.to_redis(5_000)), (Some(300), 5_000));
-        c.samples.clear();
+        assert_eq!(c.skew_ms(), None);
         // Orders stamped by a clock 10 s behind, landing 50 to 300 ms after their deduction.
         for (lag, deducted) in [(50, 100_000), (300, 101_000), (120, 102_000)] {
             c.sample(deducted - 10_000 + lag, deducted);
         }
         assert_eq!(c.skew_ms(), Some(-9_950));
-        assert_eq!(c.to_redis(90_050), 100_000);
         for i in 0..ClockSkew::KEEP as i64 {
             c.sample(i, 0);
         }

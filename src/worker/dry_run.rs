@@ -252,6 +252,7 @@ async fn one_strategy(
         payment: None,
         watch_negative: strategy != Strategy::Sql,
         retries: 2,
+        clock: Default::default(),
     };
     let live = Arc::new(Live::default());
     observer(strategy, live.clone());

@@ -6,7 +6,7 @@
 use super::payment::Sold;
 use super::stats::Live;
 use crate::db::Db;
-use crate::db::orders::{NewOrder, insert_with_outbox};
+use crate::db::orders::{NewOrder, insert_with_outbox_at};
 use crate::redis::stock::restore;
 use crate::redis::{ProductKeys, RedisStore};
 use std::sync::Arc;
@@ -30,11 +30,12 @@ pub struct Pending {
 pub fn spawn(
     db: Db,
     redis: RedisStore,
-    pay: Option<mpsc::Sender<Sold>>,
+    (pay, clock): (Option<mpsc::Sender<Sold>>, super::run::OrderClock),
     live: Arc<Live>,
 ) -> (mpsc::UnboundedSender<Pending>, JoinHandle<()>) {
     let (tx, mut rx) = mpsc::unbounded_channel::<Pending>();
     let handle = tokio::spawn(async move {
+        let mut late: Vec<JoinHandle<()>> = Vec::new();
         while let Some(first) = rx.recv().await {
             let mut batch = vec![first];
             while batch.len() < BATCH {
@@ -43,48 +44,86 @@ pub fn spawn(
                     Err(_) => break,
                 }
             }
-            let orders: Vec<NewOrder> = batch.iter().map(|p| p.order.clone()).collect();
-            let written: Vec<bool> = match insert_with_outbox(&db, &orders).await {
-                Ok(()) => vec![true; batch.len()],
-                // One bad order must not sink the batch: write them one by one.
-                Err(_) => {
-                    let mut each = Vec::with_capacity(batch.len());
-                    for o in &orders {
-                        each.push(
-                            insert_with_outbox(&db, std::slice::from_ref(o))
-                                .await
-                                .is_ok(),
-                        );
-                    }
-                    each
-                }
+            let out = Written {
+                db: db.clone(),
+                redis: redis.clone(),
+                pay: pay.clone(),
+                live: live.clone(),
             };
-            for (p, ok) in batch.into_iter().zip(written) {
-                if ok {
-                    if let Some(pay) = &pay {
-                        let _ = pay
-                            .send(Sold {
-                                request_id: p.order.request_id.clone(),
-                                keys: (*p.keys).clone(),
-                                at: tokio::time::Instant::now(),
-                            })
-                            .await;
-                    }
-                    continue;
-                }
-                // The order could not be written: give the stock back (an app server would);
-                // if even that fails the deduction is an orphan that `fix` returns.
-                if p.restorable {
-                    let _ = restore(&redis, &p.keys, &p.order.request_id).await;
-                }
-                let c = &live.counters;
-                c.succeeded.fetch_sub(1, Ordering::Relaxed);
-                c.errors.fetch_add(1, Ordering::Relaxed);
-                c.order_failures.fetch_add(1, Ordering::Relaxed);
+            // Stamped now (by the drill's clock); a drill of late commits lands each batch up
+            // to its delay later, as a slow writer does, while the next batches go on.
+            let stamp = clock.now();
+            if clock.commit_delay_ms > 0 {
+                let wait = super::demand::mix(u64::try_from(stamp.timestamp_micros()).unwrap_or(0))
+                    % (clock.commit_delay_ms + 1);
+                late.retain(|h| !h.is_finished());
+                late.push(tokio::spawn(async move {
+                    tokio::time::sleep(std::time::Duration::from_millis(wait)).await;
+                    out.write(batch, stamp).await;
+                }));
+            } else {
+                out.write(batch, stamp).await;
             }
             // Let the buyers' requests through between two batches.
             tokio::task::yield_now().await;
         }
+        for h in late {
+            let _ = h.await;
+        }
     });
     (tx, handle)
+}
+
+/// Where a batch of orders goes, and what follows it.
+struct Written {
+    db: Db,
+    redis: RedisStore,
+    pay: Option<mpsc::Sender<Sold>>,
+    live: Arc<Live>,
+}
+
+impl Written {
+    /// Writes one batch (one by one if the batch fails), then hands each order written to the
+    /// payment step; an order that cannot be written gives its stock back.
+    async fn write(&self, batch: Vec<Pending>, stamp: chrono::DateTime<chrono::Utc>) {
+        let orders: Vec<NewOrder> = batch.iter().map(|p| p.order.clone()).collect();
+        let written: Vec<bool> = match insert_with_outbox_at(&self.db, &orders, stamp).await {
+            Ok(()) => vec![true; batch.len()],
+            // One bad order must not sink the batch: write them one by one.
+            Err(_) => {
+                let mut each = Vec::with_capacity(batch.len());
+                for o in &orders {
+                    each.push(
+                        insert_with_outbox_at(&self.db, std::slice::from_ref(o), stamp)
+                            .await
+                            .is_ok(),
+                    );
+                }
+                each
+            }
+        };
+        for (p, ok) in batch.into_iter().zip(written) {
+            if ok {
+                if let Some(pay) = &self.pay {
+                    let _ = pay
+                        .send(Sold {
+                            request_id: p.order.request_id.clone(),
+                            keys: (*p.keys).clone(),
+                            at: tokio::time::Instant::now(),
+                        })
+                        .await;
+                }
+                continue;
+            }
+            // The order could not be written: give the stock back (an app server would); if
+            // even that fails the deduction is an orphan that `fix` returns.
+            if p.restorable {
+                let _ = restore(&self.redis, &p.keys, &p.order.request_id).await;
+            }
+            let c = &self.live.counters;
+            c.succeeded.fetch_sub(1, Ordering::Relaxed);
+            c.errors.fetch_add(1, Ordering::Relaxed);
+            c.order_failures.fetch_add(1, Ordering::Relaxed);
+        }
+    }
 }

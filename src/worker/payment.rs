@@ -44,7 +44,7 @@ pub async fn settle(
     mut rx: mpsc::Receiver<Sold>,
     redis: RedisStore,
     db: Db,
-    spec: PaymentSpec,
+    (spec, clock): (PaymentSpec, super::run::OrderClock),
     live: std::sync::Arc<Live>,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) {
@@ -81,7 +81,7 @@ pub async fn settle(
         if now >= next_flush || (!open && !to_pay.is_empty()) {
             next_flush = now + flush_every;
             if !to_pay.is_empty() {
-                match orders::pay(&db, &to_pay).await {
+                match orders::pay_at(&db, &to_pay, clock.now()).await {
                     Ok(n) => {
                         live.counters.paid.fetch_add(n, Ordering::Relaxed);
                     }
@@ -97,7 +97,7 @@ pub async fn settle(
             let Some(due) = to_expire.pop_front() else {
                 break;
             };
-            match orders::expire(&db, &due.request_id).await {
+            match orders::expire_at(&db, &due.request_id, clock.now()).await {
                 Ok(true) => {
                     live.counters.expired.fetch_add(1, Ordering::Relaxed);
                     if let Err(e) = restore(&redis, &due.keys, &due.request_id).await {

@@ -40,6 +40,24 @@ pub struct LoadSpec {
     pub watch_negative: bool,
     /// Retries of a request whose outcome is unknown (Lua only: idempotent per request id).
     pub retries: u32,
+    /// How the orders are stamped and committed (a drill of late commits and clocks off).
+    pub clock: OrderClock,
+}
+
+/// How the worker's order writer and payment step stamp and commit, for drills: an app server
+/// (or database) whose clock is off by `skew_ms`, and commits that land up to
+/// `commit_delay_ms` after their stamp.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct OrderClock {
+    pub skew_ms: i64,
+    pub commit_delay_ms: u64,
+}
+
+impl OrderClock {
+    /// The stamp an order written now carries.
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        chrono::Utc::now() + chrono::Duration::milliseconds(self.skew_ms)
+    }
 }
 
 /// Pause before retrying a request whose outcome was unknown (lets the connection heal).
@@ -152,7 +170,7 @@ pub async fn run_load(
                 rx,
                 redis.clone(),
                 db.clone(),
-                p.clone(),
+                (p.clone(), spec.clock),
                 live.clone(),
                 stop.clone(),
             ));
@@ -164,8 +182,12 @@ pub async fn run_load(
     let (order_tx, writer) = if spec.strategy == Strategy::Sql {
         (None, None)
     } else {
-        let (tx, handle) =
-            super::orders::spawn(db.clone(), redis.clone(), pay_tx.clone(), live.clone());
+        let (tx, handle) = super::orders::spawn(
+            db.clone(),
+            redis.clone(),
+            (pay_tx.clone(), spec.clock),
+            live.clone(),
+        );
         (Some(tx), Some(handle))
     };
     let started = Instant::now();

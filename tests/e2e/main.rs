@@ -25,4 +25,5 @@ mod reconcile;
 mod security;
 mod tui;
 mod unreachable;
+mod watch_drill;
 mod worker;
