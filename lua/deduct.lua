@@ -50,6 +50,12 @@ local function int_or_nil(v)
   return nil
 end
 
+-- A value as an error reply names it: at most 32 characters, anything but letters, digits,
+-- signs, dots and blanks shown as '?' (a reply must stay one line of text).
+local function shown(v)
+  return "'" .. (string.gsub(string.sub(tostring(v), 1, 32), '[^%w%-%+%.%s_]', '?')) .. "'"
+end
+
 -- The first result of this request id, if it already succeeded (nil otherwise). Looked up
 -- only where the answer could differ from a fresh attempt, which keeps the sold-out path, by
 -- far the most common in a flash sale, at two reads.
@@ -63,7 +69,7 @@ local function first_result()
   if units and units >= 1 and first then
     return first
   end
-  return redis.error_reply('ERR seckill: ledger entry of request ' .. rid .. ' in ' .. KEYS[4] .. ' is corrupt')
+  return redis.error_reply('ERR seckill: ledger entry of request ' .. rid .. ' in ' .. KEYS[4] .. ' is ' .. shown(prev) .. ', not a ledger record')
 end
 
 local raw = call('GET', KEYS[1])
@@ -86,7 +92,7 @@ if stock == nil or stock < qty then
     return -1
   end
   if stock == nil then
-    return redis.error_reply('ERR seckill: stock in ' .. KEYS[1] .. ' is not an integer')
+    return redis.error_reply('ERR seckill: stock in ' .. KEYS[1] .. ' is ' .. shown(raw) .. ', not an integer')
   end
   return -2
 end
@@ -100,7 +106,7 @@ if meta[1] == '1' then
   return -5
 end
 if meta[1] and meta[1] ~= '0' then
-  return redis.error_reply('ERR seckill: paused in ' .. KEYS[2] .. ' is neither 0 nor 1')
+  return redis.error_reply('ERR seckill: paused in ' .. KEYS[2] .. ' is ' .. shown(meta[1]) .. ', neither 0 nor 1')
 end
 -- Nothing is sold that cannot be checked: without the meta hash's limit (the hash evicted, or
 -- recreated by a stray write), or without the buyers, ledger or events key (each lives from the
@@ -112,10 +118,10 @@ if not meta[2] or call('EXISTS', KEYS[3], KEYS[4], KEYS[5]) ~= 3 then
 end
 local limit = int_or_nil(meta[2])
 if limit == nil or limit < 1 then
-  return redis.error_reply('ERR seckill: limit in ' .. KEYS[2] .. ' is not a positive integer')
+  return redis.error_reply('ERR seckill: limit in ' .. KEYS[2] .. ' is ' .. shown(meta[2]) .. ', not a positive integer')
 end
 if meta[3] and int_or_nil(meta[3]) == nil then
-  return redis.error_reply('ERR seckill: deducted in ' .. KEYS[2] .. ' is not an integer')
+  return redis.error_reply('ERR seckill: deducted in ' .. KEYS[2] .. ' is ' .. shown(meta[3]) .. ', not an integer')
 end
 
 local held = 0
@@ -123,7 +129,7 @@ local raw_held = call('HGET', KEYS[3], uid)
 if raw_held then
   held = int_or_nil(raw_held)
   if held == nil then
-    return redis.error_reply('ERR seckill: holding of user ' .. uid .. ' in ' .. KEYS[3] .. ' is not an integer')
+    return redis.error_reply('ERR seckill: holding of user ' .. uid .. ' in ' .. KEYS[3] .. ' is ' .. shown(raw_held) .. ', not an integer')
   end
 end
 if held + qty > limit then

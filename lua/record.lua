@@ -48,6 +48,12 @@ local function int_or_nil(v)
   end
   return nil
 end
+-- A value as an error reply names it: at most 32 characters, anything but letters, digits,
+-- signs, dots and blanks shown as '?' (a reply must stay one line of text).
+local function shown(v)
+  return "'" .. (string.gsub(string.sub(tostring(v), 1, 32), '[^%w%-%+%.%s_]', '?')) .. "'"
+end
+
 if expire ~= '' then
   local at = int_or_nil(expire)
   if at == nil or at < 1 then
@@ -109,7 +115,7 @@ else
   end
   deducted, unexplained = int_or_nil(f[4] or '0'), int_or_nil(f[5] or '0')
   if deducted == nil or unexplained == nil or unexplained < 0 then
-    return redis.error_reply('ERR seckill: deducted or unexplained in ' .. KEYS[2] .. ' is not an integer')
+    return redis.error_reply('ERR seckill: deducted or unexplained in ' .. KEYS[2] .. ' is ' .. shown(f[4]) .. ' / ' .. shown(f[5]) .. ', not an integer')
   end
 end
 local claim_held = f[6] == '1'
@@ -125,13 +131,13 @@ for i = 5, #ARGV, 3 do
     seen[rid] = true
     local entry = redis.call('HGET', KEYS[4], rid)
     if entry and not string.find(entry, '^[dr][^|]*|%d+|[%d%-]+|%d+|') then
-      return redis.error_reply('ERR seckill: ledger entry of request ' .. rid .. ' in ' .. KEYS[4] .. ' is corrupt')
+      return redis.error_reply('ERR seckill: ledger entry of request ' .. rid .. ' in ' .. KEYS[4] .. ' is ' .. shown(entry) .. ', not a ledger record')
     end
     if not entry or string.sub(entry, 1, 1) == 'r' then
       if mode == 'absorb' and held[uid] == nil then
         local h = redis.call('HGET', KEYS[3], uid)
         if h and int_or_nil(h) == nil then
-          return redis.error_reply('ERR seckill: holding of user ' .. uid .. ' in ' .. KEYS[3] .. ' is not an integer')
+          return redis.error_reply('ERR seckill: holding of user ' .. uid .. ' in ' .. KEYS[3] .. ' is ' .. shown(h) .. ', not an integer')
         end
         held[uid] = true
       end

@@ -33,20 +33,26 @@ local function int_or_nil(v)
   return nil
 end
 
+-- A value as an error reply names it: at most 32 characters, anything but letters, digits,
+-- signs, dots and blanks shown as '?' (a reply must stay one line of text).
+local function shown(v)
+  return "'" .. (string.gsub(string.sub(tostring(v), 1, 32), '[^%w%-%+%.%s_]', '?')) .. "'"
+end
+
 local entry = redis.call('HGET', KEYS[4], rid)
 if not entry then
   return -6
 end
 local state, qty, at, first, uid = string.match(entry, '^([dr])[^|]*|(%d+)|([%d%-]+)|(%d+)|(.*)$')
 if not state then
-  return redis.error_reply('ERR seckill: ledger entry of request ' .. rid .. ' in ' .. KEYS[4] .. ' is corrupt')
+  return redis.error_reply('ERR seckill: ledger entry of request ' .. rid .. ' in ' .. KEYS[4] .. ' is ' .. shown(entry) .. ', not a ledger record')
 end
 if state == 'r' then
   return 0
 end
 qty = int_or_nil(qty)
 if qty == nil or qty < 1 or int_or_nil(first) == nil then
-  return redis.error_reply('ERR seckill: ledger entry of request ' .. rid .. ' in ' .. KEYS[4] .. ' is corrupt')
+  return redis.error_reply('ERR seckill: ledger entry of request ' .. rid .. ' in ' .. KEYS[4] .. ' is ' .. shown(entry) .. ', not a ledger record')
 end
 
 local raw = redis.call('GET', KEYS[1])
@@ -54,7 +60,7 @@ if not raw then
   return -1
 end
 if int_or_nil(raw) == nil then
-  return redis.error_reply('ERR seckill: stock in ' .. KEYS[1] .. ' is not an integer')
+  return redis.error_reply('ERR seckill: stock in ' .. KEYS[1] .. ' is ' .. shown(raw) .. ', not an integer')
 end
 -- A product missing a piece (the meta hash's limit, the buyers or events key) is not written:
 -- the HINCRBY and HSET below would recreate the piece half empty, and the deduction would then
@@ -65,14 +71,14 @@ if not m[2] or redis.call('EXISTS', KEYS[3], KEYS[5]) ~= 2 then
 end
 local returned = m[1]
 if returned and int_or_nil(returned) == nil then
-  return redis.error_reply('ERR seckill: returned in ' .. KEYS[2] .. ' is not an integer')
+  return redis.error_reply('ERR seckill: returned in ' .. KEYS[2] .. ' is ' .. shown(returned) .. ', not an integer')
 end
 local raw_held = redis.call('HGET', KEYS[3], uid)
 local held = 0
 if raw_held then
   held = int_or_nil(raw_held)
   if held == nil then
-    return redis.error_reply('ERR seckill: holding of user ' .. uid .. ' in ' .. KEYS[3] .. ' is not an integer')
+    return redis.error_reply('ERR seckill: holding of user ' .. uid .. ' in ' .. KEYS[3] .. ' is ' .. shown(raw_held) .. ', not an integer')
   end
 end
 

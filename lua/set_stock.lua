@@ -65,6 +65,12 @@ local function int_or_nil(v)
   return nil
 end
 
+-- A value as an error reply names it: at most 32 characters, anything but letters, digits,
+-- signs, dots and blanks shown as '?' (a reply must stay one line of text).
+local function shown(v)
+  return "'" .. (string.gsub(string.sub(tostring(v), 1, 32), '[^%w%-%+%.%s_]', '?')) .. "'"
+end
+
 local freed = int_or_nil(release)
 if freed == nil or freed < 0 or (freed > 0 and mode ~= 'rebase') then
   return -4
@@ -158,7 +164,7 @@ local function counter(name)
 end
 local d, r, held = counter('deducted'), counter('returned'), counter('unexplained')
 if d == nil or r == nil or held == nil or held < 0 then
-  return redis.error_reply('ERR seckill: the counters in ' .. KEYS[2] .. ' are not integers: rebuild them (give deducted, returned and unexplained)')
+  return redis.error_reply('ERR seckill: the counters in ' .. KEYS[2] .. ' (deducted ' .. shown(m.deducted) .. ', returned ' .. shown(m.returned) .. ', unexplained ' .. shown(m.unexplained) .. ') are not integers: rebuild them (give deducted, returned and unexplained)')
 end
 if freed > held then
   return -4
@@ -179,7 +185,7 @@ if mode == 'rebase' then
   end
   local stock = (stock_kind == 'string') and int_or_nil(current) or nil
   if stock == nil or reset then
-    return redis.error_reply('ERR seckill: ' .. KEYS[1] .. ' cannot be rebased: its stock or meta key is corrupt')
+    return redis.error_reply('ERR seckill: ' .. KEYS[1] .. ' cannot be rebased: the stock is ' .. shown(current) .. ' (or the meta key is corrupt)')
   end
   -- A piece lost since the read: only a rebuild may bring it back ('set' writes the witnesses
   -- after the pieces are whole; a rebase would reopen a product whose limits are gone).

@@ -38,6 +38,12 @@ local function int_or_nil(v)
   end
   return nil
 end
+-- A value as an error reply names it: at most 32 characters, anything but letters, digits,
+-- signs, dots and blanks shown as '?' (a reply must stay one line of text).
+local function shown(v)
+  return "'" .. (string.gsub(string.sub(tostring(v), 1, 32), '[^%w%-%+%.%s_]', '?')) .. "'"
+end
+
 local n = nil
 if op == 'begin' then
   n = int_or_nil(change)
@@ -60,7 +66,7 @@ local f = redis.call('HMGET', KEYS[2], 'initial', 'rev', 'last_topup', 'topup', 
 local initial = int_or_nil(f[1] or '0')
 local rev = int_or_nil(f[2] or '0')
 if initial == nil or rev == nil then
-  return redis.error_reply('ERR seckill: initial or rev in ' .. KEYS[2] .. ' is not an integer: fix the product first')
+  return redis.error_reply('ERR seckill: initial or rev in ' .. KEYS[2] .. ' is ' .. shown(f[1]) .. ' / ' .. shown(f[2]) .. ', not an integer: fix the product first')
 end
 local last, marker, frozen = f[3], f[4], f[5]
 if frozen then
@@ -73,7 +79,7 @@ if stock_kind == 'string' then
   stock = int_or_nil(redis.call('GET', KEYS[1]))
 end
 if stock_kind ~= 'none' and stock == nil then
-  return redis.error_reply('ERR seckill: ' .. KEYS[1] .. ' is not an integer: fix the product first')
+  return redis.error_reply('ERR seckill: stock in ' .. KEYS[1] .. ' is not an integer: fix the product first')
 end
 
 if op == 'begin' then

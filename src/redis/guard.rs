@@ -7,7 +7,7 @@ use redis::{Cmd, RedisError};
 /// Commands that never write; in read-only mode nothing else is sent.
 /// (HGETALL, HKEYS, HVALS and friends are reads too, but the console never sends them: their
 /// work grows with the sale.)
-const READ_COMMANDS: &[&str] = &[
+pub const READ_COMMANDS: &[&str] = &[
     "GET",
     "MGET",
     "STRLEN",

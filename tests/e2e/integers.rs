@@ -103,9 +103,49 @@ async fn spoil(store: &RedisStore, k: &ProductKeys, place: Place, bad: &str) -> 
     mend
 }
 
-/// Every script that reads `place`, run once: each must fail (or, for `record.lua absorb` on
-/// a stock that is not an integer, answer that the stock moved), and nothing may change.
-async fn every_script_refuses(store: &RedisStore, k: &ProductKeys, place: Place, label: &str) {
+/// The name an error gives the field at `place`.
+fn field_name(place: Place) -> &'static str {
+    match place {
+        Place::Stock => "stock",
+        Place::Limit => "limit",
+        Place::Paused => "paused",
+        Place::Deducted => "deducted",
+        Place::Returned => "returned",
+        Place::Holding => "holding of user u1",
+        Place::Ledger => "ledger entry of request h1",
+    }
+}
+
+/// The error must name the field and show the value that stopped the script.
+fn assert_names<T: std::fmt::Debug>(
+    r: &Result<T, redis::RedisError>,
+    place: Place,
+    bad: &str,
+    what: &str,
+) {
+    let e = match r {
+        Err(e) => e.to_string(),
+        Ok(v) => panic!("{what}: answered {v:?}, not an error"),
+    };
+    assert!(
+        e.contains(field_name(place)),
+        "{what}: the error does not name the field: {e}"
+    );
+    assert!(
+        e.contains(bad),
+        "{what}: the error does not show the value {bad:?}: {e}"
+    );
+}
+
+/// Every script that reads `place`, run once: each must fail, naming the field and its value
+/// (or, for `record.lua absorb` on a stock that is not an integer, answer that the stock
+/// moved), and nothing may change.
+async fn every_script_refuses(
+    store: &RedisStore,
+    k: &ProductKeys,
+    (place, bad): (Place, &str),
+    label: &str,
+) {
     let before = dump(store, k).await;
     let reads = |p: &[Place]| p.contains(&place);
     if reads(&[
@@ -116,15 +156,15 @@ async fn every_script_refuses(store: &RedisStore, k: &ProductKeys, place: Place,
         Place::Holding,
     ]) {
         let r = deduct(store, k, "n1", "u1", "1").await;
-        assert!(r.is_err(), "{label}: deduct answered {r:?}");
+        assert_names(&r, place, bad, &format!("{label}: deduct"));
     }
     if reads(&[Place::Ledger]) {
         let r = deduct(store, k, "h1", "u1", "1").await;
-        assert!(r.is_err(), "{label}: the retry of h1 answered {r:?}");
+        assert_names(&r, place, bad, &format!("{label}: the retry of h1"));
     }
     if reads(&[Place::Stock, Place::Returned, Place::Holding, Place::Ledger]) {
         let r = restore(store, k, "h1").await;
-        assert!(r.is_err(), "{label}: restore answered {r:?}");
+        assert_names(&r, place, bad, &format!("{label}: restore"));
     }
     // The console's writes carry the meta rev they read: the current one, so that what stops
     // them is the value, not a stale read.
@@ -183,7 +223,7 @@ async fn values_redis_would_refuse_stop_every_script_before_its_first_write() {
             for bad in NOT_INTEGERS {
                 let label = format!("{} {place:?} = {bad:?}", topo.name());
                 let mend = spoil(&store, &k, place, bad).await;
-                every_script_refuses(&store, &k, place, &label).await;
+                every_script_refuses(&store, &k, (place, bad), &label).await;
                 let doc = c.run("--json status ints").json();
                 let p = &doc["products"][0];
                 assert_eq!(p["state"], "corrupt", "{label}: {p}");
@@ -218,7 +258,10 @@ async fn values_redis_would_refuse_stop_every_script_before_its_first_write() {
         }
         // The books still hold: h1 deducted, h0 returned, 9 left, and sales go on.
         assert_eq!(text(&redis_cmd(&store, &["GET", &k.stock]).await), "9");
-        assert!(deduct(&store, &k, "h2", "u2", "1").await.is_ok());
+        assert_eq!(
+            deduct(&store, &k, "h2", "u2", "1").await.expect("a sale"),
+            seckill_console::redis::stock::Deducted::Remaining(8)
+        );
         lib.close().await;
     }
 }

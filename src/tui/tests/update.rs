@@ -593,7 +593,7 @@ proptest::proptest! {
     /// Any key sequence at any size: no panic, and the selection stays inside the table.
     #[test]
     fn no_key_sequence_panics(
-        seq in proptest::collection::vec(0usize..46, 0..80),
+        seq in proptest::collection::vec(0usize..51, 0..80),
         w in 1u16..140,
         h in 1u16..50,
         read_only in proptest::bool::ANY,
@@ -610,7 +610,12 @@ proptest::proptest! {
             KeyCode::Down, KeyCode::PageUp, KeyCode::PageDown, KeyCode::Home, KeyCode::End,
             KeyCode::Left, KeyCode::F(5), KeyCode::Char('9'), KeyCode::Char('d'),
             KeyCode::Char('x'), KeyCode::Right, KeyCode::Char('0'), KeyCode::Char(' '),
+            // The write keys of the Stock view and the report.
+            KeyCode::Char('z'), KeyCode::Char('Z'), KeyCode::Char('t'), KeyCode::Char('w'),
+            KeyCode::Char('q'),
         ];
+        // Every key the sequence can draw is one of these.
+        proptest::prop_assert_eq!(KEYS.len(), 51);
         let mut a = app(read_only);
         a.update(Action::Resize(w, h));
         for i in seq {
