@@ -2,10 +2,10 @@
 //! of which returns every order of a product: a sum per product, lookups of given request ids
 //! (IN lists), and pages of a bounded size along an index.
 
-use super::orders::LIVE_STATUSES;
 use super::{Arg, Db, Tx};
 use crate::domain::ActivityId;
 use crate::domain::books::OrderState;
+use crate::domain::order::OrderStatus;
 use crate::error::Result;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
@@ -81,7 +81,7 @@ pub async fn lookup(
     Ok(rows
         .into_iter()
         .map(|(rid, product, quantity, status, at)| {
-            let state = if LIVE_STATUSES.contains(&status.as_str()) {
+            let state = if OrderStatus::spelled_live(&status) {
                 OrderState::Live(quantity)
             } else {
                 OrderState::Dead {
@@ -230,7 +230,7 @@ pub async fn changes_page(
             product,
             request_id,
             quantity,
-            live: LIVE_STATUSES.contains(&status.as_str()),
+            live: OrderStatus::spelled_live(&status),
             at,
         })
         .collect())

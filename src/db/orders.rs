@@ -5,15 +5,14 @@ use crate::domain::ActivityId;
 use crate::error::Result;
 use std::collections::HashMap;
 
-/// Order statuses that hold stock: the order counts as sold.
-pub const LIVE_STATUSES: [&str; 2] = ["pending_payment", "paid"];
+use crate::domain::order::OrderStatus;
 
-/// The SQL condition of [`LIVE_STATUSES`].
+/// The SQL condition of the statuses that hold stock ([`OrderStatus::is_live`]).
 const LIVE_SQL: &str = "status IN ('pending_payment', 'paid')";
 
-/// True for a status in [`LIVE_STATUSES`].
+/// True for a status that holds stock.
 pub fn is_live(status: &str) -> bool {
-    LIVE_STATUSES.contains(&status)
+    OrderStatus::spelled_live(status)
 }
 
 /// `db_sold` per product: the units of live orders. Products without orders are absent.
@@ -73,7 +72,7 @@ pub struct NewOrder {
     pub product_id: String,
     pub user_id: String,
     pub quantity: i64,
-    pub status: String,
+    pub status: OrderStatus,
 }
 
 /// The outbox topic of order events.
@@ -87,7 +86,7 @@ fn order_args(o: &NewOrder, now: chrono::DateTime<chrono::Utc>) -> Vec<Arg> {
         o.product_id.clone().into(),
         o.user_id.clone().into(),
         Arg::Int(o.quantity),
-        o.status.clone().into(),
+        o.status.as_str().into(),
         Arg::Time(now),
         Arg::Time(now),
     ]

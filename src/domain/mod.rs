@@ -10,6 +10,7 @@ pub mod events;
 pub mod ids;
 pub mod import;
 pub mod meta;
+pub mod order;
 pub mod preheat;
 pub mod rid_hash;
 pub mod stock;

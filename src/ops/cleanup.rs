@@ -35,11 +35,7 @@ pub async fn cleanup(
     actor: &str,
     progress: &dyn Progress,
 ) -> Result<CleanupReport> {
-    if redis.read_only() || db.read_only() {
-        return Err(Error::refused(
-            "read-only mode: refused to delete keys; run without --read-only",
-        ));
-    }
+    super::guard::writable(redis, db, "delete keys")?;
     match activities::get(db, activity).await? {
         Some(a) if a.phase(Utc::now()) == Phase::Live && !force => {
             return Err(Error::refused(format!(

@@ -4,7 +4,7 @@
 //! ledger records (and whether each ledger is whole), read the orders, decide, then return the
 //! stock of the deductions that must go back and close the entries with their audit rows.
 
-use super::repair::{Write, phase_allows};
+use super::guard::{Write, phase_allows};
 use crate::db::audit::AuditEntry;
 use crate::db::compensation::{self, APPLIED, Compensation, NOT_APPLIED, RETURNED, Resolve};
 use crate::db::{Db, orders};
@@ -60,11 +60,7 @@ pub async fn resolve(
     actor: &str,
     grace: Duration,
 ) -> Result<ResolveReport> {
-    if redis.read_only() || db.read_only() {
-        return Err(Error::refused(
-            "read-only mode: refused to resolve compensation entries; run without --read-only",
-        ));
-    }
+    super::guard::writable(redis, db, "resolve compensation entries")?;
     let a = crate::db::activity::require(db, activity).await?;
     phase_allows(&a, Write::Resolve)?;
     let mut report = ResolveReport {

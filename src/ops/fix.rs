@@ -3,14 +3,15 @@
 //! short); [`super::repair`] plans each one and writes it, in steps a concurrent deduction or
 //! another console cannot spoil. Never a blind SET.
 
-use super::repair::{self, Outcome, Plan, Repaired, Settings, Target, Write};
+use super::guard::{self, Write};
+use super::repair::{self, Outcome, Plan, Repaired, Settings, Target};
 use super::snapshot::{self, Interleave, ProductView, Scope, Stage};
 use crate::db::Db;
 use crate::db::audit::{self, AuditEntry};
 use crate::domain::ActivityId;
 use crate::domain::meta::Piece;
 use crate::domain::stock::State;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{ErrorKind, Result};
 use crate::redis::{KeySpace, RedisStore};
 use chrono::Utc;
 use serde::Serialize;
@@ -145,14 +146,12 @@ pub async fn fix(
     activity: &ActivityId,
     opts: &FixOptions,
 ) -> Result<FixReport> {
-    if !opts.preview && (redis.read_only() || db.read_only()) {
-        return Err(Error::refused(
-            "read-only mode: refused to fix; run without --read-only (or use --preview)",
-        ));
+    if !opts.preview {
+        guard::writable(redis, db, "fix (--preview writes nothing)")?;
     }
     let a = crate::db::activity::require(db, activity).await?;
     if !opts.preview {
-        repair::phase_allows(&a, Write::Fix)?;
+        guard::phase_allows(&a, Write::Fix)?;
     }
     let mut report = FixReport {
         activity: activity.to_string(),
@@ -231,12 +230,14 @@ pub async fn fix(
         Err(p) => (p.outcomes, Some(p.error)),
     };
     let mut audits = Vec::new();
+    let at: HashMap<String, usize> = rows
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (r.product.clone(), i))
+        .collect();
     for o in &outcomes {
-        if let Some(r) = rows
-            .iter_mut()
-            .find(|r| r.product == o.first.product.product_id.as_str())
-        {
-            settle_row(r, &o.done);
+        if let Some(&i) = at.get(o.first.product.product_id.as_str()) {
+            settle_row(&mut rows[i], &o.done);
         }
         audits.extend(fix_audits(&opts.actor, activity, o));
     }

@@ -5,7 +5,7 @@
 //! never moves for a sale). Preheat and fix write it back from the database whenever Redis
 //! loses it; until then `status` raises a critical `pause_lost`.
 
-use super::repair::{Write, phase_allows};
+use super::guard::{Write, phase_allows};
 use super::snapshot::products_of;
 use crate::db::audit::{self, AuditEntry};
 use crate::db::{Arg, Db};
@@ -83,11 +83,7 @@ pub async fn set_paused(
     (actor, reason): (&str, &str),
 ) -> Result<PauseReport> {
     let action = if pause { "pause" } else { "resume" };
-    if redis.read_only() || db.read_only() {
-        return Err(Error::refused(format!(
-            "read-only mode: refused to {action}; run without --read-only"
-        )));
-    }
+    super::guard::writable(redis, db, action)?;
     check_reason(reason)?;
     let a = crate::db::activity::require(db, activity).await?;
     phase_allows(&a, if pause { Write::Pause } else { Write::Resume })?;

@@ -4,13 +4,13 @@
 
 use super::progress::Progress;
 use super::repair::{self, Settings, Target};
-use super::snapshot::{self, ProductView};
+use super::snapshot::{self, ProductView, Snapshot};
 use crate::db::Db;
 use crate::db::audit::{self, AuditEntry};
 use crate::domain::ActivityId;
 use crate::domain::preheat::{Action, Found, TokenBucket, plan, prechecks};
 use crate::domain::stock::StockValue;
-use crate::error::{Error, ErrorKind, Result};
+use crate::error::{ErrorKind, Result};
 use crate::ops::health;
 use crate::redis::cut;
 use crate::redis::{KeySpace, RedisStore};
@@ -93,8 +93,10 @@ fn elapsed_ms(started: Instant) -> u64 {
     u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
-/// Runs the preheat gate on `activity`. Errors are for the unexpected (unreachable services, an
-/// unknown activity); every decision, go or no-go, is a report.
+/// Runs the preheat gate on `activity`, in four steps: read every product and plan it (a
+/// no-go before anything is written when a check or a conflict says so), load and check the
+/// scripts on every node, write and verify, audit. Errors are for the unexpected
+/// (unreachable services, an unknown activity); every decision, go or no-go, is a report.
 pub async fn preheat(
     redis: &RedisStore,
     db: &Db,
@@ -103,11 +105,7 @@ pub async fn preheat(
     opts: &PreheatOptions,
     progress: &dyn Progress,
 ) -> Result<PreheatReport> {
-    if redis.read_only() || db.read_only() {
-        return Err(Error::refused(
-            "read-only mode: refused to preheat; run without --read-only",
-        ));
-    }
+    super::guard::writable(redis, db, "preheat")?;
     let started = Instant::now();
     progress.update("reading", 0, 1);
     let scope = snapshot::Scope {
@@ -116,66 +114,7 @@ pub async fn preheat(
     };
     let snap = snapshot::take(redis, db, keys, activity, opts.grace, &scope).await?;
     progress.update("reading", 1, 1);
-    tracing::debug!(
-        ms = started.elapsed().as_millis() as u64,
-        "preheat: snapshot read"
-    );
-    let window = snap.activity.window_secs();
-    let mut report = PreheatReport {
-        activity: activity.to_string(),
-        decision: "go",
-        products: Vec::with_capacity(snap.products.len()),
-        total_stock: 0,
-        reasons: Vec::new(),
-        conflicts: Vec::new(),
-        written: 0,
-        unchanged: 0,
-        elapsed_ms: 0,
-        failure: None,
-    };
-
-    let products: Vec<_> = snap.products.iter().map(|v| v.product.clone()).collect();
-    report.reasons = prechecks(&snap.activity, &products, Utc::now());
-    let actions: Vec<Action> = snap
-        .products
-        .iter()
-        .map(|v| {
-            let found = Found {
-                stock: &v.cut.stock,
-                meta: &v.cut.meta,
-                lost: &v.status.lost,
-                offset: v.offset(),
-                drift: v.status.drift,
-                agrees: v.books.discrepancy == 0,
-            };
-            plan(&found, &v.product, opts.force)
-        })
-        .collect();
-    for (v, action) in snap.products.iter().zip(&actions) {
-        let target = v.truth.expected_remaining;
-        report.total_stock += target;
-        report.products.push(PreheatProduct {
-            product: v.product.product_id.to_string(),
-            action: *action,
-            stock: target,
-            per_user_limit: v.product.per_user_limit,
-            previous: v.cut.stock.shown(),
-            written: false,
-            verified: false,
-            token_bucket: TokenBucket::new(target, window),
-            rebuilt: None,
-            error: None,
-        });
-        if *action == Action::Conflict {
-            report.conflicts.push(Conflict {
-                product: v.product.product_id.to_string(),
-                redis_stock: v.cut.stock.shown(),
-                wanted_stock: target,
-                redis_limit: v.cut.meta.limit,
-                wanted_limit: v.product.per_user_limit,
-            });
-        }
-    }
+    let (mut report, actions) = planned(&snap, opts.force);
     if !report.reasons.is_empty() {
         return Ok(report.no_go(ErrorKind::CheckFailed, started));
     }
@@ -187,39 +126,9 @@ pub async fn preheat(
         ));
         return Ok(report.no_go(ErrorKind::Refused, started));
     }
-
-    // Scripts on every node, before the keys: a node that cannot run the deduction is a no-go.
     progress.update("loading scripts", 0, 1);
-    for (addr, r) in redis.load_scripts().await {
-        if let Err(e) = r {
-            report.reasons.push(format!(
-                "node {addr}: SCRIPT LOAD failed: {}",
-                crate::redis::describe(&e)
-            ));
-        }
-    }
-    for node in health::redis_nodes(redis).await {
-        if !node.ok {
-            report.reasons.push(format!(
-                "node {} did not answer: {}",
-                node.addr,
-                node.error.unwrap_or_default()
-            ));
-        }
-        for (script, loaded) in &node.scripts {
-            if !loaded {
-                report
-                    .reasons
-                    .push(format!("node {} lacks the {script} script", node.addr));
-            }
-        }
-    }
+    report.reasons.extend(scripts_ready(redis).await);
     progress.update("loading scripts", 1, 1);
-
-    tracing::debug!(
-        ms = started.elapsed().as_millis() as u64,
-        "preheat: scripts loaded"
-    );
     opts.interleave.at(snapshot::Stage::BeforeWrite).await;
     // The database must answer before Redis is written: the audit rows go there.
     db.check().await?;
@@ -247,11 +156,107 @@ pub async fn preheat(
         record_audit(db, &opts.actor, activity, &snap.products, &report).await?;
     }
     outcome?;
+    decide(&mut report, started);
+    record_audit(db, &opts.actor, activity, &snap.products, &report).await?;
     tracing::debug!(
         ms = started.elapsed().as_millis() as u64,
-        "preheat: written and verified"
+        "preheat: written, verified and audited"
     );
+    Ok(report)
+}
 
+/// The report before anything is written: each product's action from what Redis holds and
+/// what the truth says, the checks of the activity, and the conflicts.
+fn planned(snap: &Snapshot, force: bool) -> (PreheatReport, Vec<Action>) {
+    let window = snap.activity.window_secs();
+    let mut report = PreheatReport {
+        activity: snap.activity.activity_id.to_string(),
+        decision: "go",
+        products: Vec::with_capacity(snap.products.len()),
+        total_stock: 0,
+        reasons: Vec::new(),
+        conflicts: Vec::new(),
+        written: 0,
+        unchanged: 0,
+        elapsed_ms: 0,
+        failure: None,
+    };
+    let products: Vec<_> = snap.products.iter().map(|v| v.product.clone()).collect();
+    report.reasons = prechecks(&snap.activity, &products, Utc::now());
+    let actions: Vec<Action> = snap
+        .products
+        .iter()
+        .map(|v| {
+            let found = Found {
+                stock: &v.cut.stock,
+                meta: &v.cut.meta,
+                lost: &v.status.lost,
+                offset: v.offset(),
+                drift: v.status.drift,
+                agrees: v.books.discrepancy == 0,
+            };
+            plan(&found, &v.product, force)
+        })
+        .collect();
+    for (v, action) in snap.products.iter().zip(&actions) {
+        let target = v.truth.expected_remaining;
+        report.total_stock += target;
+        report.products.push(PreheatProduct {
+            product: v.product.product_id.to_string(),
+            action: *action,
+            stock: target,
+            per_user_limit: v.product.per_user_limit,
+            previous: v.cut.stock.shown(),
+            written: false,
+            verified: false,
+            token_bucket: TokenBucket::new(target, window),
+            rebuilt: None,
+            error: None,
+        });
+        if *action == Action::Conflict {
+            report.conflicts.push(Conflict {
+                product: v.product.product_id.to_string(),
+                redis_stock: v.cut.stock.shown(),
+                wanted_stock: target,
+                redis_limit: v.cut.meta.limit,
+                wanted_limit: v.product.per_user_limit,
+            });
+        }
+    }
+    (report, actions)
+}
+
+/// Loads the scripts on every node and checks them: a node that cannot run the deduction is
+/// a no-go reason (one per problem).
+async fn scripts_ready(redis: &RedisStore) -> Vec<String> {
+    let mut reasons = Vec::new();
+    for (addr, r) in redis.load_scripts().await {
+        if let Err(e) = r {
+            reasons.push(format!(
+                "node {addr}: SCRIPT LOAD failed: {}",
+                crate::redis::describe(&e)
+            ));
+        }
+    }
+    for node in health::redis_nodes(redis).await {
+        if !node.ok {
+            reasons.push(format!(
+                "node {} did not answer: {}",
+                node.addr,
+                node.error.unwrap_or_default()
+            ));
+        }
+        for (script, loaded) in &node.scripts {
+            if !loaded {
+                reasons.push(format!("node {} lacks the {script} script", node.addr));
+            }
+        }
+    }
+    reasons
+}
+
+/// Go or no-go, once written and verified: every product verified and no reason against.
+fn decide(report: &mut PreheatReport, started: Instant) {
     let failed: Vec<&str> = report
         .products
         .iter()
@@ -276,12 +281,6 @@ pub async fn preheat(
         report.decision = "no-go";
         report.failure = Some(ErrorKind::CheckFailed);
     }
-    record_audit(db, &opts.actor, activity, &snap.products, &report).await?;
-    tracing::debug!(
-        ms = started.elapsed().as_millis() as u64,
-        "preheat: audited"
-    );
-    Ok(report)
 }
 
 /// Writes the products that need it and reads every product back, in batches. Every write
@@ -360,9 +359,12 @@ async fn write_and_verify(
             Ok(o) => (o, None),
             Err(p) => (p.outcomes, Some(p.error)),
         };
+        let at: std::collections::HashMap<&str, usize> = range
+            .clone()
+            .map(|i| (rows[i].product_id.as_str(), i))
+            .collect();
         for o in &outcomes {
-            let id = o.first.product.product_id.as_str();
-            let Some(i) = range.clone().find(|&i| report.products[i].product == id) else {
+            let Some(&i) = at.get(o.first.product.product_id.as_str()) else {
                 continue;
             };
             let p = &mut report.products[i];

@@ -5,7 +5,7 @@
 //! drift the status names), never an oversell. The Redis step is `topup.lua`, atomic and
 //! applied once per top-up id.
 
-use super::repair::{Write, phase_allows};
+use super::guard::{self, Write, phase_allows};
 use super::snapshot::{self, Interleave, Scope, Stage};
 use crate::db::Db;
 use crate::db::audit::{self, AuditEntry};
@@ -75,11 +75,7 @@ pub async fn topup(
 ) -> Result<TopupReport> {
     let (activity, product, change) = (req.activity, req.product, req.change);
     let (actor, reason, grace) = (req.actor, req.reason, req.grace);
-    if redis.read_only() || db.read_only() {
-        return Err(Error::refused(
-            "read-only mode: refused to top up; run without --read-only",
-        ));
-    }
+    guard::writable(redis, db, "top up")?;
     super::pause::check_reason(reason)?;
     let a = crate::db::activity::require(db, activity).await?;
     phase_allows(&a, Write::Topup)?;

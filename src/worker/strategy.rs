@@ -88,7 +88,7 @@ impl Attempter {
             product_id: t.product.clone(),
             user_id: req.user.clone(),
             quantity: req.quantity,
-            status: "pending_payment".into(),
+            status: crate::domain::order::OrderStatus::PendingPayment,
         }
     }
 

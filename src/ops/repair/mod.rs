@@ -27,9 +27,9 @@ pub mod topups;
 use super::snapshot::{self, ProductView, Scope};
 use crate::db::Db;
 use crate::domain::ActivityId;
+use crate::domain::Product;
 use crate::domain::meta::{Meta, Piece, TopupMarker};
 use crate::domain::stock::StockValue;
-use crate::domain::{Phase, Product};
 use crate::error::{Error, ErrorKind, Result};
 use crate::redis::{KeySpace, RedisStore};
 use redis::RedisError;
@@ -371,55 +371,14 @@ async fn reread(t: &Target<'_>, outcomes: &mut [Outcome], which: &[usize]) -> Re
         ..Scope::default()
     };
     let snap = snapshot::take(t.redis, t.db, t.keys, t.activity, t.grace, &scope).await?;
+    let at: std::collections::HashMap<String, usize> = which
+        .iter()
+        .map(|&i| (outcomes[i].last.product.product_id.to_string(), i))
+        .collect();
     for v in snap.products {
-        if let Some(&i) = which
-            .iter()
-            .find(|&&i| outcomes[i].last.product.product_id == v.product.product_id)
-        {
+        if let Some(&i) = at.get(v.product.product_id.as_str()) {
             outcomes[i].last = v;
         }
     }
     Ok(())
-}
-
-/// Refuses a write to an activity whose phase forbids it (one guard for every write).
-pub fn phase_allows(activity: &crate::domain::Activity, what: Write) -> Result<()> {
-    let id = &activity.activity_id;
-    match (activity.phase(chrono::Utc::now()), what) {
-        (Phase::Cancelled, Write::Cleanup | Write::Pause) => Ok(()),
-        (Phase::Cancelled, _) => Err(Error::refused(format!(
-            "activity '{id}' is cancelled: nothing of it is for sale, so {} is refused; `seckill-console cleanup {id}` deletes its keys",
-            what.described()
-        ))),
-        (Phase::Ended, Write::Topup) => Err(Error::refused(format!(
-            "activity '{id}' has ended: nothing more is sold, so a top-up is refused (neither the database nor Redis was changed)"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// The console's writes, for the phase guard.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Write {
-    Fix,
-    Preheat,
-    Topup,
-    Pause,
-    Resume,
-    Resolve,
-    Cleanup,
-}
-
-impl Write {
-    fn described(self) -> &'static str {
-        match self {
-            Write::Fix => "a fix (it would put stock back on sale)",
-            Write::Preheat => "a preheat",
-            Write::Topup => "a top-up",
-            Write::Pause => "a pause",
-            Write::Resume => "a resume (it would put stock back on sale)",
-            Write::Resolve => "resolving compensation entries",
-            Write::Cleanup => "a cleanup",
-        }
-    }
 }
