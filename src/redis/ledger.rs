@@ -229,6 +229,47 @@ pub async fn totals(redis: &RedisStore, k: &ProductKeys) -> RedisResult<LedgerTo
     }
 }
 
+/// Every holding of a product's buyers hash (the placeholder left out), read in HSCAN pages (a
+/// rebuild's reckoning; never on a path a live view runs). A holding that is not an integer is
+/// None.
+pub async fn holdings(
+    redis: &RedisStore,
+    k: &ProductKeys,
+) -> RedisResult<std::collections::HashMap<Vec<u8>, Option<i64>>> {
+    let mut out = std::collections::HashMap::new();
+    let mut cursor: u64 = 0;
+    loop {
+        let cmd = redis::cmd("HSCAN")
+            .arg(&k.buyers)
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(SCAN_COUNT)
+            .clone();
+        let v = match redis.query(&k.buyers, &cmd).await {
+            Ok(v) => v,
+            Err(e) if is_wrong_type(&e) => return Ok(out),
+            Err(e) => return Err(e),
+        };
+        let Value::Array(parts) = v else {
+            return Ok(out);
+        };
+        cursor = parts
+            .first()
+            .and_then(bytes)
+            .and_then(|b| String::from_utf8(b).ok())
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        for (user, units) in parts.get(1).map(pairs).unwrap_or_default() {
+            if user != PLACEHOLDER {
+                out.insert(user, crate::domain::stock::parse_int(&units));
+            }
+        }
+        if cursor == 0 {
+            return Ok(out);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -123,7 +123,7 @@ async fn sell(store: &RedisStore, db: &Db, units: usize, held: usize) -> Vec<New
         product_id: "item".into(),
         user_id: format!("u{i}"),
         quantity: 1,
-        status: "paid".into(),
+        status: seckill_console::domain::order::OrderStatus::Paid,
     };
     let started = Instant::now();
     for chunk in (0..units).collect::<Vec<_>>().chunks(10_000) {

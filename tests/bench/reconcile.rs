@@ -64,7 +64,7 @@ fn main() {
                         product_id: p.clone(),
                         user_id: "u1".into(),
                         quantity: 1,
-                        status: "paid".into(),
+                        status: seckill_console::domain::order::OrderStatus::Paid,
                     });
                 } else {
                     in_flight += 1;

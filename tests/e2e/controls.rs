@@ -406,7 +406,7 @@ async fn the_relay_marks_the_oldest_pending_messages_sent() {
                 product_id: "p1".into(),
                 user_id: format!("u{i}"),
                 quantity: 1,
-                status: "pending_payment".into(),
+                status: seckill_console::domain::order::OrderStatus::PendingPayment,
             })
             .collect();
         insert_with_outbox(&lib, &orders).await.expect("orders");

@@ -155,7 +155,7 @@ impl World {
             product_id: product.clone(),
             user_id: user,
             quantity: units,
-            status: "pending_payment".into(),
+            status: seckill_console::domain::order::OrderStatus::PendingPayment,
         };
         orders::insert_with_outbox(&self.db, &[order])
             .await

@@ -229,7 +229,7 @@ async fn a_fix_returns_only_deductions_whose_own_order_is_dead_or_absent() {
         product_id: "p1".into(),
         user_id: "u1".into(),
         quantity: 1,
-        status: "pending_payment".into(),
+        status: seckill_console::domain::order::OrderStatus::PendingPayment,
     };
     seckill_console::db::orders::insert_with_outbox(&lib, &[order])
         .await

@@ -46,7 +46,8 @@ pub async fn orders(db: &Db, activity: &str, product: &str, list: &[(&str, i64, 
             product_id: product.to_string(),
             user_id: format!("u-{rid}"),
             quantity: *q,
-            status: status.to_string(),
+            status: seckill_console::domain::order::OrderStatus::parse(status)
+                .expect("a status of the contract"),
         })
         .collect();
     insert_with_outbox(db, &batch).await.expect("insert orders");

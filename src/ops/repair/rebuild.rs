@@ -234,13 +234,26 @@ async fn rebuild_one(
         ));
         return Ok(());
     }
-    // 3. A lost buyers hash, from what the ledger holds per user.
-    if !v.cut.keys.buyers {
-        let holdings: Vec<(Vec<u8>, i64)> = totals
+    // 3. The holdings: a lost buyers hash from what the ledger holds per user; a surviving one
+    // corrected to it, unless the counters hold units the ledger cannot name (then the
+    // surviving holdings are the only record of whose they are, and stay).
+    let before = counters_before(v);
+    let unnamed = before.is_some_and(|b| b > totals.active);
+    let holdings = if !v.cut.keys.buyers {
+        totals
             .per_user
             .iter()
             .map(|(u, n)| (u.clone(), *n))
-            .collect();
+            .collect()
+    } else if unnamed {
+        Vec::new()
+    } else {
+        let now = ledger::holdings(t.redis, &v.keys)
+            .await
+            .map_err(|e| t.redis.error(&e))?;
+        holdings_to_correct(&totals.per_user, &now)
+    };
+    if !holdings.is_empty() {
         match write_holdings(t.redis, &v.keys, token, &holdings)
             .await
             .map_err(|e| t.redis.error(&e))?
@@ -254,7 +267,6 @@ async fn rebuild_one(
     }
     // 4. The counters: what the ledger names; more where the counters held more than it can
     // name (held back until those orders could land).
-    let before = counters_before(v);
     let active = before.map_or(totals.active, |b| b.max(totals.active));
     let unexplained = active - totals.active;
     let now = v.cut.now_ms;
@@ -316,6 +328,25 @@ async fn rebuild_one(
         None => d.error = Some("set_stock.lua was not sent".into()),
     }
     Ok(())
+}
+
+/// The holdings that differ from what the ledger holds per user (`want`), as writes: the
+/// ledger's figure, or 0 (removed) for a buyer the ledger names nowhere.
+fn holdings_to_correct(
+    want: &std::collections::HashMap<Vec<u8>, i64>,
+    now: &std::collections::HashMap<Vec<u8>, Option<i64>>,
+) -> Vec<(Vec<u8>, i64)> {
+    let mut out: Vec<(Vec<u8>, i64)> = want
+        .iter()
+        .filter(|(u, n)| now.get(*u) != Some(&Some(**n)))
+        .map(|(u, n)| (u.clone(), *n))
+        .collect();
+    out.extend(
+        now.keys()
+            .filter(|u| !want.contains_key(*u))
+            .map(|u| (u.clone(), 0)),
+    );
+    out
 }
 
 /// The active units the counters held before the rebuild, when anything readable says so:
@@ -389,5 +420,31 @@ async fn record_live_orders(
         if exhausted {
             return Ok(Ok((units, rids)));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn holdings_are_corrected_to_the_ledger() {
+        let want: HashMap<Vec<u8>, i64> =
+            [(b"a".to_vec(), 2), (b"b".to_vec(), 1)].into_iter().collect();
+        let now: HashMap<Vec<u8>, Option<i64>> = [
+            (b"a".to_vec(), Some(2)),
+            (b"b".to_vec(), Some(5)),
+            (b"c".to_vec(), Some(1)),
+            (b"d".to_vec(), None),
+        ]
+        .into_iter()
+        .collect();
+        let mut fix = holdings_to_correct(&want, &now);
+        fix.sort();
+        assert_eq!(
+            fix,
+            vec![(b"b".to_vec(), 1), (b"c".to_vec(), 0), (b"d".to_vec(), 0)]
+        );
     }
 }

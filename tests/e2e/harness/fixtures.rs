@@ -125,7 +125,7 @@ pub async fn buy(
             product_id: product.to_string(),
             user_id: user.to_string(),
             quantity,
-            status: "pending_payment".into(),
+            status: seckill_console::domain::order::OrderStatus::PendingPayment,
         };
         seckill_console::db::orders::insert_with_outbox(db, &[order])
             .await
