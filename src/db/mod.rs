@@ -266,6 +266,18 @@ impl Db {
 
     /// Maps a driver error to the console's kinds, naming the redacted URL.
     pub fn error(&self, err: &sqlx::Error) -> Error {
+        if self.read_only
+            && let sqlx::Error::Database(e) = err
+            && is_read_only_code(e.code().as_deref())
+        {
+            // The server's own read-only mode caught a write the word check let through
+            // (a sequence's nextval, a locking read): the same refusal, exit 5.
+            return Error::refused(format!(
+                "read-only mode: the database at {} refused a write ({}); run without --read-only to change anything",
+                self.label,
+                describe(err)
+            ));
+        }
         db_error(&self.label, err)
     }
 
@@ -401,6 +413,12 @@ pub fn db_error(label: &str, err: &sqlx::Error) -> Error {
         }
         _ => Error::internal(format!("database at {label} failed: {detail}")),
     }
+}
+
+/// Server error codes of a write refused by a read-only transaction or connection
+/// (PostgreSQL and MariaDB's SQLSTATE, MariaDB's number, SQLite's `SQLITE_READONLY`).
+fn is_read_only_code(code: Option<&str>) -> bool {
+    matches!(code, Some("25006" | "1792" | "8"))
 }
 
 /// Server error codes that mean "cannot use the database now" rather than "bad statement":

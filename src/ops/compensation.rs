@@ -386,3 +386,51 @@ fn pending(e: &Compensation, verdict: Verdict, detail: &str) -> Resolution {
         detail: detail.into(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An entry closes only when its units are known to be back (or never taken): a return
+    /// the script refused, could not check or lost track of leaves the entry pending, because
+    /// its stock may still be held and closing it would lose those units for good.
+    #[test]
+    fn a_return_that_did_not_happen_leaves_the_entry_pending() {
+        for refused in [Restored::Missing, Restored::BadArgs, Restored::Unknown] {
+            assert_eq!(
+                closing(Verdict::Return, Some(&refused)),
+                None,
+                "{refused:?} must stay pending"
+            );
+        }
+        assert_eq!(closing(Verdict::Return, None), None);
+        let (status, _) = closing(Verdict::Return, Some(&Restored::Returned(3))).expect("closes");
+        assert_eq!(status, RETURNED);
+        let (status, _) =
+            closing(Verdict::Return, Some(&Restored::AlreadyReturned)).expect("closes");
+        assert_eq!(status, RETURNED);
+    }
+
+    #[test]
+    fn settled_verdicts_close_whatever_the_restore_said() {
+        assert_eq!(closing(Verdict::Applied, None).map(|c| c.0), Some(APPLIED));
+        assert_eq!(
+            closing(Verdict::NotApplied, None).map(|c| c.0),
+            Some(NOT_APPLIED)
+        );
+        assert_eq!(
+            closing(Verdict::AlreadyReturned, None).map(|c| c.0),
+            Some(RETURNED)
+        );
+        assert_eq!(closing(Verdict::InFlight, None), None);
+    }
+
+    #[test]
+    fn the_pending_detail_names_why() {
+        assert!(pending_detail(Verdict::Return, Some(&Restored::BadArgs)).contains("bad argument"));
+        assert!(
+            pending_detail(Verdict::Return, Some(&Restored::Missing)).contains("fix or preheat")
+        );
+        assert!(pending_detail(Verdict::InFlight, None).contains("grace window"));
+    }
+}

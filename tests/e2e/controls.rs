@@ -183,6 +183,9 @@ async fn a_top_up_during_a_sale_keeps_the_books_balanced() {
         l.expect_code(0);
         let stats = l.json();
         assert_eq!(stats["oversold"], 0, "{label}: {stats}");
+        // The load's figures count against the stock as it stands after the top-up (issue 19,
+        // 18: it used to report the top-up's units as oversold).
+        assert_eq!(stats["stock"], 1550, "{label}: {stats}");
         let doc = c.reconcile(&a);
         let p = &doc["products"][0];
         assert_eq!(p["initial"], 1550, "{label}: {p}");

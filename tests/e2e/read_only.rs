@@ -5,7 +5,7 @@ use crate::harness::TestDb;
 use seckill_console::ErrorKind;
 use seckill_console::db::guard::as_refusal;
 use seckill_console::db::tx::Arg;
-use seckill_console::db::{Db, DbOptions, migrate};
+use seckill_console::db::{Backend, Db, DbOptions, migrate};
 use seckill_console::redact::SecretUrl;
 
 async fn audit_rows(db: &Db) -> i64 {
@@ -78,5 +78,76 @@ async fn a_read_only_database_handle_refuses_writes_sent_to_it_directly() {
             t.name()
         );
         ro.close().await;
+    }
+}
+
+/// Build 18 of issue 19: the word check is not the only gate. The server's own read-only mode
+/// refuses what reads like a SELECT and still writes (a sequence's `nextval`), and the handle
+/// reports it as the same refusal (exit 5); the sequence did not move.
+#[tokio::test]
+async fn the_servers_read_only_mode_refuses_a_write_that_reads_like_a_select() {
+    for t in TestDb::all().await {
+        let url = SecretUrl::new(t.url.clone());
+        let rw = Db::connect(&url, &DbOptions::default())
+            .await
+            .expect("open");
+        let ro = Db::connect(
+            &url,
+            &DbOptions {
+                read_only: true,
+                ..DbOptions::default()
+            },
+        )
+        .await
+        .expect("open read-only");
+        match rw.backend() {
+            Backend::Sqlite => {
+                // SQLite has no sequence: the connection's own switch is on, and only there.
+                let on: Vec<(i64,)> = ro
+                    .fetch_all_as("SELECT query_only FROM pragma_query_only", &[])
+                    .await
+                    .expect("pragma");
+                assert_eq!(
+                    on,
+                    vec![(1,)],
+                    "sqlite: query_only is off in read-only mode"
+                );
+                let off: Vec<(i64,)> = rw
+                    .fetch_all_as("SELECT query_only FROM pragma_query_only", &[])
+                    .await
+                    .expect("pragma");
+                assert_eq!(off, vec![(0,)]);
+            }
+            backend => {
+                rw.execute("CREATE SEQUENCE ro_probe", &[])
+                    .await
+                    .expect("create sequence");
+                let next = if backend == Backend::Postgres {
+                    "SELECT nextval('ro_probe')"
+                } else {
+                    "SELECT NEXTVAL(ro_probe)"
+                };
+                let e = ro
+                    .fetch_all_as::<(i64,)>(next, &[])
+                    .await
+                    .expect_err("nextval must be refused by the server");
+                assert!(
+                    as_refusal(&e).is_none(),
+                    "{}: the word check caught it; this test is about the server",
+                    t.name()
+                );
+                let mapped = ro.error(&e);
+                assert_eq!(mapped.kind, ErrorKind::Refused, "{}: {e}", t.name());
+                assert!(
+                    mapped.message.contains("read-only mode"),
+                    "{}",
+                    mapped.message
+                );
+                let first: Vec<(i64,)> = rw.fetch_all_as(next, &[]).await.expect("nextval");
+                assert_eq!(first, vec![(1,)], "{}: the sequence moved", t.name());
+            }
+        }
+        ro.close().await;
+        rw.close().await;
     }
 }

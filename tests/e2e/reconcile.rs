@@ -514,6 +514,61 @@ async fn read_only_refuses_every_write_before_sending_it() {
     }
 }
 
+/// `compensation resolve --all` walks the queue a page (1,000 entries) at a time: 2,345
+/// entries over three pages, half of them real orphans, all close once, the orphans' units
+/// come back exactly once and nothing is left pending.
+#[tokio::test]
+async fn resolve_all_pages_through_a_long_queue() {
+    let topo = Topo::standalone();
+    let store = topo.store().await;
+    let db = TestDb::sqlite();
+    let c = Console::new(&topo, &db);
+    let now = c.clone().with("--grace-secs 0");
+    let lib = db.open().await;
+    c.import_preheat(&lib, "pages", &[("p1", 5000, 1)]).await;
+    let k = product_keys("pages", "p1");
+    let total = 2345;
+    let orphans = 1200;
+    for i in 0..total {
+        let (rid, user) = (format!("r{i}"), format!("u{i}"));
+        if i < orphans {
+            deduct(&store, &k, &rid, &user, "1").await.expect("deduct");
+        }
+        assert!(
+            insert(&lib, &entry("pages", &rid, &user, 1))
+                .await
+                .expect("insert")
+        );
+    }
+    let remaining = |doc: &Json| product(doc, "p1")["redis_remaining"].as_i64();
+    assert_eq!(
+        remaining(&c.json(&["reconcile", "pages"])),
+        Some(5000 - orphans)
+    );
+
+    let doc = now.json(&["compensation", "resolve", "pages", "--all"]);
+    assert_eq!(doc["resolved"], total, "{doc:#}");
+    let rows = doc["resolutions"].as_array().expect("resolutions");
+    assert_eq!(rows.len(), usize::try_from(total).unwrap_or(0));
+    let returned = rows.iter().filter(|r| r["status"] == "returned").count();
+    let never = rows.iter().filter(|r| r["status"] == "not_applied").count();
+    assert_eq!((returned, never), (1200, 1145));
+    assert_eq!(remaining(&c.json(&["reconcile", "pages"])), Some(5000));
+
+    let pending = seckill_console::db::compensation::pending_page(
+        &lib,
+        &seckill_console::domain::ActivityId::parse("pages").expect("id"),
+        0,
+    )
+    .await
+    .expect("pending");
+    assert!(pending.is_empty(), "{} entries left pending", pending.len());
+    let again = now.json(&["compensation", "resolve", "pages", "--all"]);
+    assert_eq!(again["resolved"], 0);
+    assert_books(&c.reconcile("pages"), c.label());
+    lib.close().await;
+}
+
 #[test]
 fn fix_without_a_terminal_needs_yes() {
     let topo = Topo::standalone();
