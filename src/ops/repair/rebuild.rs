@@ -430,8 +430,9 @@ mod tests {
 
     #[test]
     fn holdings_are_corrected_to_the_ledger() {
-        let want: HashMap<Vec<u8>, i64> =
-            [(b"a".to_vec(), 2), (b"b".to_vec(), 1)].into_iter().collect();
+        let want: HashMap<Vec<u8>, i64> = [(b"a".to_vec(), 2), (b"b".to_vec(), 1)]
+            .into_iter()
+            .collect();
         let now: HashMap<Vec<u8>, Option<i64>> = [
             (b"a".to_vec(), Some(2)),
             (b"b".to_vec(), Some(5)),
