@@ -6,6 +6,7 @@ mod harness;
 
 mod activity_cli;
 mod buyers;
+mod chaos;
 mod controls;
 mod demo;
 mod drills;

@@ -1,0 +1,651 @@
+//! The chaos test (issue 19): seeded random histories against real Redis (a standalone server
+//! and a 3-primary cluster) and SQLite. Buyers deduct and retry, orders land late (stamped up
+//! to the grace window in the past, on a database clock up to 10 s behind), get paid, expire
+//! and are returned; callers record compensation entries. Faults strike one product at a
+//! time: DEL (eviction) of any one key, XDEL or XTRIM of the event stream, a corrupt value,
+//! INCRBY outside the scripts, a restart from an older snapshot, a restart without
+//! persistence. The console fixes, preheats (forced or not), tops up (raise and cut, also one
+//! whose console dies between its two writes), pauses and resumes, and a second console (or
+//! a burst of buyers) acts at a chosen stage of the first console's write.
+//!
+//! After every step the invariants are checked against the model's own history (never
+//! against the console's figures):
+//! 1. no console step lets Redis sell more than `initial - live - pending` (the pending
+//!    deductions Redis can still know of), counting the units of returns on their way and
+//!    looking through a pause; a repair that reports a product fixed leaves no such excess;
+//! 2. no sale takes a buyer above the per-user limit, unless a fault touched the product's
+//!    buyers or ledger since its last clean repair;
+//! 3. a pause written stays (nothing sells) until a fault undoes it, and a lost pause never
+//!    reads as `ok`;
+//! 4. a product with more live (and known pending) units than its initial stock reads
+//!    `oversold`;
+//! 5. once the faults stop and every order landed or was abandoned, a few rounds of
+//!    `compensation resolve --all`, `preheat` and `fix --yes` bring every product to `ok` (or
+//!    `paused`, as the database says) with drift 0, its stock exactly the truth, every live
+//!    order recorded and no buyer's holding below their live orders;
+//! 6. a product missing a piece never reads as `ok`.
+//!
+//! A failure prints the topology, the seed, the broken invariant with its figures and the
+//! step log. Then the first case of each kind of failure (at most `SECKILL_CHAOS_SHRINK_KINDS`,
+//! default 4) is shrunk: re-run on fresh keys with steps taken out (delta debugging, at most
+//! `SECKILL_CHAOS_SHRINK` re-runs per topology in all, default 200) while it still fails the
+//! same way, and the smallest step list is printed with the line that replays it.
+//!
+//! Running and replaying (`scripts/chaos --cases N --seed S --topology T --steps LIST` sets
+//! these variables):
+//!
+//! ```text
+//! cargo test --test e2e chaos -- --nocapture              # the suite: 200 cases, both topologies
+//! SECKILL_CHAOS_CASES=5000 cargo test --test e2e chaos -- --nocapture   # a long hunt
+//! SECKILL_CHAOS_TOPOLOGY=cluster SECKILL_CHAOS_SEED=123 \
+//!     cargo test --test e2e chaos -- --nocapture          # replay one case by its seed
+//! SECKILL_CHAOS_TOPOLOGY=cluster SECKILL_CHAOS_SEED=123 \
+//!     SECKILL_CHAOS_STEPS='deduct.p1.u3.2,del.p1.ledger,fix@beforewrite0:pause.p1' \
+//!     cargo test --test e2e chaos -- --nocapture          # replay a (shrunk) step list exactly
+//! ```
+//!
+//! - `SECKILL_CHAOS_CASES`: cases in all (split over the topologies run), from seed
+//!   `SECKILL_CHAOS_SEED` on (default 1). A seed without a count runs that one case; a count
+//!   with `SECKILL_CHAOS_STEPS` runs the list that many times side by side (a failure that
+//!   needs a loaded machine).
+//! - `SECKILL_CHAOS_TOPOLOGY`: `standalone`, `cluster` or `both` (the default).
+//! - `SECKILL_CHAOS_PARALLEL`: cases at once per topology (default 8), each on its own
+//!   activity and SQLite database.
+//! - `SECKILL_CHAOS_GRACE_MS`: the grace window the console is given (default 1200).
+//! - `SECKILL_CHAOS_WITHOUT=corrupt.p1.paused,flush`: generated steps whose text contains one
+//!   of these are left out (a hunt past a known bug).
+//! - `SECKILL_CHAOS_LOG=1`: the step log of passing cases too.
+//!
+//! The step list: steps joined by `,`, fields by `.`, e.g. `deduct.p1.u3.2` (product, user,
+//! units), `land.17.300` (a pending order, by a number taken modulo those there are; stamped
+//! 300 ms late), `del.p1.ledger`, `corrupt.p2.limit`, `checkpoint.p1`, `rollback`, `wait.5`,
+//! `fix`, `preheat.force`, `topup.p2.-3`, `crash.p1.+2.db.aged` (a top-up whose console died
+//! after its database write, its lease passed). A console step may carry a hook:
+//! `fix@beforewrite0:pause.p1` pauses p1 from a second console the first time the fix reaches
+//! its `BeforeWrite` stage. `chaos/steps.rs` lists them all.
+//!
+//! A replay is exact up to timing: the grace window is real time, and a step that runs slow
+//! on a loaded machine may make an order land (the app servers keep the grace window) or a
+//! deduction count as stale where the first run did not; the step log says so where it does.
+
+mod buyers;
+mod console;
+mod faults;
+mod invariants;
+mod steps;
+mod world;
+
+use crate::harness::fixtures::{import, live_window};
+use crate::harness::{TestDb, Topo};
+use futures::StreamExt;
+use seckill_console::domain::ActivityId;
+use seckill_console::ops::preheat::{PreheatOptions, preheat};
+use seckill_console::ops::progress::Silent;
+use seckill_console::ops::repair;
+use seckill_console::ops::snapshot::{self, Scope};
+use seckill_console::redis::{KeySpace, RedisStore};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+use steps::{PRODUCTS, Rng, Step};
+use tokio::sync::Mutex;
+use world::{Effects, ProductModel, Violation, World};
+
+/// Cases in the suite, over both topologies.
+const CASES: usize = 200;
+
+/// Activity ids are unique across every run of the process (shrinking re-runs on fresh keys).
+static RUNS: AtomicU64 = AtomicU64::new(0);
+
+#[derive(Clone, Debug)]
+struct Config {
+    /// Cases per topology run, and their seeds.
+    seeds: Vec<u64>,
+    /// Replay exactly this list (with the first seed).
+    steps: Option<Vec<Step>>,
+    parallel: usize,
+    grace: Duration,
+    shrink_runs: usize,
+    /// Kinds of failure shrunk (the first case of each).
+    shrink_kinds: usize,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+fn env_num(name: &str) -> Option<u64> {
+    env(name).map(|v| {
+        v.trim()
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v} is not a number"))
+    })
+}
+
+/// The configuration of the topology `t` (0 standalone, 1 cluster), or None when it is not
+/// to run.
+fn config(t: u64) -> Option<Config> {
+    let topology = env("SECKILL_CHAOS_TOPOLOGY").unwrap_or_else(|| "both".into());
+    let both = match topology.as_str() {
+        "both" => true,
+        "standalone" => {
+            if t != 0 {
+                return None;
+            }
+            false
+        }
+        "cluster" => {
+            if t != 1 {
+                return None;
+            }
+            false
+        }
+        other => panic!("SECKILL_CHAOS_TOPOLOGY={other}: use standalone, cluster or both"),
+    };
+    let base = env_num("SECKILL_CHAOS_SEED");
+    let cases = env_num("SECKILL_CHAOS_CASES");
+    let steps = env("SECKILL_CHAOS_STEPS")
+        .map(|s| steps::parse(&s).unwrap_or_else(|e| panic!("SECKILL_CHAOS_STEPS: {e}")));
+    let seeds: Vec<u64> = match (base, cases) {
+        // One case: a replay.
+        (Some(seed), None) => vec![seed],
+        // The same list again and again (a failure that depends on timing).
+        (base, Some(n)) if steps.is_some() => (0..n).map(|i| base.unwrap_or(1) + i).collect(),
+        _ if steps.is_some() => vec![base.unwrap_or(1)],
+        (base, cases) => {
+            let total = usize::try_from(cases.unwrap_or(CASES as u64)).unwrap_or(CASES);
+            let base = base.unwrap_or(1);
+            if both {
+                // Distinct seeds on the two topologies: standalone even, cluster odd offsets.
+                let mine = (total + 1 - usize::try_from(t).unwrap_or(0)) / 2;
+                (0..mine as u64).map(|i| base + 2 * i + t).collect()
+            } else {
+                (0..total as u64).map(|i| base + i).collect()
+            }
+        }
+    };
+    Some(Config {
+        seeds,
+        steps,
+        parallel: usize::try_from(env_num("SECKILL_CHAOS_PARALLEL").unwrap_or(8))
+            .unwrap_or(8)
+            .max(1),
+        grace: Duration::from_millis(env_num("SECKILL_CHAOS_GRACE_MS").unwrap_or(1200)),
+        shrink_runs: usize::try_from(env_num("SECKILL_CHAOS_SHRINK").unwrap_or(200)).unwrap_or(200),
+        shrink_kinds: usize::try_from(env_num("SECKILL_CHAOS_SHRINK_KINDS").unwrap_or(4))
+            .unwrap_or(4),
+    })
+}
+
+/// Where and how a case failed.
+#[derive(Clone, Debug)]
+struct Failure {
+    /// The index of the failing step (`steps.len()` and on: the convergence).
+    at: usize,
+    step: String,
+    violation: Violation,
+    log: Vec<String>,
+}
+
+/// What a passing case did.
+#[derive(Clone, Debug, Default)]
+struct Stats {
+    faults: usize,
+    repairs: usize,
+    rounds: usize,
+}
+
+/// Runs one step and checks the invariants after it.
+async fn one_step(world: &Arc<Mutex<World>>, i: usize, step: &Step) -> Result<(), Violation> {
+    let before = {
+        let mut w = world.lock().await;
+        w.say(format!("-- {i}: {step}"));
+        w.auto_land().await;
+        let probes = invariants::probes(&w).await;
+        w.fx = Effects::default();
+        invariants::excess(&w, &probes)
+    };
+    console::exec(world, step).await;
+    let mut w = world.lock().await;
+    w.mark_stale();
+    w.refresh_products().await;
+    invariants::check(&mut w, step, &before).await
+}
+
+/// Stops the faults, lands or abandons every pending order, then runs rounds of
+/// `compensation resolve --all`, `preheat` and `fix --yes` until every product is back to
+/// the truth (at most 4, the grace window between them).
+async fn converge(world: &Arc<Mutex<World>>, seed: u64, first: usize) -> Result<usize, Failure> {
+    let grace = {
+        let mut w = world.lock().await;
+        w.say("-- convergence: the faults stop; every pending order lands or is abandoned");
+        for p in 0..PRODUCTS.len() {
+            // A top-up left between its writes is resolved once its lease passed.
+            w.lease_pass(p).await;
+        }
+        let mut r = Rng::new(seed ^ 0x00C0_FFEE);
+        let pending: Vec<usize> = (0..w.deds.len()).filter(|&i| w.deds[i].pending()).collect();
+        for i in pending {
+            if r.chance(70) {
+                w.land_idx(i, 0).await;
+            } else {
+                w.deds[i].abandoned = true;
+            }
+        }
+        for _ in 0..w.deds.len() {
+            if r.chance(50) {
+                w.give_back(r.pick()).await;
+            }
+        }
+        w.grace
+    };
+    let mut at = first;
+    let mut last = (String::new(), String::new());
+    for round in 1..=4 {
+        for step in [
+            Step::Resolve,
+            Step::Preheat {
+                force: false,
+                hook: None,
+            },
+            Step::Fix { hook: None },
+        ] {
+            one_step(world, at, &step)
+                .await
+                .map_err(|v| failure(world, at, &step, v))?;
+            at += 1;
+        }
+        match invariants::converged(&*world.lock().await).await {
+            Ok(()) => return Ok(round),
+            Err(problems) => last = problems,
+        }
+        if round < 4 {
+            world.lock().await.say(format!(
+                "   not yet converged:\n  {}\n   waiting {} ms",
+                last.1,
+                grace.as_millis() + 300
+            ));
+            tokio::time::sleep(grace + Duration::from_millis(300)).await;
+        }
+    }
+    let v = Violation {
+        inv: "5-convergence",
+        tag: last.0,
+        detail: format!(
+            "after 4 rounds of resolve, preheat and fix:\n  {}\n  {}",
+            last.1,
+            full_read(&*world.lock().await).await
+        ),
+    };
+    let step = Step::Fix { hook: None };
+    Err(failure(world, at, &step, v))
+}
+
+/// What a read from scratch (the one `fix` acts on) makes of each product, for a failure
+/// message: where the console's own figures part from the model's.
+async fn full_read(w: &World) -> String {
+    let scope = Scope {
+        full: true,
+        ..Scope::default()
+    };
+    match snapshot::take(&w.store, &w.db, &w.keys, &w.id, w.grace, &scope).await {
+        Ok(snap) => snap
+            .products
+            .iter()
+            .map(|v| {
+                let t = &v.status;
+                format!(
+                    "full read of {}: plan {:?}, state {} drift {:?} db_sold {} in_flight {} orphaned {} (orphans {:?}) unledgered {} offset {:?} unexplained {} lost {:?}",
+                    t.product,
+                    repair::plan(v),
+                    t.state.as_str(),
+                    t.drift,
+                    t.db_sold,
+                    t.in_flight,
+                    t.orphaned,
+                    v.split.orphans,
+                    t.unledgered,
+                    t.offset,
+                    t.unexplained,
+                    t.lost
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n  "),
+        Err(e) => format!("a full read failed: {e}"),
+    }
+}
+
+fn failure(world: &Arc<Mutex<World>>, at: usize, step: &Step, violation: Violation) -> Failure {
+    let log = world.try_lock().map(|w| w.log.clone()).unwrap_or_default();
+    Failure {
+        at,
+        step: step.to_string(),
+        violation,
+        log,
+    }
+}
+
+/// One case on fresh keys and a fresh database.
+async fn run_case(
+    store: &RedisStore,
+    cfg: &Config,
+    seed: u64,
+    list: &[Step],
+) -> Result<Stats, Failure> {
+    let tdb = TestDb::sqlite();
+    let db = tdb.open().await;
+    let activity = format!("ch{seed}-{}", RUNS.fetch_add(1, Ordering::Relaxed));
+    import(&db, &activity, &PRODUCTS, live_window()).await;
+    let id = ActivityId::parse(&activity).expect("activity id");
+    let keys = KeySpace::default();
+    let opts = PreheatOptions {
+        force: false,
+        actor: world::ACTOR.into(),
+        grace: cfg.grace,
+        key_ttl_days: 7,
+        interleave: Default::default(),
+    };
+    let r = preheat(store, &db, &keys, &id, &opts, &Silent)
+        .await
+        .expect("the first preheat");
+    assert_eq!(r.decision, "go", "the first preheat: {:?}", r.reasons);
+    let world = Arc::new(Mutex::new(World {
+        store: store.clone(),
+        db: db.clone(),
+        activity,
+        id,
+        keys,
+        grace: cfg.grace,
+        deds: Vec::new(),
+        failed: Vec::new(),
+        next: 0,
+        behind_ms: 0,
+        saved: None,
+        products: [ProductModel::default(), ProductModel::default()],
+        log: vec![format!("case seed {seed}: {}", steps::show(list))],
+        fx: Effects::default(),
+    }));
+    world.lock().await.refresh_products().await;
+    let mut stats = Stats::default();
+    for (i, step) in list.iter().enumerate() {
+        stats.faults += usize::from(step.is_fault());
+        stats.repairs += usize::from(step.is_repair());
+        one_step(&world, i, step)
+            .await
+            .map_err(|v| failure(&world, i, step, v))?;
+    }
+    stats.rounds = converge(&world, seed, list.len()).await?;
+    if env("SECKILL_CHAOS_LOG").is_some() {
+        println!("{}", world.lock().await.log.join("\n"));
+    }
+    db.close().await;
+    Ok(stats)
+}
+
+fn replay_line(topo: &str, seed: u64, list: Option<&[Step]>) -> String {
+    match list {
+        None => format!(
+            "SECKILL_CHAOS_TOPOLOGY={topo} SECKILL_CHAOS_SEED={seed} cargo test --locked --test e2e chaos -- --nocapture"
+        ),
+        Some(list) => format!(
+            "SECKILL_CHAOS_TOPOLOGY={topo} SECKILL_CHAOS_SEED={seed} SECKILL_CHAOS_STEPS='{}' cargo test --locked --test e2e chaos -- --nocapture",
+            steps::show(list)
+        ),
+    }
+}
+
+fn shown_failure(topo: &str, seed: u64, list: &[Step], f: &Failure) -> String {
+    let at = if f.at < list.len() {
+        format!("step {} ({})", f.at, f.step)
+    } else {
+        format!("convergence ({})", f.step)
+    };
+    format!(
+        "==== chaos FAILURE: {topo} seed {seed}, {at}\ninvariant {}: {}\nstep log:\n{}\nreplay: {}\n",
+        f.violation.inv,
+        f.violation.detail,
+        f.log.join("\n"),
+        replay_line(topo, seed, Some(list))
+    )
+}
+
+/// The same failure: the same invariant broken the same way (the step's hook may differ:
+/// the shrinker tries without it).
+fn same(f: &Failure, like: &Violation) -> bool {
+    let head = |t: &str| t.split('@').next().unwrap_or_default().to_string();
+    f.violation.inv == like.inv && head(&f.violation.tag) == head(&like.tag)
+}
+
+/// Delta debugging: removes chunks of steps while the case still breaks the same invariant,
+/// testing the candidates of one granularity side by side; at most `budget` runs.
+async fn shrink(
+    store: &RedisStore,
+    cfg: &Config,
+    (seed, list, first): (u64, &[Step], &Failure),
+    budget: usize,
+) -> (Vec<Step>, Failure, usize) {
+    let like = &first.violation;
+    let mut best: Vec<Step> = list.to_vec();
+    let mut best_f = first.clone();
+    let mut runs = 0;
+    let trial = |cand: Vec<Step>| async move {
+        let r = run_case(store, cfg, seed, &cand).await;
+        (cand, r.err())
+    };
+    // The steps after the failing one cannot have caused it.
+    if first.at + 1 < best.len() {
+        let cut = best[..=first.at].to_vec();
+        runs += 1;
+        if let (cand, Some(f)) = trial(cut).await
+            && same(&f, like)
+        {
+            best = cand;
+            best_f = f;
+        }
+    }
+    let mut n = 2usize;
+    while best.len() >= 2 && runs < budget {
+        let chunk = best.len().div_ceil(n);
+        let candidates: Vec<Vec<Step>> = (0..n)
+            .map(|i| {
+                best.iter()
+                    .enumerate()
+                    .filter(|(j, _)| j / chunk != i)
+                    .map(|(_, s)| s.clone())
+                    .collect::<Vec<Step>>()
+            })
+            .filter(|c| !c.is_empty() && c.len() < best.len())
+            .collect();
+        let mut found = None;
+        for batch in candidates.chunks(cfg.parallel) {
+            let left = budget.saturating_sub(runs);
+            if left == 0 {
+                break;
+            }
+            let batch: Vec<Vec<Step>> = batch.iter().take(left).cloned().collect();
+            runs += batch.len();
+            let results = futures::future::join_all(batch.into_iter().map(trial)).await;
+            if let Some((cand, f)) = results
+                .into_iter()
+                .find_map(|(c, f)| f.filter(|f| same(f, like)).map(|f| (c, f)))
+            {
+                found = Some((cand, f));
+                break;
+            }
+        }
+        match found {
+            Some((cand, f)) => {
+                best = cand;
+                best_f = f;
+                n = (n - 1).max(2);
+            }
+            None if n >= best.len() => break,
+            None => n = (n * 2).min(best.len()),
+        }
+    }
+    // Then each hook alone: a failure that needs no second console says so.
+    for i in 0..best.len() {
+        if runs >= budget {
+            break;
+        }
+        if best[i].hook().is_none() {
+            continue;
+        }
+        let mut cand = best.clone();
+        cand[i] = cand[i].without_hook();
+        runs += 1;
+        if let (cand, Some(f)) = trial(cand).await
+            && same(&f, like)
+        {
+            best = cand;
+            best_f = f;
+        }
+    }
+    (best, best_f, runs)
+}
+
+/// Runs the configured cases on one topology; fails listing every broken case, the first of
+/// each broken invariant shrunk.
+async fn hunt(t: u64) {
+    let Some(cfg) = config(t) else {
+        eprintln!(
+            "chaos: topology {} not selected",
+            if t == 0 { "standalone" } else { "cluster" }
+        );
+        return;
+    };
+    let topo = if t == 0 {
+        Topo::standalone()
+    } else {
+        Topo::cluster()
+    };
+    let name = topo.name();
+    let store = topo.store().await;
+    let started = Instant::now();
+    // Steps left out of generated cases while a known bug is open (their text contains one
+    // of these, e.g. `corrupt.p1.paused`), so that a hunt finds the others.
+    let without: Vec<String> = env("SECKILL_CHAOS_WITHOUT")
+        .map(|v| v.split(',').map(|s| s.trim().to_string()).collect())
+        .unwrap_or_default();
+    let cases: Vec<(u64, Vec<Step>)> = cfg
+        .seeds
+        .iter()
+        .map(|&s| {
+            let list = cfg.steps.clone().unwrap_or_else(|| {
+                steps::generate(s)
+                    .into_iter()
+                    .filter(|step| {
+                        let text = step.to_string();
+                        !without
+                            .iter()
+                            .any(|w| !w.is_empty() && text.contains(w.as_str()))
+                    })
+                    .collect()
+            });
+            (s, list)
+        })
+        .collect();
+    let total = cases.len();
+    let done = AtomicU64::new(0);
+    let results: Vec<(u64, Vec<Step>, Result<Stats, Failure>)> = futures::stream::iter(cases)
+        .map(|(seed, list)| {
+            let (store, cfg, done) = (&store, &cfg, &done);
+            async move {
+                let t0 = Instant::now();
+                let r = run_case(store, cfg, seed, &list).await;
+                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                match &r {
+                    Ok(s) => println!(
+                        "chaos {name} {n}/{total} seed {seed}: ok, {} steps ({} faults, {} repairs), converged in round {}, {:.1} s",
+                        list.len(),
+                        s.faults,
+                        s.repairs,
+                        s.rounds,
+                        t0.elapsed().as_secs_f64()
+                    ),
+                    Err(f) => println!(
+                        "chaos {name} {n}/{total} seed {seed}: FAILED invariant {} at step {}, {:.1} s",
+                        f.violation.inv,
+                        f.at,
+                        t0.elapsed().as_secs_f64()
+                    ),
+                }
+                (seed, list, r)
+            }
+        })
+        .buffer_unordered(cfg.parallel)
+        .collect()
+        .await;
+    let failed: Vec<(u64, Vec<Step>, Failure)> = results
+        .into_iter()
+        .filter_map(|(s, l, r)| r.err().map(|f| (s, l, f)))
+        .collect();
+    println!(
+        "chaos {name}: {total} case(s), {} failed, {:.1} s",
+        failed.len(),
+        started.elapsed().as_secs_f64()
+    );
+    if failed.is_empty() {
+        return;
+    }
+    let mut summary = Vec::new();
+    let mut kinds: Vec<(&str, String)> = Vec::new();
+    let mut to_shrink = Vec::new();
+    for (seed, list, f) in &failed {
+        println!("{}", shown_failure(name, *seed, list, f));
+        summary.push(format!(
+            "{name} seed {seed}: invariant {} ({}) at step {}",
+            f.violation.inv, f.violation.tag, f.at
+        ));
+        // The first case of each kind of failure is shrunk, a few kinds at most (each shrink
+        // re-runs the case up to SECKILL_CHAOS_SHRINK times); an exact replay is not.
+        let kind = (f.violation.inv, f.violation.tag.clone());
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+            if cfg.steps.is_none() && cfg.shrink_runs > 0 && to_shrink.len() < cfg.shrink_kinds {
+                to_shrink.push((*seed, list, f));
+            }
+        }
+    }
+    // One budget of re-runs for every kind, the first failures first.
+    let mut budget = cfg.shrink_runs;
+    for (seed, list, f) in to_shrink {
+        if budget == 0 {
+            break;
+        }
+        let (small, sf, runs) = shrink(&store, &cfg, (seed, list, f), budget).await;
+        budget = budget.saturating_sub(runs);
+        println!(
+            "==== shrunk {name} seed {seed} from {} to {} step(s) in {runs} run(s); invariant {} ({}): {}\nstep log:\n{}\nreplay: {}\n",
+            list.len(),
+            small.len(),
+            sf.violation.inv,
+            sf.violation.tag,
+            sf.violation.detail,
+            sf.log.join("\n"),
+            replay_line(name, seed, Some(&small))
+        );
+        summary.push(format!(
+            "shrunk ({} {}): {}",
+            sf.violation.inv,
+            sf.violation.tag,
+            replay_line(name, seed, Some(&small))
+        ));
+    }
+    panic!(
+        "{} of {total} chaos case(s) on {name} broke an invariant:\n{}",
+        failed.len(),
+        summary.join("\n")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chaos_standalone() {
+    hunt(0).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chaos_cluster() {
+    hunt(1).await;
+}
