@@ -17,8 +17,9 @@
 --
 -- Returns {1, stock now} when done; {2, stock} when this id was applied already (a retry);
 -- {3, stock} when 'begin' finds this id begun already; {0, stock} when a cut would take more
--- than the stock holds; {-1} when the stock key is absent ('begin' writes nothing; the other
--- steps drop the marker, since a rebuild writes the stock from the database anyway); {-2,
+-- than the stock holds; {5} when 'begin' finds no stock key (the marker alone is written, or
+-- was already); {-1} when a second step finds no stock key (it drops the marker: a rebuild
+-- writes the stock from the database anyway); {-2,
 -- marker} when the step does not match what is pending (another top-up, or none: a fix
 -- resolved it); {4, 'frozen', detail} when a rebuild holds the product, {4, 'lost', detail} when
 -- a piece of it is missing ('begin'); -4 on bad arguments.
@@ -55,7 +56,7 @@ elseif op ~= 'apply' and op ~= 'finish' and op ~= 'undo' and op ~= 'abort' then
 end
 
 local meta_kind = redis.call('TYPE', KEYS[2])['ok']
-if meta_kind ~= 'hash' then
+if meta_kind ~= 'hash' and meta_kind ~= 'none' then
   return redis.error_reply('ERR seckill: ' .. KEYS[2] .. ' is a ' .. meta_kind .. ', not a hash: fix the product first')
 end
 local events_kind = redis.call('TYPE', KEYS[5])['ok']
@@ -65,26 +66,44 @@ end
 local f = redis.call('HMGET', KEYS[2], 'initial', 'rev', 'last_topup', 'topup', 'frozen')
 local initial = int_or_nil(f[1] or '0')
 local rev = int_or_nil(f[2] or '0')
-if initial == nil or rev == nil then
-  return redis.error_reply('ERR seckill: initial or rev in ' .. KEYS[2] .. ' is ' .. shown(f[1]) .. ' / ' .. shown(f[2]) .. ', not an integer: fix the product first')
-end
 local last, marker, frozen = f[3], f[4], f[5]
 if frozen then
   return {4, 'frozen', frozen}
 end
 
 local stock_kind = redis.call('TYPE', KEYS[1])['ok']
-local stock = nil
+local stock, stock_raw = nil, stock_kind
 if stock_kind == 'string' then
-  stock = int_or_nil(redis.call('GET', KEYS[1]))
+  stock_raw = redis.call('GET', KEYS[1])
+  stock = int_or_nil(stock_raw)
 end
-if stock_kind ~= 'none' and stock == nil then
-  return redis.error_reply('ERR seckill: stock in ' .. KEYS[1] .. ' is not an integer: fix the product first')
+local unreadable = initial == nil or rev == nil or (stock_kind ~= 'none' and stock == nil)
+if unreadable and op == 'begin' then
+  if initial == nil or rev == nil then
+    return redis.error_reply('ERR seckill: initial or rev in ' .. KEYS[2] .. ' is ' .. shown(f[1]) .. ' / ' .. shown(f[2]) .. ', not an integer: fix the product first')
+  end
+  return redis.error_reply('ERR seckill: stock in ' .. KEYS[1] .. ' is ' .. shown(stock_raw) .. ', not an integer: fix the product first')
 end
 
 if op == 'begin' then
+  if marker then
+    if string.sub(marker, 1, #id + 1) == id .. '|' then
+      if stock == nil then
+        return {5}
+      end
+      return {3, stock}
+    end
+    return {-2, marker}
+  end
+  local t = redis.call('TIME')
+  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   if stock == nil then
-    return {-1}
+    -- No stock to move: the marker alone (creating the meta hash when it is gone). A fix or
+    -- preheat that read the database's initial stock before this top-up's database write
+    -- then cannot write the stock from it: the marker holds it off, and the rev it read is
+    -- gone once the marker is.
+    redis.call('HSET', KEYS[2], 'topup', id .. '|' .. n .. '|' .. now_ms, 'rev', rev + 1)
+    return {5}
   end
   -- A product missing a piece sells nothing until a fix rebuilds it; a top-up waits for that.
   if not redis.call('HGET', KEYS[2], 'limit') or redis.call('EXISTS', KEYS[3], KEYS[4], KEYS[5]) ~= 3 then
@@ -93,17 +112,9 @@ if op == 'begin' then
   if last == id then
     return {2, stock}
   end
-  if marker then
-    if string.sub(marker, 1, #id + 1) == id .. '|' then
-      return {3, stock}
-    end
-    return {-2, marker}
-  end
   if stock + n < 0 then
     return {0, stock}
   end
-  local t = redis.call('TIME')
-  local now_ms = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
   if n < 0 then
     redis.call('XADD', KEYS[5], '*', 'a', n .. '|')
     stock = redis.call('INCRBY', KEYS[1], n)
@@ -128,9 +139,12 @@ end
 if (op == 'apply' or op == 'abort') ~= (pending > 0) then
   return -4
 end
-if stock == nil then
+if stock == nil or unreadable then
+  -- No stock to move, or figures nobody can move (a top-up whose console died, then a stray
+  -- write): the marker goes, and the rebuild that must follow writes the stock from the
+  -- database, which the caller has settled (fenced, when the console died) before this step.
   redis.call('HDEL', KEYS[2], 'topup')
-  redis.call('HSET', KEYS[2], 'rev', rev + 1)
+  redis.call('HSET', KEYS[2], 'rev', (rev or 0) + 1)
   return {-1}
 end
 local move = 0

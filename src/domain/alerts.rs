@@ -288,6 +288,11 @@ fn state_alert(p: &ProductStatus) -> Option<(AlertKind, Severity, String)> {
             let drift = p.drift.unwrap_or_default();
             let (severity, what) = if drift > 0 {
                 (Severity::Critical, "oversell risk")
+            } else if drift == 0 && p.unledgered > 0 {
+                (
+                    Severity::Critical,
+                    "oversell risk: differences that cancel out",
+                )
             } else {
                 (Severity::Warning, "lost sales")
             };

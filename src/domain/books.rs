@@ -537,7 +537,8 @@ impl Settle {
                 }
                 EventKind::Deducted | EventKind::Booked => {
                     if !self.returned.remove(&e.request_id) {
-                        out.extend(self.active(&e.request_id, e.quantity, e.id.ms));
+                        let clock = e.kind == EventKind::Deducted;
+                        out.extend(self.active(&e.request_id, e.quantity, e.id.ms, clock));
                     }
                 }
                 // The history before a rebuild is the ledger's: the scan ends here.
@@ -555,8 +556,11 @@ impl Settle {
         out
     }
 
-    /// An active deduction: backed by its live order, or a candidate to look up.
-    fn active(&mut self, rid: &str, quantity: i64, at_ms: i64) -> Option<Candidate> {
+    /// An active deduction: backed by its live order, or a candidate to look up. `clock`: the
+    /// deduction's time is when the buyer was served (a `d` event), so its order's stamp says
+    /// how far the clocks lie apart; a recording's time (`b`, or a ledger entry, which may be
+    /// either) is when a console wrote it, maybe hours after the order, and says nothing.
+    fn active(&mut self, rid: &str, quantity: i64, at_ms: i64, clock: bool) -> Option<Candidate> {
         if let Ok(i) = self.live.binary_search_by(|(r, _, _)| r.as_ref().cmp(rid))
             && !self.matched[i]
         {
@@ -564,7 +568,7 @@ impl Settle {
             // An order and its deduction: how far the orders' clock leads Redis's (plus how
             // long the order took).
             let stamp = self.live[i].2;
-            if stamp != i64::MIN {
+            if clock && stamp != i64::MIN {
                 let lead = stamp.saturating_sub(at_ms);
                 self.lead = Some(self.lead.map_or(lead, |l| l.min(lead)));
             }
@@ -594,7 +598,7 @@ impl Settle {
             if e.active_at_cut(self.books.position, self.cut_ms)
                 && self.counted.insert(e.request_id.clone())
             {
-                out.extend(self.active(&e.request_id, e.quantity, e.at_ms()));
+                out.extend(self.active(&e.request_id, e.quantity, e.at_ms(), false));
             }
         }
         if exhausted {
@@ -850,6 +854,25 @@ mod tests {
         assert_eq!(s.next(), Next::Done);
         assert_eq!(s.books.unledgered_units(), 3);
         assert_eq!(s.books.split(10, 60_000).in_flight, 1);
+    }
+
+    /// The clocks' lead comes from deductions served to buyers: an order recorded by a console
+    /// long after it landed (a `b` event) says nothing about the clocks.
+    #[test]
+    fn only_a_deduction_tells_how_far_the_clocks_lie_apart() {
+        let mut s = Settle::new(id(90_000, 0), 2, (2, 0, None), RidSet::default());
+        s.on_orders_stamped(
+            &[("sold".into(), 1, 10_300), ("booked".into(), 1, 20_000)],
+            true,
+        );
+        let page = vec![
+            ev(90_000, EventKind::Booked, "booked", 1),
+            ev(10_000, EventKind::Deducted, "sold", 1),
+        ];
+        assert!(s.on_events(&page, Some(id(10_000, 0)), true).is_empty());
+        // 300 ms from the sale's deduction to its order; the booking, 70 s after the order
+        // it records, would have read as a clock 70 s behind.
+        assert_eq!(s.lead, Some(300));
     }
 
     #[test]

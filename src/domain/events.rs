@@ -208,6 +208,8 @@ mod tests {
                 proptest::prop_assert_eq!(e.activates(), kind == "d" || kind == "b");
                 if matches!(kind.as_str(), "d" | "r" | "b") {
                     proptest::prop_assert!(e.quantity >= 1 && !e.request_id.is_empty(), "{:?}", e);
+                } else if kind == "g" {
+                    proptest::prop_assert_eq!(e.kind, EventKind::Rebuilt);
                 } else if kind != "a" {
                     proptest::prop_assert_eq!(e.kind, EventKind::Other);
                 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 /// The meta hash of a product.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Meta {
-    /// False when the hash does not exist.
+    /// False when the hash does not exist (or holds nothing but `rev`).
     pub present: bool,
     /// Set when the key has the wrong type or a field the scripts read is not an integer: what
     /// is wrong, and what fails because of it.
@@ -17,6 +17,9 @@ pub struct Meta {
     pub initial: Option<i64>,
     pub limit: Option<i64>,
     pub paused: bool,
+    /// `paused` holds neither 0 nor 1 (a corrupt value stops every sale): not an intent
+    /// anybody recorded, so a repair writes the database's pause over it.
+    pub pause_unreadable: bool,
     pub deducted: Option<i64>,
     pub returned: Option<i64>,
     /// Console rewrites so far, as read (an integer, 0 when absent or unreadable).
@@ -142,11 +145,17 @@ impl Meta {
             ));
         }
         Meta {
-            present: fields.iter().any(Option::is_some),
+            // A hash that holds only `rev` is the trace a top-up's marker leaves on a product
+            // without keys (its guard for the writers that read before it): no meta yet.
+            present: fields
+                .iter()
+                .enumerate()
+                .any(|(i, f)| f.is_some() && META_FIELDS.get(i) != Some(&"rev")),
             corrupt,
             initial: get(0).and_then(|raw| parse_int(raw)),
             limit,
             paused: get(2).is_some_and(|v| v.as_slice() == b"1"),
+            pause_unreadable: get(2).is_some_and(|v| !matches!(v.as_slice(), b"0" | b"1")),
             deducted,
             returned,
             rev: get(5).and_then(|raw| parse_int(raw)).unwrap_or(0),
@@ -188,6 +197,12 @@ pub fn pause_fields(p: &super::Product, m: &Meta) -> Vec<(&'static str, String)>
             ("pause_gen", generation.to_string()),
         ]
     };
+    if m.pause_unreadable {
+        // Whatever generation stands beside it, the corrupt value is nobody's pause: the
+        // database's word, at a generation the script cannot call older than its own.
+        let paused = if p.pause.paused { "1" } else { "0" };
+        return fields(paused, p.pause.generation.max(m.pause_gen));
+    }
     let redis_newer = m.pause_gen >= p.pause.generation;
     match (p.pause.paused, m.paused) {
         (true, true) if redis_newer => Vec::new(),
@@ -280,6 +295,38 @@ mod tests {
         let f = FrozenMarker::parse(b"tok|a|b|99").expect("marker");
         assert_eq!((f.value.as_slice(), f.stock()), (&b"a|b"[..], None));
         assert!(FrozenMarker::parse(b"tok|99").is_none());
+    }
+
+    /// A pause the database holds, or its resume, is written over a `paused` that is neither
+    /// 0 nor 1 whatever generation stands beside it; a readable pause of the same generation
+    /// is left alone.
+    #[test]
+    fn a_corrupt_pause_takes_the_databases_word() {
+        let f = |s: &str| Some(s.as_bytes().to_vec());
+        let mut fields = vec![None; META_FIELDS.len()];
+        fields[1] = f("2");
+        fields[2] = f("yes");
+        fields[7] = f("9");
+        let m = Meta::from_fields(&fields);
+        assert!(m.pause_unreadable && !m.paused);
+        let mut p = crate::domain::Product::new(
+            crate::domain::ProductId::parse("p1").expect("id"),
+            "p1",
+            10,
+            2,
+        );
+        p.pause.generation = 3;
+        assert_eq!(
+            pause_fields(&p, &m),
+            vec![("paused", "0".to_string()), ("pause_gen", "9".to_string())]
+        );
+        p.pause.paused = true;
+        assert_eq!(pause_fields(&p, &m)[0], ("paused", "1".to_string()));
+        fields[2] = f("0");
+        let m = Meta::from_fields(&fields);
+        assert!(!m.pause_unreadable);
+        p.pause.paused = false;
+        assert!(pause_fields(&p, &m).is_empty());
     }
 
     #[test]

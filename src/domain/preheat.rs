@@ -46,6 +46,10 @@ pub struct Found<'a> {
     pub drift: Option<i64>,
     /// False when the counters disagree with the ledger.
     pub agrees: bool,
+    /// Units of live orders Redis holds no deduction for, and units deducted for nobody past
+    /// the grace window: a drift of 0 may hide both.
+    pub unledgered: i64,
+    pub orphaned: i64,
 }
 
 /// Decides the action for one product from what Redis holds and what the truth says.
@@ -56,6 +60,8 @@ pub fn plan(found: &Found<'_>, product: &Product, force: bool) -> Action {
         && found.drift == Some(0)
         && found.lost.is_empty()
         && found.agrees
+        && found.unledgered == 0
+        && found.orphaned == 0
         && meta.present
         && meta.corrupt.is_none()
         && meta.limit == Some(product.per_user_limit)
@@ -168,6 +174,8 @@ mod tests {
             offset,
             drift,
             agrees: true,
+            unledgered: 0,
+            orphaned: 0,
         };
         super::plan(&found, p, force)
     }
@@ -237,8 +245,19 @@ mod tests {
             offset: Some(0),
             drift: Some(0),
             agrees: true,
+            unledgered: 0,
+            orphaned: 0,
         };
         assert_eq!(super::plan(&found, &p, false), Action::Write);
+        // An orphan and a live order Redis forgot cancel out in the drift: not unchanged.
+        let clean = Found { lost: &[], ..found };
+        assert_eq!(super::plan(&clean, &p, false), Action::Unchanged);
+        let hidden = Found {
+            unledgered: 2,
+            orphaned: 2,
+            ..clean
+        };
+        assert_eq!(super::plan(&hidden, &p, false), Action::Conflict);
         // A pause the database holds and Redis lost: not unchanged.
         let mut paused = p.clone();
         paused.pause.paused = true;

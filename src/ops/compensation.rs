@@ -221,10 +221,18 @@ impl Page<'_> {
             let [record, exists] = pair else {
                 return Err(Error::internal("short pipeline reply"));
             };
+            // A ledger of another type answers an error: its entries read as corrupt (pending),
+            // the others go on.
+            for r in [record, exists] {
+                if let Err(err) = r
+                    && let Some(stop) = super::repair::fatal(self.redis, err)
+                {
+                    return Err(stop);
+                }
+            }
             let exists = match exists {
                 Ok(Value::Int(n)) => *n > 0,
-                Ok(_) => true,
-                Err(err) => return Err(self.redis.error(err)),
+                _ => true,
             };
             out.push(match record {
                 Ok(Value::BulkString(b)) => match LedgerEntry::parse(&e.request_id, b) {
@@ -233,17 +241,19 @@ impl Page<'_> {
                 },
                 Ok(_) if exists => Record::Absent,
                 Ok(_) => Record::LedgerLost,
-                Err(err) => return Err(self.redis.error(err)),
+                Err(_) => Record::Corrupt,
             });
         }
         Ok(out)
     }
 
-    /// Returns the stock of the entries to return, in one pipeline.
+    /// Returns the stock of the entries to return, in one pipeline. A script's error (a
+    /// corrupt value in one product) belongs to its entry, which stays pending with it; only
+    /// an unreachable Redis stops the whole resolution.
     async fn restore(
         &self,
         verdicts: &[(&Compensation, &ProductKeys, Verdict)],
-    ) -> Result<HashMap<String, Restored>> {
+    ) -> Result<HashMap<String, std::result::Result<Restored, String>>> {
         let to_return: Vec<(&ProductKeys, &str)> = verdicts
             .iter()
             .filter(|(_, _, v)| *v == Verdict::Return)
@@ -254,7 +264,14 @@ impl Page<'_> {
             .iter()
             .zip(restore_many(self.redis, &to_return).await)
         {
-            restored.insert(rid.to_string(), r.map_err(|err| self.redis.error(&err))?);
+            let r = match r {
+                Ok(r) => Ok(r),
+                Err(err) => match super::repair::fatal(self.redis, &err) {
+                    Some(stop) => return Err(stop),
+                    None => Err(crate::redis::describe(&err)),
+                },
+            };
+            restored.insert(rid.to_string(), r);
         }
         Ok(restored)
     }
@@ -263,20 +280,32 @@ impl Page<'_> {
     async fn close(
         &self,
         verdicts: Vec<(&Compensation, &ProductKeys, Verdict)>,
-        restored: &HashMap<String, Restored>,
+        restored: &HashMap<String, std::result::Result<Restored, String>>,
         report: &mut ResolveReport,
     ) -> Result<()> {
         let mut shown = Vec::new();
         let mut writes = Vec::new();
         for (e, _, verdict) in verdicts {
-            let Some((status, detail)) = closing(verdict, restored.get(e.request_id.as_str()))
-            else {
+            let r = match restored.get(e.request_id.as_str()) {
+                Some(Err(why)) => {
+                    report.still_pending += 1;
+                    report.resolutions.push(pending(
+                        e,
+                        verdict,
+                        &format!(
+                            "the restore script failed ({why}): left pending; `seckill-console fix` repairs the product, then resolve again"
+                        ),
+                    ));
+                    continue;
+                }
+                Some(Ok(r)) => Some(r),
+                None => None,
+            };
+            let Some((status, detail)) = closing(verdict, r) else {
                 report.still_pending += 1;
-                report.resolutions.push(pending(
-                    e,
-                    verdict,
-                    &pending_detail(verdict, restored.get(e.request_id.as_str())),
-                ));
+                report
+                    .resolutions
+                    .push(pending(e, verdict, &pending_detail(verdict, r)));
                 continue;
             };
             let mut audit = AuditEntry::new(self.actor, "compensation.resolve", self.activity);

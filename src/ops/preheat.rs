@@ -194,6 +194,8 @@ fn planned(snap: &Snapshot, force: bool) -> (PreheatReport, Vec<Action>) {
                 offset: v.offset(),
                 drift: v.status.drift,
                 agrees: v.books.discrepancy == 0,
+                unledgered: v.status.unledgered,
+                orphaned: v.status.orphaned,
             };
             plan(&found, &v.product, force)
         })

@@ -325,6 +325,11 @@ pub fn view(
         truth,
     );
     status.unledgered = books.unledgered_units();
+    if matches!(status.state, State::Ok | State::Paused) && status.unledgered > 0 {
+        // Live orders Redis holds no deduction for, hidden in the total by as many units
+        // deducted for nobody: returning those would sell the orders' units twice.
+        status.state = State::Drift;
+    }
     status.db_paused = product.pause.paused;
     status.pause_reason = product.pause.reason.clone();
     status.stream_gap = books.stream_gap;

@@ -151,14 +151,12 @@ pub async fn topup(
         entry: &entry,
         interleave: &req.interleave,
     };
-    if redis_before.is_none() {
-        step.write_db().await?;
+    report.redis_after = step.run().await?;
+    if report.redis_after.is_none() {
         report.note = Some(format!(
-            "{product} has no keys in Redis: the database holds the new initial stock; `seckill-console preheat {activity}` writes it"
+            "{product} has no stock key in Redis: the database holds the new initial stock; `seckill-console preheat {activity}` writes it"
         ));
-        return Ok(report);
     }
-    report.redis_after = Some(step.run().await?);
     Ok(report)
 }
 
@@ -176,8 +174,9 @@ struct Step<'a> {
 }
 
 impl Step<'_> {
-    /// The three writes in order; the stock afterwards.
-    async fn run(&self) -> Result<i64> {
+    /// The three writes in order; the stock afterwards (None: the product has no stock key,
+    /// and the marker alone bracketed the database's write).
+    async fn run(&self) -> Result<Option<i64>> {
         let (activity, product) = self.at;
         let change = self.change;
         let fail = |e: redis::RedisError| {
@@ -186,8 +185,11 @@ impl Step<'_> {
         };
         // 1. The marker (and, for a cut, the units taken away): every other console now sees
         // the top-up between its writes and does not correct across it.
-        match topup_script(self.redis, self.keys, TopupStep::Begin(change), self.id).await {
-            Ok(TopupReply::Done(_) | TopupReply::AlreadyBegun(_)) => {}
+        let stockless = match topup_script(self.redis, self.keys, TopupStep::Begin(change), self.id)
+            .await
+        {
+            Ok(TopupReply::Done(_) | TopupReply::AlreadyBegun(_)) => false,
+            Ok(TopupReply::BegunWithoutStock) => true,
             Ok(TopupReply::TooFew(s)) => {
                 return Err(Error::refused(format!(
                     "--add {change}: the Redis stock of {product} is {s} now (buyers took the rest): nothing was written"
@@ -222,7 +224,7 @@ impl Step<'_> {
                     ),
                 ));
             }
-        }
+        };
         self.interleave.at(Stage::TopupBegun).await;
         // 2. The database.
         if let Err(e) = self.write_db().await {
@@ -249,7 +251,8 @@ impl Step<'_> {
             TopupStep::Finish
         };
         match topup_script(self.redis, self.keys, second, self.id).await {
-            Ok(TopupReply::Done(s) | TopupReply::AlreadyApplied(s)) => Ok(s),
+            Ok(TopupReply::Done(s) | TopupReply::AlreadyApplied(s)) => Ok(Some(s)),
+            Ok(TopupReply::Missing) if stockless => Ok(None),
             Ok(TopupReply::Missing) => Err(Error::check_failed(format!(
                 "the database holds initial_stock {} for {product}, but its stock key vanished meanwhile: `seckill-console preheat {activity}` writes it from the database",
                 self.initial + change

@@ -102,6 +102,9 @@ pub enum TopupReply {
     /// The stock key is absent (a second step dropped the mark: a rebuild writes the stock
     /// from the database anyway).
     Missing,
+    /// `begin` found no stock key: the marker alone holds off a fix or preheat that would
+    /// write the stock from the initial stock it read before this top-up's database write.
+    BegunWithoutStock,
     /// The step does not match what is pending (the marker, empty when none): another top-up
     /// is in progress, or a fix resolved this one.
     NotPending(String),
@@ -134,6 +137,7 @@ pub async fn topup(
             [Value::Int(3), Value::Int(n)] => Ok(TopupReply::AlreadyBegun(*n)),
             [Value::Int(0), Value::Int(n)] => Ok(TopupReply::TooFew(*n)),
             [Value::Int(-1)] => Ok(TopupReply::Missing),
+            [Value::Int(5)] => Ok(TopupReply::BegunWithoutStock),
             [Value::Int(-2), m] => Ok(TopupReply::NotPending(text(m).unwrap_or_default())),
             [Value::Int(4), _, detail] => Ok(TopupReply::Held(text(detail).unwrap_or_default())),
             _ => Err(unknown_reply("topup.lua", &items)),

@@ -59,6 +59,9 @@ impl ProductCut {
         } else if self.meta.limit.is_none() && self.meta.corrupt.is_none() {
             out.push(Piece::Limit);
         }
+        if self.counters_lost() {
+            out.push(Piece::Counters);
+        }
         if !self.keys.buyers {
             out.push(Piece::Buyers);
         }
@@ -76,10 +79,19 @@ impl ProductCut {
     pub fn active(&self) -> Option<i64> {
         // A meta hash that vanished after the product had events took its counters with it.
         let lost = !self.meta.present && self.position != Some(EventId::ZERO);
-        if self.meta.corrupt.is_some() || lost {
+        if self.meta.corrupt.is_some() || lost || self.counters_lost() {
             return None;
         }
         self.meta.active_units()
+    }
+
+    /// A meta hash without `deducted` after the product had events: recreated by a write that
+    /// is not a deduction (a pause), its counters are gone, not zero.
+    fn counters_lost(&self) -> bool {
+        self.meta.present
+            && self.meta.corrupt.is_none()
+            && self.meta.deducted.is_none()
+            && self.position != Some(EventId::ZERO)
     }
 }
 

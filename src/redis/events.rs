@@ -141,6 +141,62 @@ pub async fn all_after(
     }
 }
 
+/// Of the request ids `asks`, those whose units the scripts' counters hold by the stream's
+/// word up to `until` (the position read before anything was written): their last deduction
+/// or booking (`d`, `b`) is not followed by a return (`r`). Read whole in pages: a rebuild's
+/// question, asked only for live orders the ledger lacked. None when the key is not a stream
+/// (its word is not there to take).
+pub async fn standing(
+    redis: &RedisStore,
+    k: &ProductKeys,
+    asks: &std::collections::HashSet<&str>,
+    until: EventId,
+) -> RedisResult<Option<std::collections::HashSet<String>>> {
+    use crate::domain::events::EventKind;
+    let mut held = std::collections::HashSet::new();
+    let mut after = EventId::ZERO;
+    loop {
+        let page = Keyed::new(
+            &k.events,
+            redis::cmd("XRANGE")
+                .arg(&k.events)
+                .arg(after.exclusive())
+                .arg(until.to_string())
+                .arg("COUNT")
+                .arg(PAGE)
+                .clone(),
+        );
+        let reply = redis
+            .pipeline(vec![page])
+            .await
+            .pop()
+            .unwrap_or_else(|| Ok(Value::Nil));
+        let page = match reply {
+            Ok(v) => parse_page(&v, PAGE),
+            Err(e) if super::reply::is_wrong_type(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        for e in &page.events {
+            if !asks.contains(e.request_id.as_str()) {
+                continue;
+            }
+            match e.kind {
+                EventKind::Deducted | EventKind::Booked => {
+                    held.insert(e.request_id.clone());
+                }
+                EventKind::Returned => {
+                    held.remove(&e.request_id);
+                }
+                _ => {}
+            }
+        }
+        match page.last {
+            Some(last) if page.more => after = last,
+            _ => return Ok(Some(held)),
+        }
+    }
+}
+
 /// For each `(keys, id)`, whether the product's stream still holds the event `id` (a stream
 /// rolled back past it, or lost, does not); pipelined per node. A stream of another type holds
 /// nothing.

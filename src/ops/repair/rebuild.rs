@@ -143,7 +143,9 @@ async fn write_fresh(
                 },
                 reset_meta: false,
                 expire_at: s.expire_at,
-                rev: Vec::new(),
+                // What was read (empty, or the trace a top-up left): a top-up or another
+                // preheat since then makes this write a conflict, read again.
+                rev: v.cut.meta.rev_raw.clone(),
                 token: None,
                 meta,
             }
@@ -212,17 +214,17 @@ async fn rebuild_one(
         ..Rebuilt::default()
     };
     // 1. The ledger entries of live orders it lacks.
-    match record_live_orders(t, &v.keys, token, s.expire_at).await? {
-        Ok((units, rids)) => {
-            rebuilt.entries = i64::try_from(rids.len()).unwrap_or(i64::MAX);
-            d.recorded_units += units;
-            d.recorded.extend(rids);
-        }
+    let recorded = match record_live_orders(t, &v.keys, token, s.expire_at).await? {
+        Ok(r) => r,
         Err(why) => {
             d.error = Some(why);
             return Ok(());
         }
-    }
+    };
+    rebuilt.entries = i64::try_from(recorded.orders.len()).unwrap_or(i64::MAX);
+    d.recorded_units += recorded.units;
+    d.recorded
+        .extend(recorded.orders.iter().map(|(rid, _, _)| rid.clone()));
     // 2. The whole ledger.
     let totals = ledger::totals(t.redis, &v.keys)
         .await
@@ -234,24 +236,38 @@ async fn rebuild_one(
         ));
         return Ok(());
     }
-    // 3. The holdings: a lost buyers hash from what the ledger holds per user; a surviving one
-    // corrected to it, unless the counters hold units the ledger cannot name (then the
-    // surviving holdings are the only record of whose they are, and stay).
-    let before = counters_before(v);
-    let unnamed = before.is_some_and(|b| b > totals.active);
-    let holdings = if !v.cut.keys.buyers {
-        totals
+    // 3. Which of the recorded deductions the counters never held (forgotten by a restart
+    // from an older snapshot while their orders lived on), and so the units held in all: the
+    // counters' units plus those, never fewer than the ledger names. Units the counters hold
+    // beyond what the ledger names are declared `unexplained`: out of the stock until their
+    // orders had the grace window to land.
+    let holdings_now = if v.cut.keys.buyers {
+        Some(
+            ledger::holdings(t.redis, &v.keys)
+                .await
+                .map_err(|e| t.redis.error(&e))?,
+        )
+    } else {
+        None
+    };
+    let unheld = unheld_by_counters(t, v, &recorded, &totals, holdings_now.as_ref()).await?;
+    let unheld_units: i64 = unheld.values().sum();
+    let active = counters_before(v).map_or(totals.active, |b| {
+        b.saturating_add(unheld_units).max(totals.active)
+    });
+    let unexplained = active - totals.active;
+    // 4. The holdings: a lost buyers hash from what the ledger holds per user; a surviving one
+    // corrected to it when the ledger names every held unit; else (units nobody can name) the
+    // surviving holdings are the only record of whose those are: they stay, raised by the
+    // deductions they never counted and never below the ledger.
+    let holdings = match &holdings_now {
+        None => totals
             .per_user
             .iter()
             .map(|(u, n)| (u.clone(), *n))
-            .collect()
-    } else if unnamed {
-        Vec::new()
-    } else {
-        let now = ledger::holdings(t.redis, &v.keys)
-            .await
-            .map_err(|e| t.redis.error(&e))?;
-        holdings_to_correct(&totals.per_user, &now)
+            .collect(),
+        Some(now) if unexplained == 0 => holdings_to_correct(&totals.per_user, now),
+        Some(now) => holdings_to_raise(&totals.per_user, &unheld, now),
     };
     if !holdings.is_empty() {
         match write_holdings(t.redis, &v.keys, token, &holdings)
@@ -265,10 +281,7 @@ async fn rebuild_one(
             }
         }
     }
-    // 4. The counters: what the ledger names; more where the counters held more than it can
-    // name (held back until those orders could land).
-    let active = before.map_or(totals.active, |b| b.max(totals.active));
-    let unexplained = active - totals.active;
+    // 5. The counters: what the ledger names, plus what is held back.
     let now = v.cut.now_ms;
     let since = match (v.cut.meta.unexplained > 0, v.cut.meta.unexplained_since) {
         (true, Some(s)) => s,
@@ -286,7 +299,7 @@ async fn rebuild_one(
         ),
     ]);
     meta.extend(s.meta.iter().cloned());
-    // 5. The stock, last.
+    // 6. The stock, last.
     let write = StockWrite {
         keys: &v.keys,
         rewrite: Rewrite::Set {
@@ -349,21 +362,118 @@ fn holdings_to_correct(
     out
 }
 
-/// The active units the counters held before the rebuild, when anything readable says so:
-/// the counters themselves, or else the stock the hold kept against the initial stock.
+/// The holdings to write when units are held that nobody can name: each buyer's surviving
+/// holding plus the recorded deductions it never counted (`unheld`), never below what the
+/// ledger names for them; a holding only ever rises here (one too high refuses a buyer, one
+/// too low lets them past the limit).
+fn holdings_to_raise(
+    ledger: &std::collections::HashMap<Vec<u8>, i64>,
+    unheld: &std::collections::HashMap<Vec<u8>, i64>,
+    now: &std::collections::HashMap<Vec<u8>, Option<i64>>,
+) -> Vec<(Vec<u8>, i64)> {
+    let users: std::collections::HashSet<&Vec<u8>> = ledger.keys().chain(unheld.keys()).collect();
+    users
+        .into_iter()
+        .filter_map(|u| {
+            let have = now.get(u).copied().flatten();
+            let want = have
+                .unwrap_or(0)
+                .max(0)
+                .saturating_add(unheld.get(u).copied().unwrap_or(0))
+                .max(ledger.get(u).copied().unwrap_or(0));
+            (have != Some(want)).then(|| (u.clone(), want))
+        })
+        .collect()
+}
+
+/// The active units the counters held before the rebuild, when anything readable says so: the
+/// counters and the stock the hold kept against the initial stock, the larger of the two (a
+/// stray write may have lowered either; holding too much only delays a sale).
 fn counters_before(v: &crate::ops::snapshot::ProductView) -> Option<i64> {
-    if let Some(a) = v.cut.active().filter(|_| v.cut.meta.present) {
-        return Some(a);
-    }
-    let stock = v
+    let counters = v.cut.active().filter(|_| v.cut.meta.present);
+    let from_stock = v
         .cut
         .meta
         .frozen
         .as_ref()
         .and_then(|f| f.stock())
-        .or_else(|| v.cut.stock.value())?;
-    let initial = v.cut.meta.initial.unwrap_or(v.product.initial_stock);
-    Some(initial.saturating_sub(stock).max(0))
+        .or_else(|| v.cut.stock.value())
+        .map(|stock| {
+            let initial = v.cut.meta.initial.unwrap_or(v.product.initial_stock);
+            initial.saturating_sub(stock).max(0)
+        });
+    match (counters, from_stock) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The recorded deductions (live orders the ledger lacked) the counters never held, in units
+/// per buyer. Taken from the best evidence left: the event stream, request by request (a
+/// stream rolled back with the counters forgot them too; a deleted event only makes a unit
+/// count twice, which holds it back, never sells it twice); else the buyers hash, per buyer
+/// (a holding that cannot cover a recorded order never counted it); else, with the ledger
+/// there, all of them (the ledger and the counters are written together: an entry the ledger
+/// lacks is one the counters lack); else none (the counters are all that is left).
+async fn unheld_by_counters(
+    t: &Target<'_>,
+    v: &crate::ops::snapshot::ProductView,
+    recorded: &RecordedOrders,
+    totals: &ledger::LedgerTotals,
+    holdings_now: Option<&std::collections::HashMap<Vec<u8>, Option<i64>>>,
+) -> Result<std::collections::HashMap<Vec<u8>, i64>> {
+    let mut out: std::collections::HashMap<Vec<u8>, i64> = std::collections::HashMap::new();
+    if recorded.orders.is_empty() {
+        return Ok(out);
+    }
+    let mut add = |u: &[u8], n: i64| {
+        if n > 0 {
+            let e = out.entry(u.to_vec()).or_insert(0);
+            *e = e.saturating_add(n);
+        }
+    };
+    // The stream as it stood at the cut: the rebuild's own bookings (step 1) come after.
+    if let Some(until) = v.cut.position.filter(|_| v.cut.keys.events) {
+        let asks: std::collections::HashSet<&str> =
+            recorded.orders.iter().map(|(r, _, _)| r.as_str()).collect();
+        let standing = crate::redis::events::standing(t.redis, &v.keys, &asks, until)
+            .await
+            .map_err(|e| t.redis.error(&e))?;
+        if let Some(held) = standing {
+            for (rid, uid, q) in &recorded.orders {
+                if !held.contains(rid) {
+                    add(uid.as_bytes(), *q);
+                }
+            }
+            return Ok(out);
+        }
+    }
+    if let Some(now) = holdings_now {
+        let mut per_user: std::collections::HashMap<&[u8], i64> = std::collections::HashMap::new();
+        for (_, uid, q) in &recorded.orders {
+            *per_user.entry(uid.as_bytes()).or_insert(0) += q;
+        }
+        for (u, rec) in per_user {
+            let named_before = totals.per_user.get(u).copied().unwrap_or(0) - rec;
+            let have = now.get(u).copied().flatten().unwrap_or(0).max(0);
+            let covered = (have - named_before).clamp(0, rec);
+            add(u, rec - covered);
+        }
+        return Ok(out);
+    }
+    if v.cut.keys.ledger {
+        for (_, uid, q) in &recorded.orders {
+            add(uid.as_bytes(), *q);
+        }
+    }
+    Ok(out)
+}
+
+/// What step 1 recorded: the units, and each order (request id, user id, units).
+#[derive(Default)]
+struct RecordedOrders {
+    units: i64,
+    orders: Vec<(String, String, i64)>,
 }
 
 /// Records every live order of the product that the ledger does not hold as active, walking
@@ -373,9 +483,9 @@ async fn record_live_orders(
     k: &ProductKeys,
     token: &str,
     expire_at: Option<i64>,
-) -> Result<std::result::Result<(i64, Vec<String>), String>> {
+) -> Result<std::result::Result<RecordedOrders, String>> {
     let mut mark: Option<Mark> = None;
-    let (mut units, mut rids) = (0, Vec::new());
+    let mut out = RecordedOrders::default();
     loop {
         let page = db_cut::live_page_now(t.db, t.activity, &k.product, mark.as_ref()).await?;
         let exhausted = page.len() < usize::try_from(db_cut::PAGE).unwrap_or(usize::MAX);
@@ -401,8 +511,8 @@ async fn record_live_orders(
         };
         match record(t.redis, k, mode, expire_at, &missing).await {
             Ok(Recorded::Written { units: u, .. }) => {
-                units += u;
-                rids.extend(missing.into_iter().map(|(r, _, _)| r));
+                out.units += u;
+                out.orders.extend(missing);
             }
             Ok(Recorded::StockMoved(kind)) => {
                 return Ok(Err(format!(
@@ -418,7 +528,7 @@ async fn record_live_orders(
             }
         }
         if exhausted {
-            return Ok(Ok((units, rids)));
+            return Ok(Ok(out));
         }
     }
 }
