@@ -14,6 +14,8 @@
 --                    ledger entry (meta 'unexplained', left by a rebuild after the ledger was
 --                    lost) are claimed first: those are out of the stock already, and in the
 --                    holdings too when meta 'unexplained_held' is 1
+--         'absorb_fresh': as 'absorb', claiming nothing (deductions the counters never held:
+--                    forgotten by a restart from an older snapshot, their orders alive)
 -- ARGV[2] expiry of the keys this creates, ms since the epoch, or ''
 -- ARGV[3] the meta field 'rev' as the caller read it ('' when absent; 'absorb' only)
 -- ARGV[4] the rebuild's token ('rebuild' only; '' for 'absorb')
@@ -26,6 +28,10 @@
 -- {1, n, units, rev}.
 
 local mode, expire, want_rev, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
+local claims = mode == 'absorb'
+if mode == 'absorb_fresh' then
+  mode = 'absorb'
+end
 if (mode ~= 'rebuild' and mode ~= 'absorb') or expire == nil or want_rev == nil or token == nil then
   return -4
 end
@@ -154,7 +160,10 @@ for _, t in ipairs(todo) do
   local left = 0
   if mode == 'absorb' then
     -- Units the counters already hold without an entry are claimed first.
-    local take = math.min(unexplained - claimed, qty)
+    local take = 0
+    if claims then
+      take = math.min(unexplained - claimed, qty)
+    end
     claimed = claimed + take
     local fresh = qty - take
     if fresh > 0 then

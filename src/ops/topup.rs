@@ -103,7 +103,11 @@ pub async fn topup(
     }
     let redis_before = match &v.cut.stock {
         StockValue::Value(s) if v.status.lost.iter().all(|p| !p.needs_rebuild()) => Some(*s),
-        StockValue::Missing => None,
+        // Without a stock key the database alone moves (bracketed by the marker). A cut must
+        // know what is in flight: only a product with nothing at all in Redis (not preheated,
+        // or lost whole) has nothing in flight Redis could still sell against; one that kept
+        // its ledger or stream is fixed first.
+        StockValue::Missing if change > 0 || nothing_in_redis(&v.cut) => None,
         _ => {
             return Err(Error::refused(format!(
                 "{product} is {}{}: run `seckill-console fix {activity} --product {product}` first, then top up",
@@ -158,6 +162,21 @@ pub async fn topup(
         ));
     }
     Ok(report)
+}
+
+/// True when none of the product's keys is in Redis: no deduction there to account for.
+fn nothing_in_redis(c: &crate::redis::cut::ProductCut) -> bool {
+    use crate::domain::meta::Piece;
+    let lost = c.lost();
+    [
+        Piece::Stock,
+        Piece::Meta,
+        Piece::Buyers,
+        Piece::Ledger,
+        Piece::Events,
+    ]
+    .iter()
+    .all(|p| lost.contains(p))
 }
 
 /// One top-up's writes: the marker in Redis, the database, the second step in Redis.

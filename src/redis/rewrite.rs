@@ -217,8 +217,10 @@ pub enum RecordMode {
     /// The product is held by the rebuild of this token: entries and events only.
     Rebuild { token: String },
     /// The stock is live: each recorded deduction is counted as the deduction would have,
-    /// guarded by the meta `rev` as read.
-    Absorb { rev: Vec<u8> },
+    /// guarded by the meta `rev` as read. `claim`: the counters may hold these already
+    /// (units a rebuild declared unexplained are claimed first); false for deductions the
+    /// counters never held, which claim nothing.
+    Absorb { rev: Vec<u8>, claim: bool },
 }
 
 /// One deduction to record: request id, user id, units.
@@ -281,14 +283,15 @@ pub async fn record(
     let (mut n, mut units) = (0, 0);
     let (mut rev_now, token) = match &mode {
         RecordMode::Rebuild { token } => (Vec::new(), token.clone()),
-        RecordMode::Absorb { rev } => (rev.clone(), String::new()),
+        RecordMode::Absorb { rev, .. } => (rev.clone(), String::new()),
     };
     let mut rev_after = crate::domain::stock::parse_int(&rev_now).unwrap_or(0);
     for chunk in deductions.chunks(RECORD_BATCH) {
         let mut args: Vec<Vec<u8>> = vec![
             match mode {
                 RecordMode::Rebuild { .. } => b"rebuild".to_vec(),
-                RecordMode::Absorb { .. } => b"absorb".to_vec(),
+                RecordMode::Absorb { claim: true, .. } => b"absorb".to_vec(),
+                RecordMode::Absorb { claim: false, .. } => b"absorb_fresh".to_vec(),
             },
             expire_at
                 .map(|t| t.to_string().into_bytes())

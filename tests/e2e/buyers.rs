@@ -255,7 +255,14 @@ async fn check(store: &RedisStore, k: &ProductKeys, r: &Results, label: &str) {
             .expect("ledger"),
     )
     .expect("ledger keys");
+    // The placeholder (an empty request id) witnesses that the ledger was written; no sale.
     ledger.sort();
+    assert_eq!(
+        ledger.first().map(String::as_str),
+        Some(""),
+        "{label}: the ledger's placeholder is there"
+    );
+    ledger.remove(0);
     let mut won: Vec<String> = winners.iter().map(|(rid, _, _)| rid.clone()).collect();
     won.sort();
     assert_eq!(

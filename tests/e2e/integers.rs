@@ -176,7 +176,10 @@ async fn every_script_refuses(
         let r = record(
             store,
             k,
-            RecordMode::Absorb { rev: rev.clone() },
+            RecordMode::Absorb {
+                rev: rev.clone(),
+                claim: true,
+            },
             None,
             &[("lost1".into(), "u1".into(), 1)],
         )
@@ -395,7 +398,8 @@ async fn a_buyers_or_ledger_key_of_another_type_is_corrupt() {
 }
 
 /// A fix that rebuilds a corrupt meta hash keeps what it does not own: a paused product stays
-/// paused, and the gateways keep the preheat epoch and the token bucket.
+/// paused, and the gateways keep the preheat epoch and the token bucket; a `paused` that is
+/// neither 0 nor 1 takes the database's word.
 #[tokio::test]
 async fn rebuilding_a_corrupt_meta_hash_keeps_paused_epoch_and_bucket() {
     let topo = Topo::standalone();
@@ -419,7 +423,9 @@ async fn rebuilding_a_corrupt_meta_hash_keeps_paused_epoch_and_bucket() {
         !epoch.is_empty() && epoch != "Nil",
         "preheat wrote an epoch"
     );
-    for paused in ["1", "01"] {
+    // A readable pause nobody recorded stays (a repair never puts a paused product back on
+    // sale); "01" is nobody's pause (no console writes it) and takes the database's word.
+    for (paused, after) in [("1", "1"), ("01", "0")] {
         redis_cmd(
             &store,
             &["HSET", &k.meta, "paused", paused, "deducted", "00"],
@@ -428,18 +434,22 @@ async fn rebuilding_a_corrupt_meta_hash_keeps_paused_epoch_and_bucket() {
         let doc = c.run("--json status keep").json();
         assert_eq!(doc["products"][0]["state"], "corrupt");
         c.ok("--json fix keep --yes");
-        // Still paused ("01" stopped every sale, so it stays stopped), counters readable.
-        assert_eq!(field("paused").await, "1", "paused {paused:?}");
+        assert_eq!(field("paused").await, after, "paused {paused:?}");
         assert_eq!(field("deducted").await, "0");
         assert_eq!(field("epoch").await, epoch);
         assert_eq!(field("bucket_capacity").await, cap);
         assert_eq!(field("bucket_rate").await, rate);
-        assert_eq!(
-            deduct(&store, &k, &format!("r-{paused}"), "u1", "1")
-                .await
-                .expect("deduct"),
-            seckill_console::redis::stock::Deducted::Paused
-        );
+        let sold = deduct(&store, &k, &format!("r-{paused}"), "u1", "1")
+            .await
+            .expect("deduct");
+        if after == "1" {
+            assert_eq!(sold, seckill_console::redis::stock::Deducted::Paused);
+        } else {
+            assert!(
+                matches!(sold, seckill_console::redis::stock::Deducted::Remaining(_)),
+                "{sold:?}"
+            );
+        }
     }
     lib.close().await;
 }

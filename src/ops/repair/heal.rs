@@ -138,16 +138,59 @@ async fn record_lost_sales(
         .iter()
         .filter_map(|(rid, q)| Some((rid.clone(), users.get(rid)?.clone(), *q)))
         .collect();
+    let (claim, fresh) = split_claims(t, v, todo).await?;
+    let mut rev = Some(rev);
+    for (batch, claim) in [(fresh, false), (claim, true)] {
+        let Some(r) = rev.take() else { break };
+        if batch.is_empty() {
+            rev = Some(r);
+            continue;
+        }
+        let mode = RecordMode::Absorb { rev: r, claim };
+        rev = record_batch(t, o, mode, s.expire_at, batch).await?;
+    }
+    Ok(rev)
+}
+
+/// Which recorded orders may claim the units a rebuild declared unexplained (deductions the
+/// counters hold without a ledger entry) and which count afresh. Only a deduction the event
+/// stream shows standing, up to the cut, was held by the counters; one the stream does not
+/// show (forgotten by a restart from an older snapshot, its order alive) claims nothing, or it
+/// would take the unit of another buyer's deduction still on its way. Without a readable
+/// stream nothing claims: a unit counted twice is held back until its window has passed,
+/// never sold twice.
+async fn split_claims(
+    t: &Target<'_>,
+    v: &crate::ops::snapshot::ProductView,
+    todo: Vec<(String, String, i64)>,
+) -> Result<(Vec<(String, String, i64)>, Vec<(String, String, i64)>)> {
+    if v.cut.meta.unexplained <= 0 {
+        return Ok((todo, Vec::new()));
+    }
+    let standing = match v.cut.position.filter(|_| v.cut.keys.events) {
+        Some(until) => {
+            let asks: std::collections::HashSet<&str> =
+                todo.iter().map(|(r, _, _)| r.as_str()).collect();
+            crate::redis::events::standing(t.redis, &v.keys, &asks, until)
+                .await
+                .map_err(|e| t.redis.error(&e))?
+        }
+        None => None,
+    };
+    let held = standing.unwrap_or_default();
+    Ok(todo.into_iter().partition(|(rid, _, _)| held.contains(rid)))
+}
+
+/// One `record.lua` run over `todo`; the `rev` after it (None: the product stops here).
+async fn record_batch(
+    t: &Target<'_>,
+    o: &mut Outcome,
+    mode: RecordMode,
+    expire_at: Option<i64>,
+    todo: Vec<(String, String, i64)>,
+) -> Result<Option<Vec<u8>>> {
     let d = &mut o.done;
-    match record(
-        t.redis,
-        &v.keys,
-        RecordMode::Absorb { rev },
-        s.expire_at,
-        &todo,
-    )
-    .await
-    {
+    match record(t.redis, &o.last.keys, mode, expire_at, &todo).await {
         Ok(Recorded::Written { units, rev, .. }) => {
             d.recorded_units += units;
             d.recorded.extend(todo.into_iter().map(|(rid, _, _)| rid));
