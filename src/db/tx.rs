@@ -171,6 +171,18 @@ fn chunk_args(args: &[Arg], chunk: &[&str]) -> Vec<Arg> {
     all
 }
 
+/// The statements `query` becomes over `values`: one per [`IN_CHUNK`], each with its SQL and
+/// its arguments (`args`, then the chunk's values).
+fn in_chunks<'a>(
+    query: &'a str,
+    args: &'a [Arg],
+    values: &'a [&'a str],
+) -> impl Iterator<Item = (String, Vec<Arg>)> + 'a {
+    values
+        .chunks(IN_CHUNK)
+        .map(move |chunk| (with_in_list(query, chunk.len()), chunk_args(args, chunk)))
+}
+
 impl Db {
     /// Runs `query` once per [`IN_CHUNK`] of `values`, each chunk bound after `args` in place
     /// of the query's [`IN_LIST`] marker; the rows of every chunk.
@@ -181,9 +193,8 @@ impl Db {
         values: &[&str],
     ) -> Result<Vec<T>, sqlx::Error> {
         let mut rows = Vec::new();
-        for chunk in values.chunks(IN_CHUNK) {
-            let sql = with_in_list(query, chunk.len());
-            rows.extend(self.fetch_all_as(&sql, &chunk_args(args, chunk)).await?);
+        for (sql, args) in in_chunks(query, args, values) {
+            rows.extend(self.fetch_all_as(&sql, &args).await?);
         }
         Ok(rows)
     }
@@ -196,9 +207,8 @@ impl Db {
         values: &[&str],
     ) -> Result<u64, sqlx::Error> {
         let mut changed = 0;
-        for chunk in values.chunks(IN_CHUNK) {
-            let sql = with_in_list(query, chunk.len());
-            changed += self.execute(&sql, &chunk_args(args, chunk)).await?;
+        for (sql, args) in in_chunks(query, args, values) {
+            changed += self.execute(&sql, &args).await?;
         }
         Ok(changed)
     }
@@ -285,9 +295,8 @@ impl Tx {
         values: &[&str],
     ) -> Result<Vec<T>, sqlx::Error> {
         let mut rows = Vec::new();
-        for chunk in values.chunks(IN_CHUNK) {
-            let sql = with_in_list(query, chunk.len());
-            rows.extend(self.fetch_all_as(&sql, &chunk_args(args, chunk)).await?);
+        for (sql, args) in in_chunks(query, args, values) {
+            rows.extend(self.fetch_all_as(&sql, &args).await?);
         }
         Ok(rows)
     }
@@ -300,9 +309,8 @@ impl Tx {
         values: &[&str],
     ) -> Result<u64, sqlx::Error> {
         let mut changed = 0;
-        for chunk in values.chunks(IN_CHUNK) {
-            let sql = with_in_list(query, chunk.len());
-            changed += self.execute(&sql, &chunk_args(args, chunk)).await?;
+        for (sql, args) in in_chunks(query, args, values) {
+            changed += self.execute(&sql, &args).await?;
         }
         Ok(changed)
     }

@@ -39,10 +39,13 @@ pub struct Meta {
     /// deductions whose orders may still land), and since when (ms).
     pub unexplained: i64,
     pub unexplained_since: Option<i64>,
+    /// The buyers' holdings include the unexplained units (a rebuild whose buyers hash
+    /// survived); false when they do not, or may not.
+    pub unexplained_held: bool,
 }
 
 /// The fields read from the meta hash, in HMGET order.
-pub const META_FIELDS: [&str; 12] = [
+pub const META_FIELDS: [&str; 13] = [
     "initial",
     "limit",
     "paused",
@@ -55,6 +58,7 @@ pub const META_FIELDS: [&str; 12] = [
     "frozen",
     "unexplained",
     "unexplained_since",
+    "unexplained_held",
 ];
 
 /// `topup` = `<id>|<change>|<ms>`: a top-up whose database write is pending or whose console
@@ -172,6 +176,7 @@ impl Meta {
             }),
             unexplained: unexplained.unwrap_or(0).max(0),
             unexplained_since: get(11).and_then(|raw| parse_int(raw)),
+            unexplained_held: get(12).is_some_and(|v| v.as_slice() == b"1"),
         }
     }
 

@@ -653,7 +653,7 @@ async fn chaos_cluster() {
 /// The shrunk step lists of failures this test found (topology, seed, steps): each once broke
 /// an invariant, and each is replayed on every run so that it stays fixed. A new finding's
 /// `replay:` line gives the three fields.
-const FOUND: [(&str, u64, &str); 17] = [
+const FOUND: [(&str, u64, &str); 19] = [
     // A corrupt `paused` was kept as a pause the database never held.
     ("standalone", 23, "corrupt.p2.paused"),
     // A rebuild left a recorded order's buyer without the holding.
@@ -721,6 +721,18 @@ const FOUND: [(&str, u64, &str); 17] = [
         "cluster",
         200497,
         "deduct.p1.u3.2,del.p1.meta,del.p1.stock,topup.p1.-5",
+    ),
+    // A second rebuild took units held back by a first (whose holdings came from the ledger)
+    // for units in the holdings: the buyer's order then never counted.
+    (
+        "standalone",
+        258965911,
+        "deduct.p2.u1.2,del.p2.buyers,del.p2.ledger,fix,del.p2.ledger,fix",
+    ),
+    (
+        "cluster",
+        258961912,
+        "deduct.p1.u1.2,del.p1.buyers,del.p1.ledger,fix,del.p1.stock,preheat.force",
     ),
     // The model's own mistakes, kept so that they stay fixed: a repair credited for an order
     // that landed during it; an expiry of an oversold product read as growth.

@@ -295,7 +295,7 @@ async fn rebuild_one(
         ("unexplained_since", since.to_string()),
         (
             "unexplained_held",
-            if v.cut.keys.buyers { "1" } else { "0" }.to_string(),
+            if unexplained_in_holdings(v) { "1" } else { "0" }.to_string(),
         ),
     ]);
     meta.extend(s.meta.iter().cloned());
@@ -360,6 +360,15 @@ fn holdings_to_correct(
             .map(|u| (u.clone(), 0)),
     );
     out
+}
+
+/// Whether the holdings include the units the rebuild declares unexplained: only when the
+/// buyers hash survived and every unit held back before was in it too. Units held back by an
+/// earlier rebuild that wrote the holdings from the ledger are in no holding; claiming them as
+/// held would let their buyer past the limit, while counting them again only holds one back.
+fn unexplained_in_holdings(v: &crate::ops::snapshot::ProductView) -> bool {
+    let m = &v.cut.meta;
+    v.cut.keys.buyers && (m.unexplained <= 0 || m.unexplained_held)
 }
 
 /// The holdings to write when units are held that nobody can name: each buyer's surviving
