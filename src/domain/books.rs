@@ -437,7 +437,9 @@ impl Settle {
                 .saturating_sub(live_units)
                 .saturating_sub(unexplained),
             cursor: None,
-            orders_done: false,
+            // No live order at the cut: no page of them to read (a product not yet sold, the
+            // most of a large activity, costs no query of its own).
+            orders_done: live_units == 0,
             events_done: position == EventId::ZERO,
             ledger_done: false,
             confirmed: false,
