@@ -94,6 +94,11 @@ pub struct Db {
     label: String,
     read_only: bool,
     pub(crate) query_timeout: Duration,
+    /// SQLite only: one writer at a time within this process. SQLite has one write lock per
+    /// file, and writers that meet on it wait in its busy handler, which sleeps up to 100 ms
+    /// between tries: `load`'s order writer and payment step lost most of their time there.
+    /// Queued here they take turns at once; other processes still meet on the busy handler.
+    pub(crate) write_gate: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
 }
 
 impl Db {
@@ -194,12 +199,14 @@ impl Db {
                 "database URL '{label}' has an unknown scheme: use sqlite:PATH, postgres://... or mysql://..."
             )));
         };
+        let write_gate = (backend == Backend::Sqlite).then(Default::default);
         let db = Db {
             pool,
             backend,
             label,
             read_only: opts.read_only,
             query_timeout: opts.query_timeout,
+            write_gate,
         };
         db.ping(timeout).await?;
         Ok(db)

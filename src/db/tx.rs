@@ -89,6 +89,8 @@ enum Inner {
 pub struct Tx {
     inner: Inner,
     db: Db,
+    /// This process's SQLite write turn, held until commit or rollback (see `Db::write_gate`).
+    _turn: Option<tokio::sync::OwnedMutexGuard<()>>,
 }
 
 impl Db {
@@ -98,18 +100,29 @@ impl Db {
         if self.read_only {
             return Err(super::guard::refusal("BEGIN a write transaction"));
         }
-        let inner = timed(self.query_timeout, async {
-            Ok(match &self.pool {
+        let (inner, turn) = timed(self.query_timeout, async {
+            let turn = self.write_turn().await;
+            let inner = match &self.pool {
                 Pool::Sqlite(p) => Inner::Sqlite(p.begin_with("BEGIN IMMEDIATE").await?),
                 Pool::Postgres(p) => Inner::Postgres(p.begin().await?),
                 Pool::MySql(p) => Inner::MySql(p.begin().await?),
-            })
+            };
+            Ok((inner, turn))
         })
         .await?;
         Ok(Tx {
             inner,
             db: self.clone(),
+            _turn: turn,
         })
+    }
+
+    /// Waits for this process's SQLite write turn (none on the other backends).
+    async fn write_turn(&self) -> Option<tokio::sync::OwnedMutexGuard<()>> {
+        match &self.write_gate {
+            Some(gate) => Some(gate.clone().lock_owned().await),
+            None => None,
+        }
     }
 
     /// Begins a read-only transaction that sees one snapshot of the database for all its
@@ -134,6 +147,7 @@ impl Db {
         Ok(Tx {
             inner,
             db: self.clone(),
+            _turn: None,
         })
     }
 
@@ -142,6 +156,7 @@ impl Db {
         super::guard::check(self.read_only, query)?;
         let sql = self.sql(query);
         timed(self.query_timeout, async {
+            let _turn = self.write_turn().await;
             super::on_pool!(self, pool => {
                 bind_args!(sqlx::query(sql), args)
                     .execute(pool)

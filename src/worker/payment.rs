@@ -90,25 +90,58 @@ pub async fn settle(
                 to_pay.clear();
             }
         }
-        while let Some(front) = to_expire.front() {
-            if front.at + spec.window > Instant::now() {
-                break;
-            }
-            let Some(due) = to_expire.pop_front() else {
-                break;
-            };
-            match orders::expire_at(&db, &due.request_id, clock.now()).await {
-                Ok(true) => {
-                    live.counters.expired.fetch_add(1, Ordering::Relaxed);
-                    if let Err(e) = restore(&redis, &due.keys, &due.request_id).await {
-                        // The order is expired and the ledger still holds the deduction: an
-                        // orphan that `fix` returns once the grace window has passed.
-                        tracing::warn!(error = %crate::redis::describe(&e), "payment step: restore failed");
-                    }
-                }
-                Ok(false) => {}
-                Err(e) => tracing::warn!(error = %e, "payment step: expiring an order failed"),
-            }
+        let due = take_due(&mut to_expire, spec.window, Instant::now());
+        if !due.is_empty() {
+            expire(&redis, &db, &due, clock.now(), &live).await;
+        }
+    }
+}
+
+/// The most orders expired in one transaction: short enough that the order writer's inserts
+/// never queue long behind it.
+const EXPIRE_BATCH: usize = 500;
+
+/// Takes the orders whose payment window has passed by `now` (oldest first, at most
+/// [`EXPIRE_BATCH`]).
+fn take_due(to_expire: &mut VecDeque<Sold>, window: Duration, now: Instant) -> Vec<Sold> {
+    let n = to_expire
+        .iter()
+        .take(EXPIRE_BATCH)
+        .take_while(|s| s.at + window <= now)
+        .count();
+    to_expire.drain(..n).collect()
+}
+
+/// Expires `due` in the database, then returns the stock of each order that changed: the order
+/// first, then the stock, so a crash in between leaves orphans that `fix` returns once the
+/// grace window has passed (never a sale Redis forgot).
+async fn expire(
+    redis: &RedisStore,
+    db: &Db,
+    due: &[Sold],
+    now: chrono::DateTime<chrono::Utc>,
+    live: &Live,
+) {
+    let ids: Vec<&str> = due.iter().map(|s| s.request_id.as_str()).collect();
+    let changed = match orders::expire_at(db, &ids, now).await {
+        Ok(changed) => changed,
+        Err(e) => {
+            tracing::warn!(error = %e, "payment step: expiring orders failed");
+            return;
+        }
+    };
+    let restores = due
+        .iter()
+        .zip(changed)
+        .filter(|(_, changed)| *changed)
+        .map(|(sold, _)| restore(redis, &sold.keys, &sold.request_id));
+    // Concurrent on the multiplexed connection: one round trip's wait for the batch.
+    for result in futures::future::join_all(restores).await {
+        live.counters.expired.fetch_add(1, Ordering::Relaxed);
+        if let Err(e) = result {
+            // The order is expired and the ledger still holds the deduction: an
+            // orphan that `fix` returns once the grace window has passed.
+            tracing::warn!(error = %crate::redis::describe(&e), "payment step: restore failed");
         }
     }
 }
