@@ -618,18 +618,24 @@ impl Tracker {
         items: &[ProductAtCut],
         moving: &[usize],
     ) -> Result<()> {
-        let now_ms = Utc::now().timestamp_millis();
         let margin = chrono::Duration::from_std(self.opts.margin).unwrap_or_default();
         let Some(from) = self.feed_from(items, moving, margin) else {
             return Ok(());
         };
         let all = self.walk_changes(tx, from).await?;
-        if let Some(latest) = all.iter().map(|d| d.at).max() {
-            for &i in moving {
-                if let Some(Kept { feed: Some(f), .. }) = self.kept.get_mut(items[i].id())
-                    && latest > f.seen
-                {
-                    *f = Feed::seen(latest, now_ms);
+        let latest = all.iter().map(|d| d.at).max();
+        for &i in moving {
+            // Redis's clock at the cut, read before the database's snapshot began: one clock
+            // for every console, and no later than what the snapshot can see.
+            let cut_ms = items[i].cut.now_ms;
+            if let Some(Kept { feed: Some(f), .. }) = self.kept.get_mut(items[i].id()) {
+                // In microseconds, as a checkpoint keeps it: a stamp with nanoseconds (SQLite's
+                // text) is not newer than itself read back from a checkpoint.
+                match latest {
+                    Some(latest) if latest.timestamp_micros() > f.seen.timestamp_micros() => {
+                        *f = Feed::seen(latest, cut_ms);
+                    }
+                    _ => f.read_at(cut_ms, margin),
                 }
             }
         }
@@ -844,10 +850,7 @@ impl Tracker {
         )
         .await?;
         let latest = db_cut::latest_change(tx, &self.activity).await?;
-        let feed = Feed::seen(
-            latest.unwrap_or_else(Utc::now),
-            Utc::now().timestamp_millis(),
-        );
+        let latest = latest.unwrap_or_else(Utc::now);
         if let Some(lead) = cost.lead {
             self.clock.samples.push_back(lead);
             if self.clock.samples.len() > ClockSkew::KEEP {
@@ -878,7 +881,7 @@ impl Tracker {
                     id,
                     Kept {
                         books,
-                        feed: Some(feed),
+                        feed: Some(Feed::seen(latest, item.cut.now_ms)),
                     },
                 );
             } else {

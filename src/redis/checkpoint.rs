@@ -31,21 +31,42 @@ pub struct Checkpoint {
 }
 
 /// Where a feed of changed orders stands: the latest change applied (the app servers' clock,
-/// as `updated_at` holds it) and when that was first seen (the console's clock, kept for the
-/// record).
+/// as `updated_at` holds it), when that was first seen (Redis's clock at the cut), and whether
+/// the margin before it has been read whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Feed {
     pub seen: DateTime<Utc>,
     pub seen_at_ms: i64,
+    /// When `seen` was first seen, by Redis's clock at that read's cut (the one clock every
+    /// console shares; None in a checkpoint saved before the field existed).
+    pub seen_by_ms: Option<i64>,
+    /// The margin before `seen` has been read whole: a read began at least one margin after
+    /// `seen_by_ms`, when every order stamped before `seen` had had its margin to commit.
+    pub margin_read: bool,
 }
 
 impl Feed {
-    /// The feed after seeing a change at `at` (app time) when the console's clock said
-    /// `now_ms`.
+    /// The feed after seeing a change at `at` (app time) at a read whose cut was at `now_ms`
+    /// (Redis's clock).
     pub fn seen(at: DateTime<Utc>, now_ms: i64) -> Self {
         Feed {
             seen: at,
             seen_at_ms: now_ms.min(at.timestamp_millis()),
+            seen_by_ms: Some(now_ms),
+            margin_read: false,
+        }
+    }
+
+    /// Notes a read whose cut was at `began_ms` (Redis's clock) and that found nothing after
+    /// `seen`: once it began a whole margin after `seen` was first seen, every order stamped
+    /// before `seen` had its margin to commit, and the margin need not be read again. (A commit
+    /// later still is the case the margin never covered: the lookup of unbacked deductions by
+    /// request id and the check against the sum of live orders find it.)
+    pub fn read_at(&mut self, began_ms: i64, margin: chrono::Duration) {
+        if let Some(by) = self.seen_by_ms
+            && began_ms >= by.saturating_add(margin.num_milliseconds())
+        {
+            self.margin_read = true;
         }
     }
 
@@ -54,7 +75,12 @@ impl Feed {
     /// compared with stamps only, never with the console's clock: a database clock behind the
     /// console's, or readers minutes apart, change nothing.
     pub fn from(&self, margin: chrono::Duration) -> DateTime<Utc> {
-        self.seen - margin
+        if self.margin_read {
+            // At `seen` itself: changes stamped alike are applied again, idempotently.
+            self.seen
+        } else {
+            self.seen - margin
+        }
     }
 }
 
@@ -85,6 +111,7 @@ fn parse_unbacked(v: &str) -> Option<Unbacked> {
 pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
     let mut books = Books::default();
     let (mut pos, mut live, mut since, mut seen_at) = (None, None, None, None);
+    let (mut seen_by, mut margin_read) = (None, false);
     for (k, v) in fields {
         let k = std::str::from_utf8(k).ok()?;
         let v = std::str::from_utf8(v).ok()?;
@@ -98,6 +125,9 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
             "since" => since = Some(DateTime::<Utc>::from_timestamp_micros(v.parse().ok()?)?),
             "seen_at" if v.is_empty() => {}
             "seen_at" => seen_at = Some(v.parse::<i64>().ok()?),
+            "seen_by" if v.is_empty() => {}
+            "seen_by" => seen_by = Some(v.parse::<i64>().ok()?),
+            "margin_read" => margin_read = v == "1",
             "saved" => {}
             "sweep" => books.sweep = parse_sweep(v)?,
             _ => match k.split_once('|') {
@@ -127,6 +157,8 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
     let feed = since.map(|seen| Feed {
         seen,
         seen_at_ms: seen_at.unwrap_or(0),
+        seen_by_ms: seen_by,
+        margin_read: margin_read && seen_by.is_some(),
     });
     Some(Checkpoint { books, feed })
 }
@@ -146,6 +178,22 @@ pub fn to_fields(c: &Checkpoint, saved_ms: i64) -> Vec<(String, String)> {
     out.push((
         "seen_at".into(),
         c.feed.map(|f| f.seen_at_ms.to_string()).unwrap_or_default(),
+    ));
+    out.push((
+        "seen_by".into(),
+        c.feed
+            .and_then(|f| f.seen_by_ms)
+            .map(|ms| ms.to_string())
+            .unwrap_or_default(),
+    ));
+    out.push((
+        "margin_read".into(),
+        if c.feed.is_some_and(|f| f.margin_read) {
+            "1"
+        } else {
+            "0"
+        }
+        .into(),
     ));
     out.push(("saved".into(), saved_ms.to_string()));
     out.push(("disc".into(), b.discrepancy.to_string()));
@@ -348,6 +396,8 @@ mod tests {
             feed: Some(Feed {
                 seen: DateTime::<Utc>::from_timestamp_micros(1_700_000_000_123_456).expect("time"),
                 seen_at_ms: 1_700_000_001_000,
+                seen_by_ms: Some(1_700_000_001_500),
+                margin_read: true,
             }),
         };
         let fields: Vec<(Vec<u8>, Vec<u8>)> = to_fields(&c, 9)
@@ -364,5 +414,32 @@ mod tests {
         let mut huge = fields.clone();
         huge.push((b"v|big".to_vec(), b"99999999999999999999".to_vec()));
         assert_eq!(from_fields(&huge), None);
+    }
+
+    #[test]
+    fn the_margin_is_read_again_until_a_read_comes_a_whole_margin_after_the_latest_change() {
+        let seen = DateTime::<Utc>::from_timestamp_micros(1_700_000_000_000_000).expect("time");
+        let margin = chrono::Duration::seconds(2);
+        let mut f = Feed::seen(seen, 5_000);
+        assert_eq!(f.from(margin), seen - margin);
+        f.read_at(6_999, margin);
+        assert!(
+            !f.margin_read,
+            "a read 1.999 s after the change saw it first"
+        );
+        assert_eq!(f.from(margin), seen - margin);
+        f.read_at(7_000, margin);
+        assert_eq!(
+            f.from(margin),
+            seen,
+            "read whole: the next read starts at the change"
+        );
+        // A checkpoint saved before `seen_by` existed never skips its margin.
+        let mut old = Feed {
+            seen_by_ms: None,
+            ..Feed::seen(seen, 5_000)
+        };
+        old.read_at(i64::MAX, margin);
+        assert_eq!(old.from(margin), seen - margin);
     }
 }
