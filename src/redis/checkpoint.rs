@@ -3,8 +3,10 @@
 //! reads only what happened since, instead of the whole sale.
 //!
 //! `<prefix>:{A:P}:books`, a hash: `pos` (the cut, an event id), `live` (units of live orders
-//! at the cut), `since` (the latest order change applied, `updated_at` in µs), `seen_at` (when
-//! that was first seen, ms), `saved` (ms), then `u|<request>` = `<units>|<deduction ms>|<death ms or ->` per unbacked
+//! at the cut), `since` (the latest order change applied, `updated_at` in µs), `seen_by` (when
+//! that was first seen: Redis's clock at that read's cut, ms), `margin_read` (`1` once a read
+//! began a feed margin after that: later readers start at `since`), `saved` (ms), then
+//! `u|<request>` = `<units>|<deduction ms>|<death ms or ->` per unbacked
 //! deduction, `v|<request>` = `<units>` per unledgered order, `x|<request>` / `y|<user>` = the
 //! value shown per unreadable ledger entry / holding, and `sweep` (`<ledger cursor>|<buyers
 //! cursor>`: where the sweep of the two hashes stands). Read in HSCAN pages; written
@@ -36,7 +38,6 @@ pub struct Checkpoint {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Feed {
     pub seen: DateTime<Utc>,
-    pub seen_at_ms: i64,
     /// When `seen` was first seen, by Redis's clock at that read's cut (the one clock every
     /// console shares; None in a checkpoint saved before the field existed).
     pub seen_by_ms: Option<i64>,
@@ -51,7 +52,6 @@ impl Feed {
     pub fn seen(at: DateTime<Utc>, now_ms: i64) -> Self {
         Feed {
             seen: at,
-            seen_at_ms: now_ms.min(at.timestamp_millis()),
             seen_by_ms: Some(now_ms),
             margin_read: false,
         }
@@ -110,7 +110,7 @@ fn parse_unbacked(v: &str) -> Option<Unbacked> {
 /// Builds a checkpoint from its fields; None when any does not parse (it is then ignored).
 pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
     let mut books = Books::default();
-    let (mut pos, mut live, mut since, mut seen_at) = (None, None, None, None);
+    let (mut pos, mut live, mut since) = (None, None, None);
     let (mut seen_by, mut margin_read) = (None, false);
     for (k, v) in fields {
         let k = std::str::from_utf8(k).ok()?;
@@ -123,8 +123,9 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
             "gap" => books.stream_gap = v == "1",
             "since" if v.is_empty() => {}
             "since" => since = Some(DateTime::<Utc>::from_timestamp_micros(v.parse().ok()?)?),
-            "seen_at" if v.is_empty() => {}
-            "seen_at" => seen_at = Some(v.parse::<i64>().ok()?),
+            // Written before `seen_by` (a mix of the console's clock and the stamp's): read
+            // past, never trusted for `margin_read`.
+            "seen_at" => {}
             "seen_by" if v.is_empty() => {}
             "seen_by" => seen_by = Some(v.parse::<i64>().ok()?),
             "margin_read" => margin_read = v == "1",
@@ -156,7 +157,6 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
     books.live_units = live?;
     let feed = since.map(|seen| Feed {
         seen,
-        seen_at_ms: seen_at.unwrap_or(0),
         seen_by_ms: seen_by,
         margin_read: margin_read && seen_by.is_some(),
     });
@@ -174,10 +174,6 @@ pub fn to_fields(c: &Checkpoint, saved_ms: i64) -> Vec<(String, String)> {
         c.feed
             .map(|f| f.seen.timestamp_micros().to_string())
             .unwrap_or_default(),
-    ));
-    out.push((
-        "seen_at".into(),
-        c.feed.map(|f| f.seen_at_ms.to_string()).unwrap_or_default(),
     ));
     out.push((
         "seen_by".into(),
@@ -395,7 +391,6 @@ mod tests {
             books,
             feed: Some(Feed {
                 seen: DateTime::<Utc>::from_timestamp_micros(1_700_000_000_123_456).expect("time"),
-                seen_at_ms: 1_700_000_001_000,
                 seen_by_ms: Some(1_700_000_001_500),
                 margin_read: true,
             }),
