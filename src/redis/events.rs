@@ -6,9 +6,10 @@ use super::{Keyed, ProductKeys, RedisStore};
 use crate::domain::events::{Event, EventId};
 use redis::{RedisResult, Value};
 
-/// Events per page: a page of 500 takes Redis about 0.2 ms (1,000 took 0.35 to 0.45 ms on the
-/// benchmark machine), far from the 1 ms a command may cost at peak.
-pub const PAGE: usize = 500;
+/// Events per page: a page of 200 takes Redis about 0.1 ms. Pages of 500 took about 0.2 ms on a
+/// quiet machine but up to 5.6 ms on a loaded one (footprint benchmark, SLOWLOG), and a command
+/// may not cost 1 ms at peak; a cold settle pays the extra round trips once.
+pub const PAGE: usize = 200;
 
 /// One page of events.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
