@@ -653,7 +653,7 @@ async fn chaos_cluster() {
 /// The shrunk step lists of failures this test found (topology, seed, steps): each once broke
 /// an invariant, and each is replayed on every run so that it stays fixed. A new finding's
 /// `replay:` line gives the three fields.
-const FOUND: [(&str, u64, &str); 19] = [
+const FOUND: [(&str, u64, &str); 21] = [
     // A corrupt `paused` was kept as a pause the database never held.
     ("standalone", 23, "corrupt.p2.paused"),
     // A rebuild left a recorded order's buyer without the holding.
@@ -745,6 +745,19 @@ const FOUND: [(&str, u64, &str); 19] = [
         "cluster",
         101351,
         "deduct.p1.u5.2,checkpoint.p1,crash.p1.-3.db.young,rollback,deduct.p1.u1.2,land.443050.783,expire.777578",
+    ),
+    // A rebuild with `returned` corrupt (rolled back to a snapshot that held the corruption)
+    // and the ledger lost ignored the readable `deducted`: an in-flight deduction's unit went
+    // back on sale.
+    (
+        "standalone",
+        912703,
+        "corrupt.p1.returned,checkpoint.p1,fix,deduct.p1.u5.1,rollback,deduct.p1.u3.1,del.p1.ledger,incr.p1.4,fix",
+    ),
+    (
+        "cluster",
+        912703,
+        "corrupt.p1.returned,checkpoint.p1,fix,deduct.p1.u5.1,rollback,deduct.p1.u3.1,del.p1.ledger,incr.p1.4,fix",
     ),
 ];
 

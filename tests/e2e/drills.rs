@@ -212,13 +212,24 @@ async fn cluster_failover_with_lost_writes_is_found_and_fixed_before_an_oversell
     let store = crate::harness::fixtures::cluster(&seeds).await;
     let hot = product_keys("fo", "hot");
     let (pi, ri) = primary_and_replica(&cluster, &hot.stock);
-    // The replica has the preheat (WAIT for its acknowledgement), then it freezes.
-    let acked = cluster.nodes[pi].cli(&["WAIT", "1", "5000"]);
-    assert_eq!(
-        acked.trim(),
-        "1",
-        "the replica did not acknowledge the preheat"
-    );
+    // The replica has the preheat, then it freezes. (Not WAIT from a fresh connection: WAIT
+    // waits for that client's own writes, none, and answers at once.)
+    let offset = |node: &RedisServer, field: &str| -> i64 {
+        node.cli(&["INFO", "replication"])
+            .lines()
+            .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(-1)
+    };
+    let written = offset(&cluster.nodes[pi], "master_repl_offset");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while offset(&cluster.nodes[ri], "slave_repl_offset") < written {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the replica did not receive the preheat"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     cluster.nodes[ri].signal("STOP");
     // Cut the replication link while the replica is frozen: what the primary acknowledges
     // from now on exists only on the primary (a network partition, in effect).

@@ -398,8 +398,18 @@ fn holdings_to_raise(
 /// The active units the counters held before the rebuild, when anything readable says so: the
 /// counters and the stock the hold kept against the initial stock, the larger of the two (a
 /// stray write may have lowered either; holding too much only delays a sale).
+///
+/// With another meta field unreadable (a corrupt `returned`, say), a readable `deducted` still
+/// counts: the units deducted are at least the units held, so taking them holds back a unit an
+/// in-flight deduction may own (whose ledger entry went with the ledger) rather than selling it
+/// twice; what no order claims goes back on sale once the grace window has passed.
 fn counters_before(v: &crate::ops::snapshot::ProductView) -> Option<i64> {
-    let counters = v.cut.active().filter(|_| v.cut.meta.present);
+    let m = &v.cut.meta;
+    let counters = v
+        .cut
+        .active()
+        .or_else(|| m.corrupt.as_ref().and(m.deducted).map(|d| d.max(0)))
+        .filter(|_| m.present);
     let from_stock = v
         .cut
         .meta
