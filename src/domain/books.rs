@@ -44,6 +44,10 @@ pub struct Unbacked {
     pub at_ms: i64,
     /// When its order died (cancelled or expired, its return not yet made), if it has one.
     pub dead_at_ms: Option<i64>,
+    /// `at_ms` is when a buyer was served (a `d` event), so its order's stamp can say how far
+    /// the database's clock lies from Redis's; false for a recording's time (a `b` event or a
+    /// ledger entry a console rebuilt, maybe long after the order), which says nothing of it.
+    pub served: bool,
 }
 
 impl Unbacked {
@@ -248,6 +252,7 @@ impl Books {
                         quantity: e.quantity,
                         at_ms: e.id.ms,
                         dead_at_ms: None,
+                        served: e.kind == EventKind::Deducted,
                     },
                 );
             }
@@ -328,6 +333,7 @@ impl Books {
                     quantity: e.quantity,
                     at_ms: e.at_ms(),
                     dead_at_ms: Some(at_ms),
+                    served: false,
                 },
             );
         }
@@ -413,6 +419,8 @@ pub struct Candidate {
     pub request_id: String,
     pub quantity: i64,
     pub at_ms: i64,
+    /// `at_ms` is when a buyer was served ([`Unbacked::served`]).
+    pub served: bool,
 }
 
 impl Settle {
@@ -580,6 +588,7 @@ impl Settle {
             request_id: rid.to_string(),
             quantity,
             at_ms,
+            served: clock,
         })
     }
 
@@ -624,6 +633,7 @@ impl Settle {
                     quantity: c.quantity,
                     at_ms: c.at_ms,
                     dead_at_ms,
+                    served: c.served,
                 },
             );
         }
@@ -686,6 +696,7 @@ mod tests {
                 quantity: 1,
                 at_ms: 90_000,
                 dead_at_ms: None,
+                served: true,
             },
         );
         b.unbacked.insert(
@@ -694,6 +705,7 @@ mod tests {
                 quantity: 2,
                 at_ms: 1_000,
                 dead_at_ms: None,
+                served: true,
             },
         );
         // An old deduction whose order just expired: its return is on its way.
@@ -703,6 +715,7 @@ mod tests {
                 quantity: 4,
                 at_ms: 1_000,
                 dead_at_ms: Some(95_000),
+                served: true,
             },
         );
         let s = b.split(100_000, 60_000);

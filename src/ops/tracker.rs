@@ -722,9 +722,14 @@ impl Tracker {
             }
         };
         if let Some(u) = b.unbacked.get(rid) {
-            // A new deduction's order landed (or ended before it was seen live).
-            if c.live {
+            // A new deduction's order landed (or ended before it was seen live). Only a
+            // buyer's deduction times the clocks: a console's recording may come seconds or
+            // hours after the order, and would read as a database clock that far behind
+            // (every death it then dated would stay "in flight" that much longer).
+            if c.live && u.served {
                 self.clock.sample(c.at.timestamp_millis(), u.at_ms);
+            }
+            if c.live {
                 self.backed_recently
                     .insert(rid.to_string(), c.at.timestamp_micros());
             }

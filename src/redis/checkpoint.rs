@@ -6,8 +6,8 @@
 //! at the cut), `since` (the latest order change applied, `updated_at` in µs), `seen_by` (when
 //! that was first seen: Redis's clock at that read's cut, ms), `margin_read` (`1` once a read
 //! began a feed margin after that: later readers start at `since`), `saved` (ms), then
-//! `u|<request>` = `<units>|<deduction ms>|<death ms or ->` per unbacked
-//! deduction, `v|<request>` = `<units>` per unledgered order, `x|<request>` / `y|<user>` = the
+//! `u|<request>` = `<units>|<deduction ms>|<death ms or ->`, then `|s` when the deduction's
+//! time is a buyer's (not a console's recording), per unbacked deduction, `v|<request>` = `<units>` per unledgered order, `x|<request>` / `y|<user>` = the
 //! value shown per unreadable ledger entry / holding, and `sweep` (`<ledger cursor>|<buyers
 //! cursor>`: where the sweep of the two hashes stands). Read in HSCAN pages; written
 //! to a key of its own and renamed over the old one, so a reader never sees half of one.
@@ -100,10 +100,13 @@ fn parse_unbacked(v: &str) -> Option<Unbacked> {
         "-" => None,
         d => Some(d.parse().ok()?),
     };
+    // `s` when its time is a buyer's; absent in older checkpoints: not a clock sample then.
+    let served = parts.next() == Some("s");
     Some(Unbacked {
         quantity,
         at_ms,
         dead_at_ms,
+        served,
     })
 }
 
@@ -198,9 +201,10 @@ pub fn to_fields(c: &Checkpoint, saved_ms: i64) -> Vec<(String, String)> {
         let dead = u
             .dead_at_ms
             .map_or_else(|| "-".to_string(), |d| d.to_string());
+        let served = if u.served { "|s" } else { "" };
         out.push((
             format!("u|{rid}"),
-            format!("{}|{}|{dead}", u.quantity, u.at_ms),
+            format!("{}|{}|{dead}{served}", u.quantity, u.at_ms),
         ));
     }
     for (rid, q) in &b.unledgered {
@@ -368,6 +372,7 @@ mod tests {
                 quantity: 2,
                 at_ms: 5,
                 dead_at_ms: None,
+                served: true,
             },
         );
         books.unbacked.insert(
@@ -376,6 +381,7 @@ mod tests {
                 quantity: 1,
                 at_ms: 3,
                 dead_at_ms: Some(6),
+                served: false,
             },
         );
         books.unledgered.insert("lost".into(), 3);
