@@ -80,15 +80,21 @@ fn median(mut v: Vec<f64>) -> f64 {
     v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-/// Sum of `usec` over `INFO commandstats`: Redis's time executing commands since the last
-/// CONFIG RESETSTAT.
-fn redis_usec(server: &RedisServer) -> f64 {
+/// The sum of one numeric field (`usec`, `calls`) over every command of `INFO commandstats`,
+/// since the last CONFIG RESETSTAT.
+fn commandstats_total(server: &RedisServer, field: &str) -> f64 {
+    let key = format!("{field}=");
     server
         .cli(&["INFO", "commandstats"])
         .lines()
-        .filter_map(|l| l.split("usec=").nth(1))
+        .filter_map(|l| l.split(key.as_str()).nth(1))
         .filter_map(|rest| rest.split(',').next()?.parse::<f64>().ok())
         .sum()
+}
+
+/// Redis's time executing commands (µs) since the last CONFIG RESETSTAT.
+fn redis_usec(server: &RedisServer) -> f64 {
+    commandstats_total(server, "usec")
 }
 
 /// One SLOWLOG entry: its time and its arguments, whole unless SLOWLOG cut them (more than 32
@@ -202,12 +208,7 @@ fn replay(server: &RedisServer, entry: &Slow) -> Option<i64> {
 
 /// Every call Redis served since its counters were last reset.
 fn all_calls(server: &RedisServer) -> u64 {
-    server
-        .cli(&["INFO", "commandstats"])
-        .lines()
-        .filter_map(|l| l.split("calls=").nth(1))
-        .filter_map(|rest| rest.split(',').next()?.parse::<u64>().ok())
-        .sum()
+    commandstats_total(server, "calls") as u64
 }
 
 /// CONFIG RESETSTAT, adding the calls it clears to `sent`.
