@@ -282,11 +282,12 @@ async fn rebuild_one(
         }
     }
     // 5. The counters: what the ledger names, plus what is held back.
-    let now = v.cut.now_ms;
-    let since = match (v.cut.meta.unexplained > 0, v.cut.meta.unexplained_since) {
-        (true, Some(s)) => s,
-        _ => now,
-    };
+    // The units held back count from now: whatever a rebuild declares unexplained may include
+    // a deduction made a moment before the cut (its ledger entry lost with the ledger, its order
+    // still on its way), and the held-back units go back on sale together. Keeping an earlier
+    // rebuild's time would release that deduction's unit before its order had its window
+    // (chaos seed 932768: an oversell); holding too long only delays a sale.
+    let since = v.cut.now_ms;
     let mut meta = database_fields(&v.product, &v.cut.meta);
     meta.extend([
         ("deducted", active.to_string()),
