@@ -252,7 +252,7 @@ async fn rebuild_one(
     };
     let unheld = unheld_by_counters(t, v, &recorded, &totals, holdings_now.as_ref()).await?;
     let unheld_units: i64 = unheld.values().sum();
-    let active = counters_before(v).map_or(totals.active, |b| {
+    let active = counters_before(v, holdings_now.as_ref()).map_or(totals.active, |b| {
         b.saturating_add(unheld_units).max(totals.active)
     });
     let unexplained = active - totals.active;
@@ -397,14 +397,19 @@ fn holdings_to_raise(
 }
 
 /// The active units the counters held before the rebuild, when anything readable says so: the
-/// counters and the stock the hold kept against the initial stock, the larger of the two (a
-/// stray write may have lowered either; holding too much only delays a sale).
+/// counters, the stock the hold kept against the initial stock and the surviving holdings'
+/// sum, the largest of them (a stray write may have lowered either of the first two, a lost
+/// meta hash takes the counters with it: the buyers hash still counts every unit deducted and
+/// not returned; holding too much only delays a sale).
 ///
 /// With another meta field unreadable (a corrupt `returned`, say), a readable `deducted` still
 /// counts: the units deducted are at least the units held, so taking them holds back a unit an
 /// in-flight deduction may own (whose ledger entry went with the ledger) rather than selling it
 /// twice; what no order claims goes back on sale once the grace window has passed.
-fn counters_before(v: &crate::ops::snapshot::ProductView) -> Option<i64> {
+fn counters_before(
+    v: &crate::ops::snapshot::ProductView,
+    holdings_now: Option<&std::collections::HashMap<Vec<u8>, Option<i64>>>,
+) -> Option<i64> {
     let m = &v.cut.meta;
     let counters = v
         .cut
@@ -422,10 +427,16 @@ fn counters_before(v: &crate::ops::snapshot::ProductView) -> Option<i64> {
             let initial = v.cut.meta.initial.unwrap_or(v.product.initial_stock);
             initial.saturating_sub(stock).max(0)
         });
-    match (counters, from_stock) {
-        (Some(a), Some(b)) => Some(a.max(b)),
-        (a, b) => a.or(b),
-    }
+    // A holding that is not an integer counts nothing here: the others still bound it.
+    let by_holdings = holdings_now.map(|h| {
+        h.values()
+            .flatten()
+            .fold(0i64, |sum, n| sum.saturating_add((*n).max(0)))
+    });
+    [counters, from_stock, by_holdings]
+        .into_iter()
+        .flatten()
+        .max()
 }
 
 /// The recorded deductions (live orders the ledger lacked) the counters never held, in units
