@@ -11,6 +11,14 @@ pub struct TableCursor {
     /// scrolled to (a `Cell`, so views stay functions of `&App`, like ratatui's TableState).
     pub offset: Cell<usize>,
     pub filter: String,
+    /// The key of the row the operator put the cursor on (a product, a request, an activity),
+    /// in tables whose rows have one: a refresh, a re-sort or a filter moves the selection to
+    /// wherever that row went, so a write key acts on the row the operator chose, never on a
+    /// neighbour that slid under a fixed position.
+    pub anchor: Option<String>,
+    /// The anchored row is no longer among the rows: nothing is highlighted and no write acts
+    /// until the operator moves the cursor.
+    pub lost: bool,
 }
 
 impl TableCursor {
@@ -53,5 +61,44 @@ impl TableCursor {
     pub fn reset(&mut self) {
         self.selected = 0;
         self.offset.set(0);
+        self.anchor = None;
+        self.lost = false;
+    }
+
+    /// The row the cursor is on; None when its row left the table.
+    pub fn row(&self) -> Option<usize> {
+        (!self.lost).then_some(self.selected)
+    }
+
+    /// After the rows changed (`keys`: each row's key, in table order): the selection goes to
+    /// the anchored row wherever it is now, or, when it is gone, stays put and highlights
+    /// nothing; with no anchor yet, the row under the cursor becomes the anchor.
+    pub fn follow(&mut self, keys: &[&str]) {
+        let last = keys.len().saturating_sub(1);
+        let found = self
+            .anchor
+            .as_deref()
+            .map(|a| keys.iter().position(|k| *k == a));
+        match found {
+            Some(Some(i)) => {
+                self.selected = i;
+                self.lost = false;
+            }
+            Some(None) => {
+                self.selected = self.selected.min(last);
+                self.lost = true;
+            }
+            None => {
+                self.selected = self.selected.min(last);
+                self.anchor = keys.get(self.selected).map(|k| k.to_string());
+                self.lost = false;
+            }
+        }
+    }
+
+    /// The operator moved the cursor to a row (whose key is `key`): it is anchored there.
+    pub fn anchor_on(&mut self, key: Option<&str>) {
+        self.anchor = key.map(str::to_string);
+        self.lost = false;
     }
 }

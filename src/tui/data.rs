@@ -84,7 +84,7 @@ impl App {
         }
         self.stock.feed.apply(f);
         self.views.stock.rebuild(&self.stock);
-        for v in [View::Alerts, View::Reconcile] {
+        for v in [View::Stock, View::Alerts, View::Reconcile] {
             self.clamp(v);
         }
     }
@@ -106,10 +106,76 @@ impl App {
         self.clamp(View::Redis);
     }
 
-    /// Keeps a table's selection inside its rows.
+    /// Keeps a table's selection inside its rows, on the row the operator chose where the rows
+    /// have keys ([`crate::tui::cursor::TableCursor::follow`]).
     pub(super) fn clamp(&mut self, view: View) {
-        let n = self.row_count(view);
-        self.cursor_mut(view).clamp(n);
+        // The keys borrow the App (and the rows depend on the cursor's filter): the selection
+        // is worked out on a copy of its fields, then set.
+        let cur = self.cursor(view);
+        let mut c = crate::tui::cursor::TableCursor {
+            selected: cur.selected,
+            anchor: cur.anchor.clone(),
+            lost: cur.lost,
+            ..Default::default()
+        };
+        match self.row_keys(view) {
+            Some(keys) => c.follow(&keys),
+            None => c.clamp(self.row_count(view)),
+        }
+        let cur = self.cursor_mut(view);
+        cur.selected = c.selected;
+        cur.anchor = c.anchor;
+        cur.lost = c.lost;
+    }
+
+    /// The keys of a table's rows in table order, for the tables whose rows a write or a
+    /// selection acts on (a product, a compensation request, an activity); None for the rest.
+    pub fn row_keys(&self, view: View) -> Option<Vec<&str>> {
+        Some(match view {
+            View::Activities => self
+                .views
+                .activities
+                .rows(self)
+                .into_iter()
+                .map(|a| a.activity.activity_id.as_str())
+                .collect(),
+            View::Stock => {
+                let products = self.stock.report().map(|r| &r.products[..]).unwrap_or(&[]);
+                self.views
+                    .stock
+                    .order
+                    .iter()
+                    .filter_map(|&i| products.get(i))
+                    .map(|p| p.product.as_str())
+                    .collect()
+            }
+            View::Reconcile => self
+                .views
+                .reconcile
+                .rows(&self.stock)
+                .into_iter()
+                .map(|p| p.product.as_str())
+                .collect(),
+            View::Compensation => self
+                .views
+                .compensation
+                .rows()
+                .into_iter()
+                .map(|c| c.request_id.as_str())
+                .collect(),
+            _ => return None,
+        })
+    }
+
+    /// Why no row is under the cursor of `view`, as the operator reads it.
+    pub fn no_row(&self, view: View, what: &str) -> String {
+        let c = self.cursor(view);
+        match (&c.anchor, c.lost) {
+            (Some(a), true) => format!(
+                "{a} left the table (a refresh, the sort or the filter): nothing is highlighted; move the cursor with ↑/↓ onto a {what} first"
+            ),
+            _ => format!("no {what} highlighted"),
+        }
     }
 
     /// How many rows a view's table has now.

@@ -89,6 +89,7 @@ impl App {
                 } else {
                     let reverse = matches!(action, Action::ReverseSort);
                     self.views.stock.change_sort(reverse, &self.stock);
+                    self.clamp(View::Stock);
                 }
                 Vec::new()
             }
@@ -273,6 +274,14 @@ impl App {
         let c = self.cursor_mut(view);
         let max = len.saturating_sub(1) as isize;
         c.selected = (c.selected as isize).saturating_add(n).clamp(0, max) as usize;
+        // The operator chose this row: it is the one refreshes and re-sorts keep.
+        let i = c.selected;
+        let key = self
+            .row_keys(view)
+            .and_then(|k| k.get(i).map(|k| k.to_string()));
+        if let Some(key) = key {
+            self.cursor_mut(view).anchor_on(Some(&key));
+        }
     }
 
     fn input(&mut self, c: char) {
@@ -304,7 +313,6 @@ impl App {
             let cur = self.cursor_mut(view);
             if cur.filter.chars().count() < MAX_INPUT {
                 cur.filter.push(c);
-                cur.selected = 0;
             }
             self.filter_changed();
         }
@@ -366,11 +374,11 @@ impl App {
             return Vec::new();
         }
         if self.view == View::Activities {
+            let rows = self.views.activities.rows(self);
             let picked = self
-                .views
-                .activities
-                .rows(self)
-                .get(self.cursor(View::Activities).selected)
+                .cursor(View::Activities)
+                .row()
+                .and_then(|i| rows.get(i))
                 .map(|a| a.activity.activity_id.clone());
             if let Some(id) = picked {
                 return self.update(Action::SelectActivity(id));

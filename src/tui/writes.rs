@@ -73,7 +73,8 @@ impl App {
         } else {
             match self.selected_product() {
                 None => {
-                    self.flash("no product highlighted", true);
+                    let why = self.no_row(self.view, "product");
+                    self.flash(why, true);
                     return Vec::new();
                 }
                 Some(p) if !p.needs_fix() => {
@@ -378,7 +379,8 @@ impl App {
             )
         } else {
             let Some(c) = self.views.compensation.selected() else {
-                self.flash("no entry highlighted", true);
+                let why = self.no_row(View::Compensation, "entry");
+                self.flash(why, true);
                 return Vec::new();
             };
             if !c.is_pending() {
@@ -459,7 +461,8 @@ impl App {
         } else {
             match self.selected_product() {
                 None => {
-                    self.flash("no product highlighted", true);
+                    let why = self.no_row(self.view, "product");
+                    self.flash(why, true);
                     return Vec::new();
                 }
                 Some(p) => (Some(p.product.clone()), !p.paused),
@@ -513,7 +516,8 @@ impl App {
             return Vec::new();
         };
         let Some(product) = self.selected_product().map(|p| p.product.clone()) else {
-            self.flash("no product highlighted", true);
+            let why = self.no_row(self.view, "product");
+            self.flash(why, true);
             return Vec::new();
         };
         self.dialog = Some(Dialog::TopupForm {

@@ -117,6 +117,87 @@ fn the_tui_fixes_drift_and_answers_keys_while_redis_is_stopped() {
     );
 }
 
+/// The TUI in a 110x30 tmux pane on `activity`, imported with `products` (id, stock, limit)
+/// and preheated, once its Stock table shows the last product. It runs in `dir` (the report
+/// key writes its file there) with the extra `args`.
+fn stock_tui(
+    session: &str,
+    (redis, db, dir): (&RedisServer, &TestDb, &std::path::Path),
+    (activity, products): (&str, &[(&str, i64, i64)]),
+    args: &str,
+) -> Tmux {
+    Console::redis(&redis.url(), &db.url).import_file_preheat(dir, activity, products);
+    let command = format!(
+        "cd {} && {} --redis {} --db {} {args}; sleep 60",
+        dir.display(),
+        crate::harness::cli::binary(),
+        redis.url(),
+        db.url
+    );
+    let tmux = Tmux::start(session, 110, 30, &command);
+    let last = products.last().map_or("", |p| p.0);
+    tmux.wait("the stock table", Duration::from_secs(10), |s| {
+        s.contains(&format!("activity {activity}")) && s.contains(last)
+    });
+    tmux
+}
+
+/// The cursor stays on the product the operator highlighted when a refresh re-sorts the
+/// table under it (issue 20: `z` once named the product that slid into the row), and the
+/// pause dialog names that product.
+#[test]
+fn the_cursor_follows_its_product_across_a_re_sort() {
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let products = [("alpha", 10, 1), ("bravo", 20, 1), ("charlie", 30, 1)];
+    let at = (&redis, &db, dir.path());
+    let tmux = stock_tui(
+        "seckill-follow",
+        at,
+        ("tui-follow", &products),
+        "--refresh 1",
+    );
+    // Sorted by Redis stock, least first: alpha (10) is the first row, the cursor on it.
+    tmux.keys("2");
+    tmux.keys("s");
+    tmux.wait(
+        "the sort by redis, alpha highlighted",
+        Duration::from_secs(3),
+        |s| s.contains("sorted by redis") && s.contains(">alpha"),
+    );
+    // A write outside the scripts makes alpha the largest: the next refresh puts it last.
+    redis.cli(&["SET", "seckill:{tui-follow:alpha}:stock", "90"]);
+    // The table's rows, in order: "│ name" or "│>name" (the highlighted one).
+    let rows = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter_map(|l| {
+                let rest = l.trim_start().strip_prefix('│')?;
+                let name = rest.trim_start_matches('>').split_whitespace().next()?;
+                ["alpha", "bravo", "charlie"]
+                    .contains(&name)
+                    .then(|| rest.chars().take(1).collect::<String>() + name)
+            })
+            .collect()
+    };
+    tmux.wait("alpha re-sorted", Duration::from_secs(10), |s| {
+        rows(s).last().is_some_and(|r| r.ends_with("alpha"))
+    });
+    let s = tmux.screen();
+    assert_eq!(
+        rows(&s),
+        [" bravo", " charlie", ">alpha"],
+        "the cursor left alpha:\n{s}"
+    );
+    tmux.keys("z");
+    tmux.wait("the pause dialog", Duration::from_secs(3), |s| {
+        s.contains("Pause ")
+    });
+    let s = tmux.screen();
+    assert!(s.contains("Pause alpha of tui-follow?"), "{s}");
+    tmux.keys("n");
+}
+
 /// Pause and resume the highlighted product from the Stock view: a dialog, y, the result;
 /// Redis holds the flag and the table shows the state.
 #[test]
@@ -124,24 +205,10 @@ fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
     let redis = RedisServer::start();
     let db = TestDb::sqlite();
     let dir = tempfile::tempdir().expect("temp dir");
+    let products = [("case", 50, 1), ("phone", 100, 2)];
+    let at = (&redis, &db, dir.path());
+    let tmux = stock_tui("seckill-pause", at, ("tui-hold", &products), "--actor dave");
     let c = Console::redis(&redis.url(), &db.url);
-    c.import_file_preheat(
-        dir.path(),
-        "tui-hold",
-        &[("case", 50, 1), ("phone", 100, 2)],
-    );
-    // The TUI runs in the temporary directory: the report key writes its file there.
-    let command = format!(
-        "cd {} && {} --redis {} --db {} --actor dave; sleep 60",
-        dir.path().display(),
-        crate::harness::cli::binary(),
-        redis.url(),
-        db.url
-    );
-    let tmux = Tmux::start("seckill-pause", 110, 30, &command);
-    tmux.wait("the stock table", Duration::from_secs(10), |s| {
-        s.contains("activity tui-hold") && s.contains("phone")
-    });
     tmux.keys("2");
     tmux.keys("z");
     tmux.wait("the pause dialog", Duration::from_secs(3), |s| {

@@ -633,3 +633,139 @@ proptest::proptest! {
         }
     }
 }
+
+/// The product of the Stock table's highlighted row as drawn (the row marked `>`), if any.
+fn highlighted(screen: &str) -> Option<String> {
+    screen.lines().find_map(|l| {
+        let rest = l.strip_prefix("│>")?;
+        rest.split_whitespace().next().map(str::to_string)
+    })
+}
+
+/// The product ids in the Stock table now.
+fn in_table(a: &App) -> Vec<String> {
+    stock_ids(a)
+}
+
+proptest::proptest! {
+    /// After any sequence of re-sorts, filter changes and moves (each drawn), and refreshes
+    /// that arrive after the last frame (new figures that re-sort the rows, products that go
+    /// and come back), the pause key acts on the product highlighted in the last frame drawn,
+    /// or on nothing when that product is no longer in the table.
+    #[test]
+    fn a_write_key_acts_on_the_product_drawn_under_the_cursor(
+        ops in proptest::collection::vec((0usize..12, 0i64..1000), 1..60),
+    ) {
+        let mut a = app(false);
+        let mut secs = 3;
+        let mut frame = screen(&a, 100, 30);
+        for (op, n) in ops {
+            match op {
+                0..=3 => {
+                    // A refresh, not drawn yet: new figures (a new order under any sort), and
+                    // one product may be gone.
+                    secs += 2;
+                    let mut r = fixtures::report(secs as i64, n % 7);
+                    for (i, p) in r.products.iter_mut().enumerate() {
+                        let v = (n * 31 + i as i64 * 17) % 97;
+                        p.redis_remaining = Some(v);
+                        p.sold_percent = ((v * 7) % 100) as f64;
+                    }
+                    if n % 3 == 0 {
+                        let gone = (n as usize / 3) % r.products.len();
+                        r.products.remove(gone);
+                    }
+                    a.update(Action::Status(fixtures::id("spring-sale"), fetched(secs, secs as i64, r)));
+                }
+                op => {
+                    match op {
+                        4 => { a.update(key('s')); }
+                        5 => { a.update(key('S')); }
+                        6 => {
+                            // A filter typed and kept.
+                            let c = ['a', 'e', 'p', 't', 'h'][n as usize % 5];
+                            a.update(key('/'));
+                            a.update(key(c));
+                            a.update(code(KeyCode::Enter));
+                        }
+                        7 => {
+                            // The filter cleared.
+                            a.update(key('/'));
+                            a.update(code(KeyCode::Esc));
+                        }
+                        8 => { a.update(key('j')); }
+                        9 => { a.update(key('k')); }
+                        10 => { a.update(key('G')); }
+                        _ => { a.update(key('g')); }
+                    }
+                    frame = screen(&a, 100, 30);
+                }
+            }
+            if n % 4 != 0 {
+                continue;
+            }
+            let drawn = highlighted(&frame);
+            let rows = in_table(&a);
+            a.update(key('z'));
+            let named = match &a.dialog {
+                Some(Dialog::Confirm(d)) => d
+                    .title
+                    .strip_prefix("Pause ")
+                    .or_else(|| d.title.strip_prefix("Resume "))
+                    .and_then(|t| t.split(" of ").next())
+                    .map(str::to_string),
+                _ => None,
+            };
+            match &drawn {
+                Some(p) if rows.contains(p) => proptest::prop_assert_eq!(named.as_ref(), Some(p)),
+                Some(p) => proptest::prop_assert!(named.is_none(), "{p} left, yet {named:?}"),
+                // Nothing drawn under the cursor: no write, unless the product the frame said
+                // had left came back.
+                None => proptest::prop_assert!(
+                    named.as_ref().is_none_or(|n| frame.contains(&format!("{n} left the table"))),
+                    "nothing highlighted, yet {named:?}"
+                ),
+            }
+            a.update(Action::Cancel);
+            frame = screen(&a, 100, 30);
+        }
+    }
+}
+
+#[test]
+fn the_cursor_follows_its_product_and_says_when_it_left() {
+    let mut a = app(false);
+    a.update(key('j')); // the second row, by product id: charger
+    let p = highlighted(&screen(&a, 100, 30)).expect("a row is highlighted");
+    assert_eq!(p, "charger");
+    // Sorted by Redis stock, descending: charger moves, the cursor with it.
+    a.update(key('s'));
+    a.update(key('S'));
+    assert_eq!(
+        highlighted(&screen(&a, 100, 30)).as_deref(),
+        Some("charger")
+    );
+    // A refresh without charger: nothing is highlighted, the title names it, `z` writes nothing.
+    let mut r = fixtures::report(5, 6);
+    r.products.retain(|p| p.product != "charger");
+    a.update(Action::Status(
+        fixtures::id("spring-sale"),
+        fetched(5, 5, r),
+    ));
+    let s = screen(&a, 100, 30);
+    assert_eq!(highlighted(&s), None, "{s}");
+    assert!(s.contains("charger left the table"), "{s}");
+    a.update(key('z'));
+    assert!(a.dialog.is_none());
+    let f = a.flash.as_ref().map(|f| f.text.clone()).unwrap_or_default();
+    assert!(f.contains("charger left the table"), "{f}");
+    // Back in the next refresh: highlighted again.
+    a.update(Action::Status(
+        fixtures::id("spring-sale"),
+        fetched(7, 7, fixtures::report(7, 6)),
+    ));
+    assert_eq!(
+        highlighted(&screen(&a, 100, 30)).as_deref(),
+        Some("charger")
+    );
+}

@@ -66,7 +66,7 @@ impl CompensationView {
 
     /// The entry highlighted, if any.
     pub fn selected(&self) -> Option<&Compensation> {
-        self.rows().get(self.cursor.selected).copied()
+        self.rows().get(self.cursor.row()?).copied()
     }
 }
 

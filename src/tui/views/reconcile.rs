@@ -55,7 +55,7 @@ impl ReconcileView {
 
     /// The product highlighted, if any.
     pub fn selected<'a>(&self, stock: &'a StockData) -> Option<&'a ProductStatus> {
-        self.rows(stock).get(self.cursor.selected).copied()
+        self.rows(stock).get(self.cursor.row()?).copied()
     }
 }
 

@@ -166,7 +166,7 @@ impl StockView {
 
     /// The product highlighted, if any.
     pub fn selected<'a>(&self, stock: &'a StockData) -> Option<&'a ProductStatus> {
-        let i = *self.order.get(self.cursor.selected)?;
+        let i = *self.order.get(self.cursor.row()?)?;
         stock.report()?.products.get(i)
     }
 }

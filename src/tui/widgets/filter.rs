@@ -9,8 +9,24 @@ use ratatui::layout::Rect;
 use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
 
-/// The right-hand title of a table: "/text" when filtered, "/ filter" as a hint otherwise.
+/// The right-hand title of a table: "/text" when filtered, "/ filter" as a hint otherwise;
+/// first, when the row the operator chose left the table, which one it was.
 pub fn title(app: &App, view: View) -> Line<'static> {
+    let mut line = filter_title(app, view);
+    let c = app.cursor(view);
+    if let (Some(a), true) = (&c.anchor, c.lost) {
+        line.spans.insert(
+            0,
+            Span::styled(
+                format!(" {} left the table: ↑/↓ picks a row ", super::clip(a, 24)),
+                Style::default().fg(Color::Yellow),
+            ),
+        );
+    }
+    line
+}
+
+fn filter_title(app: &App, view: View) -> Line<'static> {
     let f = app.filter(view);
     if app.filtering && app.view == view {
         Line::from(vec![

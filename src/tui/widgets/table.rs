@@ -54,7 +54,8 @@ pub fn render<'a>(
     let end = len.min(offset + height);
     let rows: Vec<Row<'a>> = (offset..end).map(row).collect();
     let mut state = TableState::default();
-    state.select(Some(cursor.selected.min(len - 1) - offset));
+    // A row that left the table highlights nothing (the title says so).
+    state.select(cursor.row().map(|s| s.min(len - 1) - offset));
     let header = Row::new(spec.header).style(bold().add_modifier(Modifier::UNDERLINED));
     let table = Table::new(rows, spec.widths)
         .header(header)
