@@ -1,6 +1,7 @@
 //! Tests of the TUI without a terminal: snapshots of every view on a fixed-size TestBackend,
 //! and the update logic driven by Actions.
 
+mod columns;
 mod dry_run;
 mod fixtures;
 mod snapshots;

@@ -337,3 +337,23 @@ fn ten_thousand_products_scroll_to_the_last() {
     assert!(last.contains(">p09999"), "{last}");
     assert!(last.contains("10000/10000 products"), "{last}");
 }
+
+/// The figures (a top-up of 1,234,567 and an INCRBY of 123,456 on one product) at the
+/// narrowest size the console takes and at 80 and 200 columns: each figure whole, the drift
+/// with its sign; the columns least needed go first.
+#[test]
+fn stock_view_big_numbers_at_every_size() {
+    let mut r = fixtures::report(4, 0);
+    let p = &mut r.products[0];
+    p.initial = 1_235_567;
+    p.redis_remaining = Some(1_359_012);
+    p.db_sold = 14;
+    p.drift = Some(123_459);
+    let mut a = show(View::Stock, false);
+    a.update(Action::Status(id("spring-sale"), fetched(4, 4, r)));
+    for (w, h) in [(60, 20), (80, 24), (200, 60)] {
+        let s = screen(&a, w, h);
+        assert!(s.contains("+123,459"), "{w}x{h}:\n{s}");
+        assert_screen(&format!("stock_big_numbers_{w}x{h}"), &s);
+    }
+}

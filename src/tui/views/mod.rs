@@ -182,17 +182,10 @@ pub fn error_line<T>(feed: &super::feed::Feed<T>) -> Option<Line<'static>> {
     })
 }
 
-/// An optional number, "-" when absent.
-pub fn opt(v: Option<i64>) -> String {
-    v.map_or_else(|| "-".into(), |n| n.to_string())
-}
-
-/// A drift with its sign ("+7", "-3", "0"), "-" when there is none (missing, corrupt).
+/// A drift with its sign and grouping ("+7", "-3,002", "0"), "-" when there is none (missing,
+/// corrupt).
 pub fn drift(v: Option<i64>) -> String {
-    v.map_or_else(
-        || "-".into(),
-        |n| if n == 0 { "0".into() } else { format!("{n:+}") },
-    )
+    v.map_or_else(|| "-".into(), crate::tui::widgets::columns::signed)
 }
 
 /// An age in the largest sensible unit: 42s, 3m12s, 2h05m, 3d04h.

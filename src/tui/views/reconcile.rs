@@ -3,7 +3,7 @@
 //! both show the preview (before -> after) in a confirmation dialog first.
 
 use super::ViewKey;
-use super::{drift, empty_reason, error_line, opt};
+use super::{drift, empty_reason, error_line};
 use crate::domain::stock::ProductStatus;
 use crate::tui::action::Action;
 use crate::tui::app::App;
@@ -11,13 +11,14 @@ use crate::tui::cursor::{TableCursor, matches};
 use crate::tui::selected::{StockData, state_rank};
 use crate::tui::view::View;
 use crate::tui::views::stock::row_style;
-use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
+use crate::tui::widgets::columns::{Column, grouped, signed};
+use crate::tui::widgets::table::{self, ColumnsSpec};
 use crate::tui::widgets::{bold, critical, dim, good};
 use crossterm::event::KeyCode;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Paragraph, Row};
+use ratatui::widgets::Paragraph;
 
 /// The Reconcile view: the products a fix would touch, worst first.
 #[derive(Debug, Default)]
@@ -94,43 +95,36 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         Span::styled(" Reconcile ", bold()),
         Span::styled(format!("{} to fix ", rows.len()), dim()),
     ]);
-    let spec = TableSpec {
+    let spec = ColumnsSpec {
         title,
-        header: vec![
-            h("product"),
-            h("state"),
-            hn("redis"),
-            hn("expected"),
-            hn("drift"),
-            hn("db sold"),
-            hn("in-flt"),
-            hn("orphaned"),
-        ],
-        widths: vec![
-            Constraint::Min(12),
-            Constraint::Length(8),
-            Constraint::Length(8),
-            Constraint::Length(8),
-            Constraint::Length(7),
-            Constraint::Length(8),
-            Constraint::Length(6),
-            Constraint::Length(8),
-        ],
+        columns: &COLUMNS,
         empty: empty_reason(app, &app.stock.feed, "No drift: nothing to fix."),
         bottom: error_line(&app.stock.feed),
     };
-    table::render(frame, rest, app, View::Reconcile, spec, rows.len(), |i| {
+    table::render_columns(frame, rest, app, View::Reconcile, spec, rows.len(), |i| {
         let p = rows[i];
-        Row::new(vec![
-            Cell::from(p.product.clone()),
-            Cell::from(p.state.as_str()),
-            num(opt(p.redis_remaining)),
-            num(p.expected_remaining.to_string()),
-            num(drift(p.drift)),
-            num(p.db_sold.to_string()),
-            num(p.in_flight.to_string()),
-            num(p.orphaned.to_string()),
-        ])
-        .style(row_style(p))
+        let cells = vec![
+            p.product.clone(),
+            p.state.as_str().to_string(),
+            p.redis_remaining.map_or_else(|| "-".into(), grouped),
+            grouped(p.expected_remaining),
+            p.drift.map_or_else(|| "-".into(), signed),
+            grouped(p.db_sold),
+            grouped(p.in_flight),
+            grouped(p.orphaned),
+        ];
+        (cells, row_style(p))
     });
 }
+
+/// The reconcile table's columns: the product, its state and drift are never dropped.
+const COLUMNS: [Column; 8] = [
+    Column::text("product", (6, 24), 0),
+    Column::text("state", (5, 9), 0),
+    Column::number("redis", 1),
+    Column::number("expected", 2),
+    Column::number("drift", 0),
+    Column::number("db sold", 5),
+    Column::number("in-flt", 4),
+    Column::number("orphaned", 3),
+];

@@ -3,21 +3,22 @@
 //! top. Rows that need attention are coloured; only the visible rows are built.
 
 use super::ViewKey;
-use super::{bar, drift, empty_reason, error_line, opt};
+use super::{bar, empty_reason, error_line};
 use crate::domain::stock::{ProductStatus, State};
 use crate::tui::action::Action;
 use crate::tui::app::App;
 use crate::tui::cursor::{TableCursor, matches};
 use crate::tui::selected::{StockData, state_rank};
 use crate::tui::view::View;
-use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
+use crate::tui::widgets::columns::{Column, Kind, grouped, signed, width};
+use crate::tui::widgets::table::{self, ColumnsSpec};
 use crate::tui::widgets::{bold, critical, dim, warning};
 use crossterm::event::KeyCode;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Cell, Gauge, Row, Sparkline};
+use ratatui::widgets::{Block, Borders, Gauge, Sparkline};
 use std::cmp::Ordering;
 
 /// Sort columns of the stock table.
@@ -227,52 +228,67 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         ),
         dim(),
     ));
-    let spec = TableSpec {
+    let spec = ColumnsSpec {
         title: Line::from(title),
-        header: vec![
-            h("product"),
-            hn("initial"),
-            hn("redis"),
-            hn("db sold"),
-            hn("in-flt"),
-            hn("drift"),
-            h("state"),
-            hn("rate/s"),
-            h("sold"),
-        ],
-        widths: vec![
-            Constraint::Min(12),
-            Constraint::Length(8),
-            Constraint::Length(8),
-            Constraint::Length(8),
-            Constraint::Length(6),
-            Constraint::Length(7),
-            Constraint::Length(8),
-            Constraint::Length(7),
-            Constraint::Length(17),
-        ],
+        columns: &COLUMNS,
         empty: empty_reason(app, &app.stock.feed, "No product matches the filter."),
         bottom: error_line(&app.stock.feed),
     };
     let Some(report) = report else {
-        table::render(frame, rest, app, View::Stock, spec, 0, |_| Row::default());
+        table::render_columns(frame, rest, app, View::Stock, spec, 0, |_| {
+            (Vec::new(), Style::default())
+        });
         return;
     };
-    table::render(frame, rest, app, View::Stock, spec, order.len(), |i| {
+    table::render_columns(frame, rest, app, View::Stock, spec, order.len(), |i| {
         let p = &report.products[order[i]];
-        Row::new(vec![
-            Cell::from(p.product.clone()),
-            num(p.initial.to_string()),
-            num(opt(p.redis_remaining)),
-            num(p.db_sold.to_string()),
-            num(p.in_flight.to_string()),
-            num(drift(p.drift)),
-            Cell::from(p.state.as_str()),
-            num(rate(app, &p.product)),
-            Cell::from(bar(p.sold_percent, 10)),
-        ])
-        .style(row_style(p))
+        let cells = vec![
+            p.product.clone(),
+            grouped(p.initial),
+            p.redis_remaining.map_or_else(|| "-".into(), grouped),
+            grouped(p.db_sold),
+            grouped(p.in_flight),
+            p.drift.map_or_else(|| "-".into(), signed),
+            p.state.as_str().to_string(),
+            rate(app, &p.product),
+            bar(p.sold_percent, 10),
+        ];
+        (cells, row_style(p))
     });
+}
+
+/// The stock table's columns: the product, its drift and state are never dropped; the gauge,
+/// the rate, the initial stock and the in-flight units go first on a narrow terminal.
+const COLUMNS: [Column; 9] = [
+    Column::text("product", (6, 24), 0),
+    Column::number("initial", 4),
+    Column::number("redis", 1),
+    Column::number("db sold", 2),
+    Column::number("in-flt", 3),
+    Column::number("drift", 0),
+    Column::text("state", (5, 9), 0),
+    Column::number("rate/s", 5),
+    Column {
+        title: "sold",
+        kind: Kind::Fixed(17),
+        drop: 6,
+    },
+];
+
+/// The sold gauge's label, the longest that fits `room` (a figure is never cut): the units
+/// sold of the initial stock, the share, what Redis has left.
+fn gauge_label((sold, initial, left): (i64, i64, i64), ratio: f64, room: u16) -> String {
+    let (sold, initial, left) = (grouped(sold), grouped(initial), grouped(left));
+    let share = format!("{:.1}%", ratio * 100.0);
+    [
+        format!("{sold} of {initial} sold ({share}), {left} left in Redis"),
+        format!("{sold} of {initial} sold ({share})"),
+        format!("{sold}/{initial} ({share})"),
+        share,
+    ]
+    .into_iter()
+    .find(|l| width(l) <= room)
+    .unwrap_or_default()
 }
 
 /// The activity's sold gauge and its sales-rate sparkline.
@@ -284,12 +300,10 @@ fn render_top(frame: &mut Frame, area: Rect, app: &App) {
             let ratio = (r.totals.db_sold as f64 / r.totals.initial as f64).clamp(0.0, 1.0);
             (
                 ratio,
-                format!(
-                    "{} of {} sold ({:.1}%), {} left in Redis",
-                    r.totals.db_sold,
-                    r.totals.initial,
-                    ratio * 100.0,
-                    r.totals.redis_remaining
+                gauge_label(
+                    (r.totals.db_sold, r.totals.initial, r.totals.redis_remaining),
+                    ratio,
+                    left.width.saturating_sub(2),
                 ),
             )
         }

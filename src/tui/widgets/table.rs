@@ -1,6 +1,7 @@
 //! A table that builds only the rows it shows: a stock table of 10,000 products costs one
 //! screen of rows per frame, not 10,000.
 
+use super::columns::{self, Column, Kind};
 use super::{bold, dim};
 use crate::tui::app::App;
 use crate::tui::view::View;
@@ -23,6 +24,18 @@ pub struct TableSpec<'a> {
     pub bottom: Option<Line<'a>>,
 }
 
+impl<'a> TableSpec<'a> {
+    /// The frame, the header and the widths.
+    fn into_parts(self) -> (Framing<'a>, Vec<Cell<'a>>, Vec<Constraint>) {
+        let framing = Framing {
+            title: self.title,
+            empty: self.empty,
+            bottom: self.bottom,
+        };
+        (framing, self.header, self.widths)
+    }
+}
+
 /// Draws `len` rows in `area`, building only the visible ones with `row`.
 pub fn render<'a>(
     frame: &mut Frame,
@@ -33,15 +46,96 @@ pub fn render<'a>(
     len: usize,
     row: impl Fn(usize) -> Row<'a>,
 ) {
+    let (framing, header, widths) = spec.into_parts();
+    draw(frame, area, app, view, framing, len, |window| {
+        let rows = window.map(row).collect();
+        (Row::new(header), rows, widths)
+    });
+}
+
+/// What a table of measured columns looks like (see [`super::columns`]).
+pub struct ColumnsSpec<'a> {
+    pub title: Line<'a>,
+    pub columns: &'a [Column],
+    pub empty: String,
+    pub bottom: Option<Line<'a>>,
+}
+
+/// Draws `len` rows of measured columns: `row` gives a visible row's cell texts (one per
+/// column) and its style; each column is as wide as its widest value in view, columns drop by
+/// priority when the table is too wide, and a number never shows cut ([`columns::fit`]).
+pub fn render_columns<'a>(
+    frame: &mut Frame,
+    area: Rect,
+    app: &App,
+    view: View,
+    spec: ColumnsSpec<'a>,
+    len: usize,
+    row: impl Fn(usize) -> (Vec<String>, Style),
+) {
+    let cols = spec.columns;
+    let framing = Framing {
+        title: spec.title,
+        empty: spec.empty,
+        bottom: spec.bottom,
+    };
+    // Borders take two columns, the highlight mark one.
+    let room = area.width.saturating_sub(3);
+    draw(frame, area, app, view, framing, len, |window| {
+        let texts: Vec<(Vec<String>, Style)> = window.map(row).collect();
+        let cells: Vec<Vec<String>> = texts.iter().map(|(c, _)| c.clone()).collect();
+        let w = columns::widths(cols, &cells, room);
+        let shown = |texts: Vec<String>| -> Vec<Cell<'static>> {
+            cols.iter()
+                .zip(&w)
+                .zip(texts.into_iter().chain(std::iter::repeat(String::new())))
+                .filter_map(|((c, w), t)| {
+                    let w = (*w)?;
+                    let t = columns::fit(c.kind, &t, w);
+                    Some(match c.kind {
+                        Kind::Number => Cell::from(Line::from(t).right_aligned()),
+                        _ => Cell::from(t),
+                    })
+                })
+                .collect()
+        };
+        let header = Row::new(shown(cols.iter().map(|c| c.title.to_string()).collect()));
+        let rows = texts
+            .into_iter()
+            .map(|(t, style)| Row::new(shown(t)).style(style))
+            .collect();
+        let widths = w.iter().flatten().map(|n| Constraint::Length(*n)).collect();
+        (header, rows, widths)
+    });
+}
+
+/// The frame of a table: its titles and what it says when empty.
+struct Framing<'a> {
+    title: Line<'a>,
+    empty: String,
+    bottom: Option<Line<'a>>,
+}
+
+/// The block, the empty text, the window of visible rows and the highlight, shared by both
+/// kinds of table; `body` builds the header, the visible rows and the widths for a window.
+fn draw<'a>(
+    frame: &mut Frame,
+    area: Rect,
+    app: &App,
+    view: View,
+    framing: Framing<'a>,
+    len: usize,
+    body: impl FnOnce(std::ops::Range<usize>) -> (Row<'a>, Vec<Row<'a>>, Vec<Constraint>),
+) {
     let mut block = Block::default()
         .borders(Borders::ALL)
-        .title(spec.title)
+        .title(framing.title)
         .title_top(super::filter::title(app, view).right_aligned());
-    if let Some(b) = spec.bottom {
+    if let Some(b) = framing.bottom {
         block = block.title_bottom(b);
     }
     if len == 0 {
-        let text = Paragraph::new(Line::styled(spec.empty, dim()))
+        let text = Paragraph::new(Line::styled(framing.empty, dim()))
             .wrap(Wrap { trim: true })
             .block(block);
         frame.render_widget(text, area);
@@ -52,12 +146,12 @@ pub fn render<'a>(
     let cursor = app.cursor(view);
     let offset = cursor.window(len, height);
     let end = len.min(offset + height);
-    let rows: Vec<Row<'a>> = (offset..end).map(row).collect();
+    let (header, rows, widths) = body(offset..end);
     let mut state = TableState::default();
     // A row that left the table highlights nothing (the title says so).
     state.select(cursor.row().map(|s| s.min(len - 1) - offset));
-    let header = Row::new(spec.header).style(bold().add_modifier(Modifier::UNDERLINED));
-    let table = Table::new(rows, spec.widths)
+    let header = header.style(bold().add_modifier(Modifier::UNDERLINED));
+    let table = Table::new(rows, widths)
         .header(header)
         .block(block)
         .column_spacing(1)

@@ -1,0 +1,228 @@
+//! Columns sized to what they show. A number is drawn whole or, where even its column cannot
+//! hold it, as an overflow mark (`…`): never a cut number (a right-aligned figure cut by the
+//! terminal loses its leading digits and its sign, and `35567` reads like a value). When the
+//! table is wider than the terminal, whole columns go first, least needed first; the columns an
+//! operator acts on (the id, the drift, the state) stay.
+
+use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+
+/// What a column holds, which decides its width.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Text, left-aligned: as wide as its widest value in view, between `min` and `max`, cut
+    /// with `…` beyond.
+    Text { min: u16, max: u16 },
+    /// A figure, right-aligned: as wide as its widest value in view.
+    Number,
+    /// A fixed width (a gauge), left-aligned.
+    Fixed(u16),
+}
+
+/// One column of a measured table.
+#[derive(Clone, Copy, Debug)]
+pub struct Column {
+    pub title: &'static str,
+    pub kind: Kind,
+    /// 0: never dropped; otherwise, the higher, the sooner it goes when the table is too wide.
+    pub drop: u8,
+}
+
+impl Column {
+    /// A figure column; `drop` as in [`Column::drop`].
+    pub const fn number(title: &'static str, drop: u8) -> Column {
+        Column {
+            title,
+            kind: Kind::Number,
+            drop,
+        }
+    }
+
+    /// A text column between `min` and `max` cells wide.
+    pub const fn text(title: &'static str, (min, max): (u16, u16), drop: u8) -> Column {
+        Column {
+            title,
+            kind: Kind::Text { min, max },
+            drop,
+        }
+    }
+}
+
+/// The overflow mark: a value its column cannot hold.
+pub const OVERFLOW: &str = "…";
+
+/// Where each column is drawn: its width, or None when it was dropped for room.
+pub fn widths(columns: &[Column], rows: &[Vec<String>], room: u16) -> Vec<Option<u16>> {
+    let mut w: Vec<Option<u16>> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let widest = rows
+                .iter()
+                .filter_map(|r| r.get(i))
+                .map(|s| width(s))
+                .max()
+                .unwrap_or(0)
+                .max(width(c.title));
+            Some(match c.kind {
+                Kind::Text { min, max } => widest.clamp(min, max.max(min)),
+                Kind::Number => widest,
+                Kind::Fixed(n) => n,
+            })
+        })
+        .collect();
+    // Whole columns go, least needed first (the rightmost of equals), until the rest fits.
+    while total(&w) > room {
+        let victim = columns
+            .iter()
+            .enumerate()
+            .filter(|(i, c)| c.drop > 0 && w[*i].is_some())
+            .max_by_key(|(i, c)| (c.drop, *i))
+            .map(|(i, _)| i);
+        match victim {
+            Some(i) => w[i] = None,
+            None => break,
+        }
+    }
+    // Still too wide: the text columns give way down to their minimum, then every column
+    // shrinks from the right (a number that no longer fits shows the overflow mark).
+    let mut over = total(&w).saturating_sub(room);
+    for (i, c) in columns.iter().enumerate() {
+        if let (Kind::Text { min, .. }, Some(cur)) = (c.kind, w[i]) {
+            let give = over.min(cur.saturating_sub(min));
+            w[i] = Some(cur - give);
+            over -= give;
+        }
+    }
+    for slot in w.iter_mut().rev() {
+        if over == 0 {
+            break;
+        }
+        if let Some(cur) = slot {
+            let give = over.min(cur.saturating_sub(1));
+            *cur -= give;
+            over -= give;
+        }
+    }
+    w
+}
+
+/// The width the drawn columns take, one space between two.
+fn total(w: &[Option<u16>]) -> u16 {
+    let shown: Vec<u16> = w.iter().flatten().copied().collect();
+    let gaps = u16::try_from(shown.len().saturating_sub(1)).unwrap_or(u16::MAX);
+    shown.iter().fold(gaps, |sum, n| sum.saturating_add(*n))
+}
+
+/// The text of a cell in a column `w` wide: whole when it fits; a number that does not is the
+/// overflow mark, text is cut with it.
+pub fn fit(kind: Kind, value: &str, w: u16) -> String {
+    if width(value) <= w {
+        return value.to_string();
+    }
+    match kind {
+        Kind::Number => OVERFLOW.to_string(),
+        Kind::Text { .. } | Kind::Fixed(_) => {
+            // Whole characters while they and the mark fit (a wide one is never split).
+            let mut out = String::new();
+            let mut used: usize = 0;
+            for ch in value.chars() {
+                let cw = UnicodeWidthChar::width(ch).unwrap_or(0);
+                if used + cw + 1 > usize::from(w) {
+                    break;
+                }
+                used += cw;
+                out.push(ch);
+            }
+            out.push_str(OVERFLOW);
+            out
+        }
+    }
+}
+
+/// Display width, in terminal cells.
+pub fn width(s: &str) -> u16 {
+    u16::try_from(UnicodeWidthStr::width(s)).unwrap_or(u16::MAX)
+}
+
+/// An integer with thousands separators: `1,235,567`, `-2,002`.
+pub fn grouped(n: i64) -> String {
+    let digits = n.unsigned_abs().to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
+    if n < 0 {
+        out.push('-');
+    }
+    for (i, d) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(d);
+    }
+    out
+}
+
+/// An integer with its sign always shown (a drift): `+123,459`, `-3`, `0`.
+pub fn signed(n: i64) -> String {
+    if n > 0 {
+        format!("+{}", grouped(n))
+    } else {
+        grouped(n)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_are_grouped_with_their_sign() {
+        assert_eq!(grouped(0), "0");
+        assert_eq!(grouped(999), "999");
+        assert_eq!(grouped(1_235_567), "1,235,567");
+        assert_eq!(grouped(-2_002), "-2,002");
+        assert_eq!(grouped(i64::MIN), "-9,223,372,036,854,775,808");
+        assert_eq!(signed(123_459), "+123,459");
+        assert_eq!(signed(-3), "-3");
+        assert_eq!(signed(0), "0");
+    }
+
+    #[test]
+    fn a_number_that_does_not_fit_is_the_overflow_mark() {
+        assert_eq!(fit(Kind::Number, "1,235,567", 9), "1,235,567");
+        assert_eq!(fit(Kind::Number, "1,235,567", 8), OVERFLOW);
+        assert_eq!(
+            fit(Kind::Text { min: 1, max: 9 }, "headphones", 6),
+            "headp…"
+        );
+        assert_eq!(fit(Kind::Text { min: 1, max: 9 }, "商品四十二", 5), "商品…");
+    }
+
+    #[test]
+    fn columns_drop_by_priority_and_keep_the_ones_acted_on() {
+        let cols = [
+            Column::text("product", (4, 20), 0),
+            Column::number("initial", 3),
+            Column::number("drift", 0),
+            Column::number("rate", 5),
+        ];
+        let rows = vec![vec![
+            "p0003".into(),
+            "1,235,567".into(),
+            "+123,459".into(),
+            "1.0".into(),
+        ]];
+        let wide = widths(&cols, &rows, 80);
+        assert_eq!(wide, vec![Some(7), Some(9), Some(8), Some(4)]);
+        // 7 + 9 + 8 + 3 gaps = 27: rate goes first.
+        assert_eq!(
+            widths(&cols, &rows, 27),
+            vec![Some(7), Some(9), Some(8), None]
+        );
+        // Then initial; the drift stays.
+        assert_eq!(widths(&cols, &rows, 20), vec![Some(7), None, Some(8), None]);
+        // Narrower still: the product gives way to its minimum, then the drift shows `…`.
+        assert_eq!(widths(&cols, &rows, 13), vec![Some(4), None, Some(8), None]);
+        let narrow = widths(&cols, &rows, 10);
+        assert_eq!(narrow, vec![Some(4), None, Some(5), None]);
+        assert_eq!(fit(Kind::Number, "+123,459", 5), OVERFLOW);
+    }
+}
