@@ -53,6 +53,8 @@ pub enum Action {
     StartFilter,
     /// Type a character into the open input (filter or typed confirmation).
     Input(char),
+    /// A key no binding has, outside an input: said on the status line, nothing else.
+    Unknown(char),
     /// Delete the last character of the open input.
     Backspace,
     /// Enter: keep the filter, confirm a typed dialog, select the highlighted activity.

@@ -173,7 +173,15 @@ fn normal_key(app: &App, key: KeyEvent, ctrl: bool) -> Option<Action> {
         }
         // The current view's own keys first; a key of another view still maps, so that its
         // handler can say where it works.
-        code => return views::view_key(app.view, code).or_else(|| views::other_view_key(code)),
+        // A stray letter (typed while no input was open) says so and does nothing else.
+        code => {
+            return views::view_key(app.view, code)
+                .or_else(|| views::other_view_key(code))
+                .or(match code {
+                    KeyCode::Char(c) if !c.is_control() => Some(Action::Unknown(c)),
+                    _ => None,
+                });
+        }
     };
     Some(action)
 }

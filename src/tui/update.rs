@@ -66,6 +66,10 @@ impl App {
                 }
                 Vec::new()
             }
+            Action::Unknown(c) => {
+                self.flash(format!("unknown key: {c} (press ? for help)"), false);
+                Vec::new()
+            }
             Action::Input(c) => {
                 self.input(c);
                 Vec::new()
