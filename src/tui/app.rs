@@ -141,6 +141,9 @@ pub struct Flash {
     pub at: Instant,
 }
 
+/// How long a confirmation dialog ignores its confirming key after it opens.
+pub const CONFIRM_AFTER: Duration = Duration::from_millis(400);
+
 /// How long a flash message stays.
 pub const FLASH_FOR: Duration = Duration::from_secs(8);
 
@@ -185,6 +188,9 @@ pub struct App {
     pub filtering: bool,
     pub dialog: Option<Dialog>,
     pub flash: Option<Flash>,
+    /// When the open confirmation dialog opened: Enter within [`CONFIRM_AFTER`] of it is
+    /// ignored (typed ahead, before the dialog could be read).
+    pub dialog_at: Instant,
     pub busy: Option<Busy>,
     pub next_seq: u64,
 }
@@ -209,6 +215,7 @@ impl App {
             filtering: false,
             dialog: None,
             flash: None,
+            dialog_at: now,
             busy: None,
             next_seq: 1,
         }

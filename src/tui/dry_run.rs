@@ -176,7 +176,7 @@ impl App {
             ));
         }
         self.dialog = Some(Dialog::Confirm(Confirm {
-            title: format!("Dry run of {activity}?   y start   n cancel"),
+            title: format!("Dry run of {activity}?   Enter start   Esc cancel"),
             lines,
             write: PendingWrite::DryRun {
                 activity,

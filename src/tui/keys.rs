@@ -33,7 +33,7 @@ pub const BINDINGS: &[(&str, &str, &str)] = &[
     ("s / S", "next sort column / reverse the order", "Stock"),
     (
         "f",
-        "fix the highlighted product (preview, then y)",
+        "fix the highlighted product (preview, then Enter)",
         "Stock, Reconcile",
     ),
     (
@@ -48,17 +48,17 @@ pub const BINDINGS: &[(&str, &str, &str)] = &[
     ),
     (
         "r / R",
-        "resolve the highlighted / every pending entry (then y)",
+        "resolve the highlighted / every pending entry (then Enter)",
         "Compensation",
     ),
     (
         "p / P",
-        "preheat gate (then y) / --force over conflicts (type the id)",
+        "preheat gate (then Enter) / --force (type the id)",
         "Preheat",
     ),
     (
         "d",
-        "start a dry run on shadow keys (a form, then y)",
+        "start a dry run on shadow keys (a form, then Enter)",
         "Dry run",
     ),
     ("x / Esc", "stop the running dry run", "Dry run"),
@@ -67,7 +67,7 @@ pub const BINDINGS: &[(&str, &str, &str)] = &[
         "next field (Tab, Up/Down) / pick the strategy (Left/Right)",
         "dry-run form",
     ),
-    ("y / n, Esc", "confirm / cancel a dialog", "dialogs"),
+    ("Enter / n, Esc", "confirm / cancel a dialog", "dialogs"),
 ];
 
 /// Rows a page key moves: about a screen of table rows (the header, footer and borders
@@ -112,8 +112,11 @@ fn dialog_key(dialog: &Dialog, key: KeyEvent) -> Option<Action> {
             KeyCode::Char(c) => Some(Action::Input(c)),
             _ => None,
         },
+        // Enter confirms: a key that types no text, so letters typed ahead (a word meant for
+        // the filter) cannot open a dialog and answer it.
         Dialog::Confirm(_) => match key.code {
-            KeyCode::Char('y') | KeyCode::Char('Y') => Some(Action::Confirm),
+            KeyCode::Enter => Some(Action::Confirm),
+            KeyCode::Char('y') | KeyCode::Char('Y') => Some(Action::Unknown('y')),
             KeyCode::Char('n') | KeyCode::Char('N') | KeyCode::Esc => Some(Action::Cancel),
             _ => None,
         },

@@ -261,6 +261,11 @@ async fn event_loop<B: Backend>(
 }
 
 fn apply(app: &mut App, action: Action, exec: &Executor) {
+    // A key is answered on the clock of its arrival (a dialog's moment of ignored keys counts
+    // from when it opened to when the key came, not to the last tick).
+    if matches!(action, Action::Key(_)) {
+        app.update(Action::Tick(Instant::now()));
+    }
     for cmd in app.update(action) {
         exec.execute(cmd);
     }

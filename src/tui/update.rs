@@ -2,7 +2,7 @@
 //! the network, so a key is answered in the same loop turn whatever Redis is doing.
 
 use super::action::{Action, Command};
-use super::app::{App, Confirm, Dialog, PendingWrite};
+use super::app::{App, CONFIRM_AFTER, Confirm, Dialog, PendingWrite};
 use super::keys;
 use super::view::View;
 use super::views::dry_run::FormField;
@@ -13,6 +13,24 @@ const MAX_INPUT: usize = 128;
 impl App {
     /// Applies one Action and returns what the runtime must do.
     pub fn update(&mut self, action: Action) -> Vec<Command> {
+        let before = self.dialog_title();
+        let out = self.handle(action);
+        // A dialog that opened (or changed) now starts its moment of ignored confirmations.
+        if self.dialog_title() != before {
+            self.dialog_at = self.now;
+        }
+        out
+    }
+
+    /// The title of the open dialog, if any: what says that another dialog opened.
+    fn dialog_title(&self) -> Option<String> {
+        match &self.dialog {
+            Some(Dialog::Confirm(c)) => Some(c.title.clone()),
+            _ => None,
+        }
+    }
+
+    fn handle(&mut self, action: Action) -> Vec<Command> {
         self.dirty = true;
         match action {
             Action::Key(key) => match keys::map(self, key) {
@@ -67,7 +85,12 @@ impl App {
                 Vec::new()
             }
             Action::Unknown(c) => {
-                self.flash(format!("unknown key: {c} (press ? for help)"), false);
+                let text = if matches!(self.dialog, Some(Dialog::Confirm(_))) {
+                    format!("{c} does not confirm: Enter does, Esc cancels")
+                } else {
+                    format!("unknown key: {c} (press ? for help)")
+                };
+                self.flash(text, false);
                 Vec::new()
             }
             Action::Input(c) => {
@@ -81,6 +104,13 @@ impl App {
             Action::Enter => self.enter(),
             Action::Cancel => self.cancel(),
             Action::Confirm => match &self.dialog {
+                // A key within a moment of the dialog opening was typed before it was read.
+                Some(Dialog::Confirm(_))
+                    if self.now.saturating_duration_since(self.dialog_at) < CONFIRM_AFTER =>
+                {
+                    self.flash("too quick: read the dialog, then press Enter", false);
+                    Vec::new()
+                }
                 Some(Dialog::Confirm(c)) if c.typed.is_none() => {
                     let write = c.write.clone();
                     self.run_write(write)
@@ -221,7 +251,7 @@ impl App {
                         "Quitting now may stop it half way; the audit table records what was applied."
                             .into(),
                         String::new(),
-                        "y quit anyway    n stay".into(),
+                        "Enter quits anyway    n / Esc stays".into(),
                     ],
                     write: PendingWrite::Quit,
                     typed: None,
@@ -236,7 +266,7 @@ impl App {
                         "Quitting stops the dry run; its shadow keys are removed before the".into(),
                         "console exits (it waits up to 10 s for that).".into(),
                         String::new(),
-                        "y stop it and quit    n stay".into(),
+                        "Enter stops it and quits    n / Esc stays".into(),
                     ],
                     write: PendingWrite::Quit,
                     typed: None,

@@ -167,7 +167,10 @@ impl App {
                 .into(),
         );
         let (title, typed) = match &product {
-            Some(p) => (format!("Fix {p} in {activity}?   y apply   n cancel"), None),
+            Some(p) => (
+                format!("Fix {p} in {activity}?   Enter apply   Esc cancel"),
+                None,
+            ),
             None => (
                 format!(
                     "Fix {} product(s) of {activity}? Type the activity id and Enter",
@@ -401,7 +404,7 @@ impl App {
         lines.push("The ledger and the orders decide: applied, returned (the stock goes".into());
         lines.push("back through restore.lua) or not applied. Every resolution is audited.".into());
         self.dialog = Some(Dialog::Confirm(Confirm {
-            title: "Resolve compensation?   y resolve   n cancel".into(),
+            title: "Resolve compensation?   Enter resolve   Esc cancel".into(),
             lines,
             write: PendingWrite::Resolve { activity, which },
             typed: None,
@@ -481,7 +484,7 @@ impl App {
         let (title, typed) = match &product {
             Some(p) => (
                 format!(
-                    "{verb} {p} of {activity}?   y {}   n cancel",
+                    "{verb} {p} of {activity}?   Enter {}   Esc cancel",
                     verb.to_lowercase()
                 ),
                 None,
@@ -559,7 +562,9 @@ impl App {
             "Audited with the initial stock before and after.".into(),
         ];
         self.dialog = Some(Dialog::Confirm(Confirm {
-            title: format!("Top up {product} of {activity} by {add:+}?   y top up   n cancel"),
+            title: format!(
+                "Top up {product} of {activity} by {add:+}?   Enter top up   Esc cancel"
+            ),
             lines,
             write: PendingWrite::Topup {
                 activity,
@@ -674,7 +679,10 @@ impl App {
             lines.push(
                 "Keys that hold other values make it a no-go; nothing is overwritten.".into(),
             );
-            (format!("Preheat {activity}?   y run   n cancel"), None)
+            (
+                format!("Preheat {activity}?   Enter run   Esc cancel"),
+                None,
+            )
         };
         self.dialog = Some(Dialog::Confirm(Confirm {
             title,

@@ -62,7 +62,7 @@ fn the_tui_fixes_drift_and_answers_keys_while_redis_is_stopped() {
     tmux.wait("the fix preview", Duration::from_secs(5), |s| {
         s.contains("Fix phone in tui-sale?") && s.contains("97 -> 100")
     });
-    tmux.keys("y");
+    confirm(&tmux);
     tmux.wait("the fix result", Duration::from_secs(5), |s| {
         s.contains("Fix applied to 1 product(s)")
     });
@@ -115,6 +115,13 @@ fn the_tui_fixes_drift_and_answers_keys_while_redis_is_stopped() {
         "0",
         "still on the alternate screen"
     );
+}
+
+/// Confirms the dialog on screen as an operator does: it has been shown a moment (keys typed
+/// ahead do not confirm), then Enter.
+fn confirm(tmux: &Tmux) {
+    std::thread::sleep(Duration::from_millis(600));
+    tmux.keys("Enter");
 }
 
 /// The TUI in a 110x30 tmux pane on `activity`, imported with `products` (id, stock, limit)
@@ -198,6 +205,33 @@ fn the_cursor_follows_its_product_across_a_re_sort() {
     tmux.keys("n");
 }
 
+/// Letters typed ahead never answer a write (issue 20: `lazy` typed in the Stock view paused a
+/// product, `z` opening the dialog and `y` confirming it): nothing is paused in Redis.
+#[test]
+fn letters_typed_ahead_pause_nothing() {
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let products = [("alpha", 10, 1), ("bravo", 20, 1)];
+    let at = (&redis, &db, dir.path());
+    let tmux = stock_tui("seckill-lazy", at, ("tui-lazy", &products), "");
+    tmux.keys("2");
+    tmux.keys("lazy");
+    tmux.wait("the word's echo", Duration::from_secs(3), |s| {
+        s.contains("y does not confirm: Enter does, Esc cancels")
+    });
+    let s = tmux.screen();
+    assert!(s.contains("Pause alpha of tui-lazy?"), "{s}");
+    tmux.keys("Escape");
+    std::thread::sleep(Duration::from_millis(300));
+    let paused = redis.cli(&["HGET", "seckill:{tui-lazy:alpha}:meta", "paused"]);
+    assert_eq!(
+        paused.trim(),
+        "0",
+        "alpha was paused by letters typed ahead"
+    );
+}
+
 /// Pause and resume the highlighted product from the Stock view: a dialog, y, the result;
 /// Redis holds the flag and the table shows the state.
 #[test]
@@ -214,7 +248,7 @@ fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
     tmux.wait("the pause dialog", Duration::from_secs(3), |s| {
         s.contains("Pause case of tui-hold?")
     });
-    tmux.keys("y");
+    confirm(&tmux);
     tmux.wait("the pause result", Duration::from_secs(5), |s| {
         s.contains("pause: 1 product(s) done")
     });
@@ -239,7 +273,7 @@ fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
     tmux.wait("the resume dialog", Duration::from_secs(3), |s| {
         s.contains("Resume case of tui-hold?")
     });
-    tmux.keys("y");
+    confirm(&tmux);
     tmux.wait("the resume result", Duration::from_secs(5), |s| {
         s.contains("resume: 1 product(s) done")
     });
@@ -260,7 +294,7 @@ fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
     tmux.wait("the top-up confirmation", Duration::from_secs(3), |s| {
         s.contains("Top up case of tui-hold by +25?")
     });
-    tmux.keys("y");
+    confirm(&tmux);
     tmux.wait("the top-up result", Duration::from_secs(5), |s| {
         s.contains("Top-up of case by +25 done")
     });
@@ -431,7 +465,7 @@ async fn the_dry_run_view_runs_strategies_on_shadow_keys_only() {
     let wait = |what: &'static str, timeout: Duration, ok: fn(&Seen) -> bool| {
         wait_for(seen.clone(), what, timeout, ok)
     };
-    // The form: buyers, concurrency, strategy (typed over the defaults), Enter, y.
+    // The form: buyers, concurrency, strategy (typed over the defaults), Enter, Enter.
     let start = |tx: &tokio::sync::mpsc::UnboundedSender<Action>, buyers: &str, strategy: char| {
         let mut keys = vec![
             KeyCode::Char('9'),
@@ -452,10 +486,19 @@ async fn the_dry_run_view_runs_strategies_on_shadow_keys_only() {
             KeyCode::Tab,
             KeyCode::Char(strategy),
             KeyCode::Enter,
-            KeyCode::Char('y'),
         ]);
         for k in keys {
             let _ = tx.send(key_action(k));
+        }
+        // Enter confirms once the dialog has been shown a moment (keys typed ahead do not).
+        let (tx, seen) = (tx.clone(), seen.clone());
+        async move {
+            wait_for(seen, "the dry run dialog", Duration::from_secs(5), |s| {
+                s.text.contains("Dry run of")
+            })
+            .await;
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            let _ = tx.send(key_action(KeyCode::Enter));
         }
     };
 
@@ -470,7 +513,7 @@ async fn the_dry_run_view_runs_strategies_on_shadow_keys_only() {
                 s.text.contains("phone")
             })
             .await;
-            start(&tx, "150", 'a');
+            start(&tx, "150", 'a').await;
             wait("the results", Duration::from_secs(120), |s| s.finished).await;
             let _ = tx.send(Action::ForceQuit);
         };
@@ -502,7 +545,7 @@ async fn the_dry_run_view_runs_strategies_on_shadow_keys_only() {
                 s.text.contains("phone")
             })
             .await;
-            start(&tx, "300000", 'l');
+            start(&tx, "300000", 'l').await;
             wait("live figures", Duration::from_secs(30), |s| {
                 s.progress && s.text.contains("Throughput")
             })
@@ -540,10 +583,15 @@ async fn the_dry_run_view_runs_strategies_on_shadow_keys_only() {
                 s.text.contains("phone")
             })
             .await;
-            start(&tx, "300000", 'l');
+            start(&tx, "300000", 'l').await;
             wait("live figures", Duration::from_secs(30), |s| s.progress).await;
             let _ = tx.send(key_action(KeyCode::Char('q')));
-            let _ = tx.send(key_action(KeyCode::Char('y')));
+            wait("the quit dialog", Duration::from_secs(5), |s| {
+                s.text.contains("Quit while a dry run runs?")
+            })
+            .await;
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            let _ = tx.send(key_action(KeyCode::Enter));
         };
         let (ran, ()) = tokio::join!(ui, drive);
         let app = ran.expect("the loop");

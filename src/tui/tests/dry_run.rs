@@ -54,7 +54,7 @@ fn filled_form(read_only: bool) -> App {
 /// A confirmed dry run of every strategy; returns its sequence number.
 fn started(a: &mut App) -> u64 {
     a.update(code(KeyCode::Enter));
-    match keys(a, "y").as_slice() {
+    match fixtures::confirm(a).as_slice() {
         [Command::StartDryRun { seq, .. }] => *seq,
         other => panic!("expected the dry run to start, got {other:?}"),
     }
@@ -260,7 +260,7 @@ fn the_form_checks_its_numbers_then_asks_and_starts() {
 
     keys(&mut a, "d");
     a.update(code(KeyCode::Enter));
-    let cmds = keys(&mut a, "y");
+    let cmds = fixtures::confirm(&mut a);
     assert_eq!(
         cmds,
         vec![Command::StartDryRun {
@@ -409,7 +409,8 @@ fn quit_while_a_dry_run_runs_asks_first() {
     assert!(screen(&a, W, H).contains("Quit while a dry run runs?"));
     keys(&mut a, "n");
     assert!(!a.should_quit && a.dialog.is_none());
-    keys(&mut a, "qy");
+    keys(&mut a, "q");
+    fixtures::confirm(&mut a);
     assert!(
         a.should_quit,
         "the runtime then stops the run and waits for its cleanup"

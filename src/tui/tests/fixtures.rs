@@ -545,3 +545,16 @@ pub fn buffer_text(buf: &Buffer) -> String {
     }
     out
 }
+
+/// Confirms the open dialog as an operator does: a moment after it opened (keys typed ahead
+/// are ignored), Enter. The dialog is dated back rather than the clock moved on, so the figures
+/// that count time stay as they were.
+pub fn confirm(app: &mut App) -> Vec<crate::tui::action::Command> {
+    if let Some(opened) = app.now.checked_sub(crate::tui::app::CONFIRM_AFTER) {
+        app.dialog_at = opened;
+    }
+    app.update(Action::Key(crossterm::event::KeyEvent::new(
+        crossterm::event::KeyCode::Enter,
+        crossterm::event::KeyModifiers::NONE,
+    )))
+}

@@ -203,7 +203,7 @@ fn preheat_view_idle_running_and_reported() {
 
     let mut a = show(View::Preheat, false);
     a.update(key('p'));
-    a.update(key('y'));
+    fixtures::confirm(&mut a);
     let seq = a
         .views
         .preheat

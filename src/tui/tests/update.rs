@@ -319,7 +319,7 @@ fn product_fix_asks_yes_or_no() {
         seq,
         result: Ok(one),
     });
-    let cmds = keys(&mut a, "y");
+    let cmds = fixtures::confirm(&mut a);
     match cmds.as_slice() {
         [
             Command::ApplyFix {
@@ -410,7 +410,7 @@ fn compensation_resolve_one_and_all() {
     let mut a = app(false);
     keys(&mut a, "4");
     assert!(keys(&mut a, "r").is_empty(), "asks first");
-    let cmds = keys(&mut a, "y");
+    let cmds = fixtures::confirm(&mut a);
     let seq = match cmds.as_slice() {
         [
             Command::ResolveCompensation {
@@ -450,7 +450,7 @@ fn compensation_resolve_one_and_all() {
     assert!(keys(&mut a, "n").is_empty());
     assert!(a.dialog.is_none());
     keys(&mut a, "R");
-    let cmds = keys(&mut a, "y");
+    let cmds = fixtures::confirm(&mut a);
     assert!(
         matches!(
             cmds.as_slice(),
@@ -471,7 +471,7 @@ fn preheat_runs_after_a_yes_and_force_needs_the_id() {
     assert!(keys(&mut a, "y").is_empty(), "y is typed into the id");
     a.update(code(KeyCode::Esc));
     keys(&mut a, "p");
-    let cmds = keys(&mut a, "y");
+    let cmds = fixtures::confirm(&mut a);
     let seq = match cmds.as_slice() {
         [
             Command::RunPreheat {
@@ -537,14 +537,15 @@ fn quit_asks_while_a_write_runs() {
 
     let mut a = app(false);
     keys(&mut a, "4r");
-    keys(&mut a, "y");
+    fixtures::confirm(&mut a);
     assert!(a.busy.is_some());
     a.update(code(KeyCode::Esc)); // hides the working window, the write goes on
     keys(&mut a, "q");
     assert!(!a.should_quit, "asks first");
     keys(&mut a, "n");
     assert!(!a.should_quit && a.dialog.is_none());
-    keys(&mut a, "qy");
+    keys(&mut a, "q");
+    fixtures::confirm(&mut a);
     assert!(a.should_quit);
 
     let mut a = app(false);
@@ -784,4 +785,24 @@ fn a_stray_letter_says_it_is_unknown_and_does_nothing() {
     keys(&mut a, "r");
     let f = a.flash.as_ref().map(|f| f.text.clone()).unwrap_or_default();
     assert!(f.contains("Compensation"), "{f}");
+}
+
+#[test]
+fn letters_typed_ahead_never_confirm_a_write() {
+    // "lazy" typed into the Stock view with no filter open: z opens the pause dialog, y and
+    // the other letters confirm nothing.
+    let mut a = app(false);
+    let cmds = keys(&mut a, "lazy");
+    assert!(cmds.is_empty(), "{cmds:?}");
+    assert!(matches!(&a.dialog, Some(Dialog::Confirm(c)) if c.title.starts_with("Pause case")));
+    let f = a.flash.as_ref().map(|f| f.text.clone()).unwrap_or_default();
+    assert_eq!(f, "y does not confirm: Enter does, Esc cancels");
+    // Enter in the moment the dialog opened was typed before it could be read.
+    assert!(a.update(code(KeyCode::Enter)).is_empty());
+    let f = a.flash.as_ref().map(|f| f.text.clone()).unwrap_or_default();
+    assert!(f.starts_with("too quick"), "{f}");
+    // A moment later, Enter pauses case.
+    let cmds = fixtures::confirm(&mut a);
+    assert_eq!(cmds.len(), 1, "{cmds:?}");
+    assert!(cmds[0].writes(), "{cmds:?}");
 }

@@ -103,7 +103,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, dialog: &Dialog) {
                     }
                     out.push(Line::styled("Enter confirm   Esc cancel", dim()));
                 }
-                None => out.push(Line::styled("y confirm   n / Esc cancel", dim())),
+                None => out.push(Line::styled("Enter confirm   n / Esc cancel", dim())),
             }
             (c.title.clone(), out, Style::default().fg(Color::Yellow))
         }
