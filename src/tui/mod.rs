@@ -28,6 +28,7 @@ pub mod runtime;
 pub mod selected;
 mod services;
 pub mod terminal;
+pub mod topup_form;
 mod update;
 pub mod view;
 pub mod views;

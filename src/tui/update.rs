@@ -326,12 +326,16 @@ impl App {
             self.form_input(c);
             return;
         }
-        if let Some(Dialog::TopupForm { input, error, .. }) = &mut self.dialog {
-            if (c.is_ascii_digit() || (input.is_empty() && matches!(c, '-' | '+')))
-                && input.len() < 13
-            {
-                input.push(c);
-                *error = None;
+        if let Some(Dialog::TopupForm { product, .. }) = &self.dialog {
+            let figures = self.topup_figures(&product.clone());
+            if let Some(Dialog::TopupForm { input, error, .. }) = &mut self.dialog {
+                match super::topup_form::type_key(input, c, figures.as_ref()) {
+                    Ok(next) => {
+                        *input = next;
+                        *error = None;
+                    }
+                    Err(why) => *error = Some(why),
+                }
             }
             return;
         }

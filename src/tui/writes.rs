@@ -4,6 +4,7 @@
 
 use super::action::Command;
 use super::app::{App, Busy, Confirm, Dialog, PendingWrite};
+use super::topup_form;
 use super::view::View;
 use super::views::preheat::PreheatRun;
 use crate::domain::ActivityId;
@@ -532,6 +533,13 @@ impl App {
         Vec::new()
     }
 
+    /// What the top-up form knows of `product`, from the last status read.
+    pub fn topup_figures(&self, product: &str) -> Option<topup_form::Figures> {
+        let r = self.stock.report()?;
+        let p = r.products.iter().find(|p| p.product == product)?;
+        Some(topup_form::Figures::of(p))
+    }
+
     /// Enter in the top-up form: a whole number other than 0 goes on to the confirmation.
     pub(super) fn submit_topup_form(&mut self) {
         let Some(Dialog::TopupForm {
@@ -543,8 +551,8 @@ impl App {
         else {
             return;
         };
-        let add = match input.trim_start_matches('+').parse::<i64>() {
-            Ok(n) if n != 0 => n,
+        let add = match topup_form::units(input) {
+            Some(n) if n != 0 => n,
             _ => {
                 *error = Some(format!(
                     "'{input}' is not a whole number of units other than 0"
@@ -553,7 +561,8 @@ impl App {
             }
         };
         let (activity, product) = (activity.clone(), product.clone());
-        let lines = vec![
+        let figures = self.topup_figures(&product);
+        let mut lines = vec![
             format!(
                 "The database's initial_stock and the Redis stock of {product} move by {add:+}"
             ),
@@ -561,6 +570,16 @@ impl App {
                 .into(),
             "Audited with the initial stock before and after.".into(),
         ];
+        if let Some(f) = &figures {
+            if let Err(why) = topup_form::range(add, f) {
+                if let Some(Dialog::TopupForm { error, .. }) = &mut self.dialog {
+                    *error = Some(why);
+                }
+                return;
+            }
+            lines.push(String::new());
+            lines.extend(topup_form::before_after(add, f));
+        }
         self.dialog = Some(Dialog::Confirm(Confirm {
             title: format!(
                 "Top up {product} of {activity} by {add:+}?   Enter top up   Esc cancel"

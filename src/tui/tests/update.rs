@@ -806,3 +806,35 @@ fn letters_typed_ahead_never_confirm_a_write() {
     assert_eq!(cmds.len(), 1, "{cmds:?}");
     assert!(cmds[0].writes(), "{cmds:?}");
 }
+
+#[test]
+fn the_topup_form_refuses_what_is_not_a_whole_unit_as_it_is_typed() {
+    let mut a = app(false);
+    keys(&mut a, "t10.");
+    match &a.dialog {
+        Some(Dialog::TopupForm { input, error, .. }) => {
+            assert_eq!(input, "10");
+            assert_eq!(
+                error.as_deref(),
+                Some("'.' refused: whole units only (digits, a leading + or -)")
+            );
+        }
+        other => panic!("expected the top-up form, got {other:?}"),
+    }
+    // The case holds 60 sold of 500: a cut to below that is refused at the keystroke, whole.
+    for _ in 0..2 {
+        a.update(code(KeyCode::Backspace));
+    }
+    keys(&mut a, "-441");
+    let s = screen(&a, 100, 30);
+    assert!(s.contains("units: -44_"), "{s}");
+    assert!(
+        s.contains("-441 would cut the initial stock to 59, below the 60 unit(s) sold or"),
+        "{s}"
+    );
+    assert!(
+        s.contains("│in flight"),
+        "the reason is wrapped, not cut: {s}"
+    );
+    assert!(s.contains("initial stock 500 -> 456"), "{s}");
+}

@@ -74,8 +74,20 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, dialog: &Dialog) {
                     Span::styled(format!("{input}_"), Style::default().fg(Color::Cyan)),
                 ]),
             ];
+            // What the units do, as typed (the last read's figures).
+            if let Some(f) = app.topup_figures(product) {
+                let n = crate::tui::topup_form::units(input).unwrap_or(0);
+                out.push(Line::raw(""));
+                out.extend(
+                    crate::tui::topup_form::before_after(n, &f)
+                        .into_iter()
+                        .map(Line::raw),
+                );
+            }
+            // The reason a keystroke was refused, whole (wrapped, never cut).
             if let Some(e) = error {
-                out.push(Line::styled(clip(e, 70), critical()));
+                out.push(Line::raw(""));
+                out.extend(wrap(e, 70).into_iter().map(|l| Line::styled(l, critical())));
             }
             out.push(Line::styled("Enter next   Esc cancel", dim()));
             (
@@ -202,4 +214,24 @@ fn dry_run_form(app: &App) -> (String, Vec<Line<'static>>, Style) {
         lines,
         Style::default().fg(Color::Cyan),
     )
+}
+
+/// `text` in lines of at most `width` characters, broken at spaces (a word longer than the line
+/// gets a line of its own, whole).
+fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines: Vec<String> = Vec::new();
+    let mut line = String::new();
+    for word in text.split(' ') {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        lines.push(line);
+    }
+    lines
 }
