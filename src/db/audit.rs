@@ -105,6 +105,20 @@ pub async fn recent(
     recent_since(db, activity, None, limit).await
 }
 
+/// The newest `limit` entries on one product of an activity, newest first (the detail view).
+pub async fn recent_of_product(
+    db: &Db,
+    activity: &ActivityId,
+    product: &str,
+    limit: i64,
+) -> Result<Vec<AuditEntry>, sqlx::Error> {
+    let sql =
+        format!("{SELECT_ROW} WHERE activity_id = ? AND product_id = ? ORDER BY id DESC LIMIT ?");
+    let args = [activity.as_str().into(), product.into(), Arg::Int(limit)];
+    let rows: Vec<Row> = db.fetch_all_as(&sql, &args).await?;
+    Ok(rows.into_iter().map(from_row).collect())
+}
+
 /// The newest `limit` entries (of one activity, and at or after `since`, when given), newest
 /// first: a walk back along the primary key that stops after `limit` rows.
 pub async fn recent_since(
@@ -113,10 +127,7 @@ pub async fn recent_since(
     since: Option<DateTime<Utc>>,
     limit: i64,
 ) -> Result<Vec<AuditEntry>, sqlx::Error> {
-    let mut sql = String::from(
-        "SELECT at, actor, action, activity_id, product_id, before_value, after_value, reason, detail \
-         FROM seckill_audit WHERE 1 = 1",
-    );
+    let mut sql = format!("{SELECT_ROW} WHERE 1 = 1");
     let mut args: Vec<Arg> = Vec::new();
     if let Some(a) = activity {
         sql.push_str(" AND activity_id = ?");
@@ -129,18 +140,23 @@ pub async fn recent_since(
     sql.push_str(" ORDER BY id DESC LIMIT ?");
     args.push(Arg::Int(limit));
     let rows: Vec<Row> = db.fetch_all_as(&sql, &args).await?;
-    Ok(rows
-        .into_iter()
-        .map(|r| AuditEntry {
-            at: r.0,
-            actor: r.1,
-            action: r.2,
-            activity_id: r.3,
-            product_id: r.4,
-            before_value: r.5,
-            after_value: r.6,
-            reason: r.7,
-            detail: r.8,
-        })
-        .collect())
+    Ok(rows.into_iter().map(from_row).collect())
+}
+
+/// The columns of an entry, in [`Row`]'s order.
+const SELECT_ROW: &str = "SELECT at, actor, action, activity_id, product_id, before_value, \
+     after_value, reason, detail FROM seckill_audit";
+
+fn from_row(r: Row) -> AuditEntry {
+    AuditEntry {
+        at: r.0,
+        actor: r.1,
+        action: r.2,
+        activity_id: r.3,
+        product_id: r.4,
+        before_value: r.5,
+        after_value: r.6,
+        reason: r.7,
+        detail: r.8,
+    }
 }

@@ -140,19 +140,41 @@ pub async fn of_request(
 /// Entries resolved per page: the queue of an incident can hold a million.
 pub const PAGE: i64 = 1000;
 
-/// One page of an activity's pending entries, oldest first, after the entry `after` (by id):
-/// a walk along the index that never reads the whole queue at once.
-pub async fn pending_page(db: &Db, activity: &ActivityId, after: i64) -> Result<Vec<Compensation>> {
+/// One page of an activity's pending entries, oldest first, after the entry `after` and up to
+/// the entry `upto` (by id): a walk along the index that never reads the whole queue at once.
+pub async fn pending_page(
+    db: &Db,
+    activity: &ActivityId,
+    after: i64,
+    upto: i64,
+) -> Result<Vec<Compensation>> {
     let rows: Vec<Row> = db
         .fetch_all_as(
             &format!(
-                "{SELECT} WHERE activity_id = ? AND status = 'pending' AND id > ? ORDER BY id LIMIT {PAGE}"
+                "{SELECT} WHERE activity_id = ? AND status = 'pending' AND id > ? AND id <= ? \
+                 ORDER BY id LIMIT {PAGE}"
             ),
-            &[activity.as_str().into(), Arg::Int(after)],
+            &[activity.as_str().into(), Arg::Int(after), Arg::Int(upto)],
         )
         .await
         .map_err(|e| db.error(&e))?;
     Ok(rows.into_iter().map(from_row).collect())
+}
+
+/// The pending entries of an activity, counted whole (not capped as the status summary is),
+/// and the id of the newest: what "resolve every pending entry" asks the operator to confirm,
+/// and the bound that keeps it to exactly those. An operator's one-off read along the
+/// `(activity_id, status)` index, never a refresh's.
+pub async fn pending_extent(db: &Db, activity: &ActivityId) -> Result<(i64, Option<i64>)> {
+    let row: Option<(i64, Option<i64>)> = db
+        .fetch_optional_as(
+            "SELECT COUNT(*), MAX(id) FROM seckill_compensation \
+             WHERE activity_id = ? AND status = 'pending'",
+            &[activity.as_str().into()],
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+    Ok(row.unwrap_or((0, None)))
 }
 
 /// Count and age of the pending entries.

@@ -63,6 +63,36 @@ pub async fn statuses(
     Ok(rows.into_iter().collect())
 }
 
+/// Orders of one status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrderCount {
+    pub status: String,
+    pub orders: i64,
+    pub units: i64,
+}
+
+/// Orders and units of one product by status, along the `(activity, product, status)` index:
+/// an operator's one-off look (the detail), never a refresh's.
+pub async fn by_status(db: &Db, activity: &ActivityId, product: &str) -> Result<Vec<OrderCount>> {
+    let sql = format!(
+        "SELECT status, COUNT(*), {} FROM seckill_order \
+         WHERE activity_id = ? AND product_id = ? GROUP BY status ORDER BY status",
+        db.sum_i64("quantity")
+    );
+    let rows: Vec<(String, i64, i64)> = db
+        .fetch_all_as(&sql, &[activity.as_str().into(), product.into()])
+        .await
+        .map_err(|e| db.error(&e))?;
+    Ok(rows
+        .into_iter()
+        .map(|(status, orders, units)| OrderCount {
+            status,
+            orders,
+            units,
+        })
+        .collect())
+}
+
 /// An order to write after a successful deduction.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewOrder {

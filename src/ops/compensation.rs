@@ -47,6 +47,9 @@ pub enum Which {
     One(String),
     /// Every pending entry.
     All,
+    /// The pending entries up to this id: the ones a confirmation counted (entries that arrive
+    /// after it are left for the next look).
+    UpTo(i64),
 }
 
 /// Resolves pending entries. Resolving twice changes nothing: only pending entries are touched
@@ -87,10 +90,14 @@ pub async fn resolve(
             }
             page.resolve(&found, &mut report).await?;
         }
-        Which::All => {
+        Which::All | Which::UpTo(_) => {
+            let upto = match which {
+                Which::UpTo(id) => *id,
+                _ => i64::MAX,
+            };
             let mut after = 0;
             loop {
-                let entries = compensation::pending_page(db, activity, after).await?;
+                let entries = compensation::pending_page(db, activity, after, upto).await?;
                 let Some(last) = entries.last() else {
                     break;
                 };

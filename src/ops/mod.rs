@@ -3,6 +3,7 @@
 
 pub mod cleanup;
 pub mod compensation;
+pub mod detail;
 pub mod fix;
 pub mod guard;
 pub mod health;

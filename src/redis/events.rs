@@ -71,6 +71,11 @@ pub fn last_id(reply: &Value) -> Option<EventId> {
 
 /// `XREVRANGE events + - COUNT 1`: the newest event.
 pub fn newest(k: &ProductKeys) -> Keyed {
+    newest_page(k, 1)
+}
+
+/// `XREVRANGE events + - COUNT count`: the newest events, newest first.
+pub fn newest_page(k: &ProductKeys, count: usize) -> Keyed {
     Keyed::new(
         &k.events,
         redis::cmd("XREVRANGE")
@@ -78,7 +83,7 @@ pub fn newest(k: &ProductKeys) -> Keyed {
             .arg("+")
             .arg("-")
             .arg("COUNT")
-            .arg(1)
+            .arg(count)
             .clone(),
     )
 }

@@ -67,6 +67,8 @@ pub enum Action {
     CycleSort,
     /// Reverse the sort direction of the stock table.
     ReverseSort,
+    /// Enter or → on a table row: what is behind it (a product's detail, a row's whole text).
+    OpenDetail,
     /// Make this activity the one every view shows.
     SelectActivity(ActivityId),
     /// Fix the highlighted product: preview first, then a yes/no dialog.
@@ -146,6 +148,17 @@ pub enum Action {
         seq: u64,
         result: Result<ResolveReport, Error>,
     },
+    /// A product's detail, read for the row the operator opened.
+    DetailRead {
+        seq: u64,
+        result: Result<Box<crate::ops::detail::ProductDetail>, Error>,
+    },
+    /// The pending entries counted for "resolve every pending entry": how many, and the newest
+    /// one's id (the bound of what the operator confirms).
+    PendingCounted {
+        seq: u64,
+        result: Result<(i64, Option<i64>), Error>,
+    },
     /// The live figures of the strategy a dry run is running, about once a second.
     DryRunProgress {
         seq: u64,
@@ -205,6 +218,14 @@ pub enum Command {
         product: Option<String>,
         pause: bool,
     },
+    /// Read one product's detail (keys, events, orders, writes).
+    ReadDetail {
+        seq: u64,
+        activity: ActivityId,
+        product: String,
+    },
+    /// Count the pending compensation entries, for the confirmation of resolving them all.
+    CountPending { seq: u64, activity: ActivityId },
     /// Resolve compensation entries the operator confirmed.
     ResolveCompensation {
         seq: u64,

@@ -99,6 +99,44 @@ pub struct Confirm {
     pub input: String,
     /// Set after an Enter with the wrong text.
     pub mismatch: bool,
+    /// The first line of `lines` shown (they scroll when they do not fit).
+    pub scroll: usize,
+    /// The operator has had the last line on screen: a confirmation that does not fit counts
+    /// only once it has been read to its end.
+    pub seen_end: bool,
+    /// Why the last confirming key did nothing, shown in the dialog itself (a tall dialog
+    /// covers the footer's message line).
+    pub note: Option<String>,
+}
+
+impl Confirm {
+    /// A yes/no confirmation: Enter confirms.
+    pub fn ask(title: impl Into<String>, lines: Vec<String>, write: PendingWrite) -> Self {
+        Confirm {
+            title: title.into(),
+            lines,
+            write,
+            typed: None,
+            input: String::new(),
+            mismatch: false,
+            scroll: 0,
+            seen_end: false,
+            note: None,
+        }
+    }
+
+    /// A confirmation the operator answers by typing `expected` (an activity id) and Enter.
+    pub fn typed(
+        title: impl Into<String>,
+        lines: Vec<String>,
+        write: PendingWrite,
+        expected: Option<String>,
+    ) -> Self {
+        Confirm {
+            typed: expected,
+            ..Confirm::ask(title, lines, write)
+        }
+    }
 }
 
 /// The modal on top of the view.
@@ -125,11 +163,14 @@ pub enum Dialog {
         input: String,
         error: Option<String>,
     },
-    /// A result or an error to read; any of Esc, Enter, q closes it.
+    /// A result, an error or a row's whole text to read; any of Esc, Enter, q closes it, the
+    /// arrows scroll it.
     Message {
         title: String,
         lines: Vec<String>,
         error: bool,
+        /// The first line shown.
+        scroll: usize,
     },
 }
 

@@ -175,19 +175,16 @@ impl App {
                 "{activity} is LIVE: the buyers load the Redis that serves its sales."
             ));
         }
-        self.dialog = Some(Dialog::Confirm(Confirm {
-            title: format!("Dry run of {activity}?   Enter start   Esc cancel"),
+        self.dialog = Some(Dialog::Confirm(Confirm::ask(
+            format!("Dry run of {activity}?   Enter start   Esc cancel"),
             lines,
-            write: PendingWrite::DryRun {
+            PendingWrite::DryRun {
                 activity,
                 buyers,
                 concurrency,
                 strategy,
             },
-            typed: None,
-            input: String::new(),
-            mismatch: false,
-        }));
+        )));
     }
 
     /// A confirmed dry run: its state, the Dry run view, and the Command for the executor.

@@ -223,6 +223,27 @@ impl Executor {
                 },
                 move |result| Action::PauseDone { seq, result },
             ),
+            Command::ReadDetail {
+                seq,
+                activity,
+                product,
+            } => self.job(
+                async move {
+                    let product = crate::domain::ProductId::parse(&product)?;
+                    let (redis, db) = (s.redis().await?, s.db().await?);
+                    crate::ops::detail::product_detail(&redis, &db, &keys, &activity, &product)
+                        .await
+                        .map(Box::new)
+                },
+                move |result| Action::DetailRead { seq, result },
+            ),
+            Command::CountPending { seq, activity } => self.job(
+                async move {
+                    let db = s.db().await?;
+                    crate::db::compensation::pending_extent(&db, &activity).await
+                },
+                move |result| Action::PendingCounted { seq, result },
+            ),
             Command::ResolveCompensation {
                 seq,
                 activity,

@@ -29,7 +29,11 @@ pub const BINDINGS: &[(&str, &str, &str)] = &[
         "filter the table (Enter keeps it, Esc clears it)",
         "tables",
     ),
-    ("Enter", "show the highlighted activity", "Activities"),
+    (
+        "Enter / Right",
+        "the row behind the cursor: Activities shows that activity everywhere; Stock, Reconcile and Alerts open the product's detail (keys, counters, events, orders, alerts, writes); Compensation and Audit show the row whole",
+        "tables",
+    ),
     ("s / S", "next sort column / reverse the order", "Stock"),
     (
         "f",
@@ -48,7 +52,7 @@ pub const BINDINGS: &[(&str, &str, &str)] = &[
     ),
     (
         "r / R",
-        "resolve the highlighted / every pending entry (then Enter)",
+        "resolve the highlighted / every pending entry (counted first; then Enter)",
         "Compensation",
     ),
     (
@@ -68,7 +72,15 @@ pub const BINDINGS: &[(&str, &str, &str)] = &[
         "dry-run form",
     ),
     ("Enter / n, Esc", "confirm / cancel a dialog", "dialogs"),
+    (
+        "Up/Down, PgUp/PgDn",
+        "scroll a dialog (a long one confirms once read to its end)",
+        "dialogs, help",
+    ),
 ];
+
+/// Rows a page key scrolls a dialog: about the smallest dialog's window.
+const PAGE: isize = 10;
 
 /// Rows a page key moves: about a screen of table rows (the header, footer and borders
 /// take about ten lines).
@@ -104,6 +116,21 @@ pub fn map(app: &App, key: KeyEvent) -> Option<Action> {
 }
 
 fn dialog_key(dialog: &Dialog, key: KeyEvent) -> Option<Action> {
+    // A confirmation or a message scrolls when its lines do not fit.
+    if matches!(dialog, Dialog::Confirm(_) | Dialog::Message { .. }) {
+        let scroll = match key.code {
+            KeyCode::Up => Some(Action::Move(-1)),
+            KeyCode::Down => Some(Action::Move(1)),
+            KeyCode::PageUp => Some(Action::Move(-PAGE)),
+            KeyCode::PageDown => Some(Action::Move(PAGE)),
+            KeyCode::Home => Some(Action::Top),
+            KeyCode::End => Some(Action::Bottom),
+            _ => None,
+        };
+        if scroll.is_some() {
+            return scroll;
+        }
+    }
     match dialog {
         Dialog::Confirm(c) if c.typed.is_some() => match key.code {
             KeyCode::Esc => Some(Action::Cancel),
@@ -168,7 +195,7 @@ fn normal_key(app: &App, key: KeyEvent, ctrl: bool) -> Option<Action> {
         KeyCode::Home | KeyCode::Char('g') => Action::Top,
         KeyCode::End | KeyCode::Char('G') => Action::Bottom,
         KeyCode::Char('/') => Action::StartFilter,
-        KeyCode::Enter => Action::Enter,
+        KeyCode::Enter | KeyCode::Right => Action::Enter,
         KeyCode::Esc => Action::Cancel,
         KeyCode::Char('w') => Action::WriteReport,
         KeyCode::Char(c) if View::for_key(c).is_some() => {

@@ -67,15 +67,15 @@ impl App {
             Action::NextView => self.cycle_view(1),
             Action::PrevView => self.cycle_view(View::TABBED.len() - 1),
             Action::Move(n) => {
-                self.move_by(n);
+                self.move_or_scroll(n);
                 Vec::new()
             }
             Action::Top => {
-                self.move_by(isize::MIN / 2);
+                self.move_or_scroll(isize::MIN / 2);
                 Vec::new()
             }
             Action::Bottom => {
-                self.move_by(isize::MAX / 2);
+                self.move_or_scroll(isize::MAX / 2);
                 Vec::new()
             }
             Action::StartFilter => {
@@ -86,7 +86,9 @@ impl App {
             }
             Action::Unknown(c) => {
                 let text = if matches!(self.dialog, Some(Dialog::Confirm(_))) {
-                    format!("{c} does not confirm: Enter does, Esc cancels")
+                    let text = format!("{c} does not confirm: Enter does, Esc cancels");
+                    self.note(&text);
+                    text
                 } else {
                     format!("unknown key: {c} (press ? for help)")
                 };
@@ -103,12 +105,15 @@ impl App {
             }
             Action::Enter => self.enter(),
             Action::Cancel => self.cancel(),
+            Action::Confirm if self.refuse_unread() => Vec::new(),
             Action::Confirm => match &self.dialog {
                 // A key within a moment of the dialog opening was typed before it was read.
                 Some(Dialog::Confirm(_))
                     if self.now.saturating_duration_since(self.dialog_at) < CONFIRM_AFTER =>
                 {
-                    self.flash("too quick: read the dialog, then press Enter", false);
+                    let text = "too quick: read the dialog, then press Enter";
+                    self.note(text);
+                    self.flash(text, false);
                     Vec::new()
                 }
                 Some(Dialog::Confirm(c)) if c.typed.is_none() => {
@@ -220,6 +225,15 @@ impl App {
             }
             Action::PreheatDone { seq, result } => self.preheat_done(seq, result),
             Action::Resolved { seq, result } => self.resolved(seq, result),
+            Action::OpenDetail => self.open_detail(),
+            Action::DetailRead { seq, result } => {
+                self.detail_read(seq, result);
+                Vec::new()
+            }
+            Action::PendingCounted { seq, result } => {
+                self.pending_counted(seq, result);
+                Vec::new()
+            }
             Action::DryRunProgress {
                 seq,
                 strategy,
@@ -244,35 +258,29 @@ impl App {
         match &self.busy {
             Some(b) => {
                 let secs = self.now.saturating_duration_since(b.since).as_secs();
-                self.dialog = Some(Dialog::Confirm(Confirm {
-                    title: "Quit while a write runs?".into(),
-                    lines: vec![
+                self.dialog = Some(Dialog::Confirm(Confirm::ask(
+                    "Quit while a write runs?",
+                    vec![
                         format!("{} has been running for {secs} s.", b.what),
                         "Quitting now may stop it half way; the audit table records what was applied."
                             .into(),
                         String::new(),
                         "Enter quits anyway    n / Esc stays".into(),
                     ],
-                    write: PendingWrite::Quit,
-                    typed: None,
-                    input: String::new(),
-                    mismatch: false,
-                }));
+                    PendingWrite::Quit,
+                )));
             }
             None if self.views.dry_run.run.as_ref().is_some_and(|r| r.running()) => {
-                self.dialog = Some(Dialog::Confirm(Confirm {
-                    title: "Quit while a dry run runs?".into(),
-                    lines: vec![
+                self.dialog = Some(Dialog::Confirm(Confirm::ask(
+                    "Quit while a dry run runs?",
+                    vec![
                         "Quitting stops the dry run; its shadow keys are removed before the".into(),
                         "console exits (it waits up to 10 s for that).".into(),
                         String::new(),
                         "Enter stops it and quits    n / Esc stays".into(),
                     ],
-                    write: PendingWrite::Quit,
-                    typed: None,
-                    input: String::new(),
-                    mismatch: false,
-                }));
+                    PendingWrite::Quit,
+                )));
             }
             None => self.should_quit = true,
         }
@@ -297,6 +305,18 @@ impl App {
         let i = View::TABBED.iter().position(|v| *v == current).unwrap_or(0);
         self.switch(View::TABBED[(i + step) % n]);
         Vec::new()
+    }
+
+    /// Up, Down and the page keys: scroll an open dialog or the help, else move the
+    /// selection of the current table.
+    fn move_or_scroll(&mut self, n: isize) {
+        if self.dialog.is_some() {
+            self.scroll_dialog(n);
+        } else if self.view == View::Help {
+            self.scroll_help(n);
+        } else {
+            self.move_by(n);
+        }
     }
 
     fn move_by(&mut self, n: isize) {
@@ -386,6 +406,11 @@ impl App {
     }
 
     fn enter(&mut self) -> Vec<Command> {
+        if matches!(&self.dialog, Some(Dialog::Confirm(c)) if c.typed.is_some())
+            && self.refuse_unread()
+        {
+            return Vec::new();
+        }
         if let Some(Dialog::Confirm(d)) = &mut self.dialog {
             if let Some(expected) = &d.typed {
                 if d.input == *expected {
@@ -410,6 +435,12 @@ impl App {
         if self.filtering {
             self.filtering = false;
             return Vec::new();
+        }
+        if matches!(
+            self.view,
+            View::Stock | View::Reconcile | View::Alerts | View::Compensation | View::Audit
+        ) {
+            return self.open_detail();
         }
         if self.view == View::Activities {
             let rows = self.views.activities.rows(self);

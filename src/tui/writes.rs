@@ -16,9 +16,10 @@ use crate::ops::pause::PauseReport;
 use crate::ops::preheat::PreheatReport;
 use crate::ops::topup::TopupReport;
 
-/// Lines of a per-product result kept for a dialog: it shows what fits, and a fix of 10,000
-/// products need not build 10,000 lines per frame.
-const LINES_SHOWN: usize = 200;
+/// A count with thousands separators.
+fn grouped(n: usize) -> String {
+    super::widgets::columns::grouped(i64::try_from(n).unwrap_or(i64::MAX))
+}
 
 impl App {
     /// The guards of every write: not read-only, nothing else running.
@@ -146,7 +147,9 @@ impl App {
             "{:<24} {:<9} {:>10}    {:<10} orphans",
             "product", "state", "before", "after"
         )];
-        for p in report.products.iter().take(LINES_SHOWN) {
+        // Every product: the dialog scrolls, and an activity-wide fix counts only once its
+        // list has been read to the end.
+        for p in &report.products {
             lines.push(format!(
                 "{:<24} {:<9} {:>10} -> {:<10} {}",
                 p.product,
@@ -154,12 +157,6 @@ impl App {
                 p.before.as_deref().unwrap_or("missing"),
                 p.after,
                 p.orphans.len()
-            ));
-        }
-        if report.products.len() > LINES_SHOWN {
-            lines.push(format!(
-                "... and {} more product(s)",
-                report.products.len() - LINES_SHOWN
             ));
         }
         lines.push(String::new());
@@ -180,14 +177,7 @@ impl App {
                 Some(activity.to_string()),
             ),
         };
-        self.dialog = Some(Dialog::Confirm(Confirm {
-            title,
-            lines,
-            write,
-            typed,
-            input: String::new(),
-            mismatch: false,
-        }));
+        self.dialog = Some(Dialog::Confirm(Confirm::typed(title, lines, write, typed)));
     }
 
     /// Starts a confirmed write.
@@ -329,7 +319,6 @@ impl App {
                 let lines = r
                     .products
                     .iter()
-                    .take(LINES_SHOWN)
                     .map(|p| {
                         let outcome = if let Some(e) = &p.error {
                             format!("error: {e}")
@@ -370,17 +359,19 @@ impl App {
             return Vec::new();
         };
         let (which, lines) = if all {
-            let pending = self.views.compensation.pending_count();
-            if pending == 0 {
-                self.flash("no pending compensation entries", false);
-                return Vec::new();
-            }
-            (
-                Which::All,
-                vec![format!(
-                    "Resolve all {pending} pending entries of {activity}?"
-                )],
-            )
+            // Counted whole by the database first: the feed is capped, the queue is not.
+            let seq = self.seq();
+            self.dialog = Some(Dialog::Working {
+                title: "Resolve compensation".into(),
+                detail: format!("counting the pending entries of {activity}; nothing is written"),
+                seq,
+                since: self.now,
+                then: Some(PendingWrite::Resolve {
+                    activity: activity.clone(),
+                    which: Which::All,
+                }),
+            });
+            return vec![Command::CountPending { seq, activity }];
         } else {
             let Some(c) = self.views.compensation.selected() else {
                 let why = self.no_row(View::Compensation, "entry");
@@ -400,19 +391,53 @@ impl App {
                 )],
             )
         };
+        self.confirm_resolve(activity, which, lines);
+        Vec::new()
+    }
+
+    /// The count of "resolve every pending entry" has arrived: ask for exactly those entries.
+    pub(super) fn pending_counted(&mut self, seq: u64, result: Result<(i64, Option<i64>), Error>) {
+        let activity = match &self.dialog {
+            Some(Dialog::Working {
+                seq: s,
+                then: Some(PendingWrite::Resolve { activity, .. }),
+                ..
+            }) if *s == seq => activity.clone(),
+            _ => return, // the operator closed the dialog meanwhile
+        };
+        match result {
+            Err(e) => {
+                self.dialog = Some(message("Counting failed", vec![e.message], true));
+            }
+            Ok((0, _)) | Ok((_, None)) => {
+                self.dialog = None;
+                self.flash("no pending compensation entries", false);
+            }
+            Ok((count, Some(newest))) => {
+                let lines = vec![
+                    format!(
+                        "Resolve all {} pending entries of {activity}?",
+                        super::widgets::columns::grouped(count)
+                    ),
+                    format!(
+                        "Exactly those (up to entry #{newest}): entries that arrive meanwhile are left for the next look."
+                    ),
+                ];
+                self.confirm_resolve(activity, Which::UpTo(newest), lines);
+            }
+        }
+    }
+
+    fn confirm_resolve(&mut self, activity: ActivityId, which: Which, lines: Vec<String>) {
         let mut lines = lines;
         lines.push(String::new());
         lines.push("The ledger and the orders decide: applied, returned (the stock goes".into());
         lines.push("back through restore.lua) or not applied. Every resolution is audited.".into());
-        self.dialog = Some(Dialog::Confirm(Confirm {
-            title: "Resolve compensation?   Enter resolve   Esc cancel".into(),
+        self.dialog = Some(Dialog::Confirm(Confirm::ask(
+            "Resolve compensation?   Enter resolve   Esc cancel",
             lines,
-            write: PendingWrite::Resolve { activity, which },
-            typed: None,
-            input: String::new(),
-            mismatch: false,
-        }));
-        Vec::new()
+            PendingWrite::Resolve { activity, which },
+        )));
     }
 
     pub(super) fn resolved(
@@ -426,7 +451,6 @@ impl App {
                 let lines = r
                     .resolutions
                     .iter()
-                    .take(LINES_SHOWN)
                     .map(|x| {
                         format!(
                             "{:<24} {:<16} x{:<4} {:<12} {}",
@@ -495,18 +519,16 @@ impl App {
                 Some(activity.to_string()),
             ),
         };
-        self.dialog = Some(Dialog::Confirm(Confirm {
+        self.dialog = Some(Dialog::Confirm(Confirm::typed(
             title,
             lines,
-            write: PendingWrite::Pause {
+            PendingWrite::Pause {
                 activity,
                 product,
                 pause,
             },
             typed,
-            input: String::new(),
-            mismatch: false,
-        }));
+        )));
         Vec::new()
     }
 
@@ -580,20 +602,15 @@ impl App {
             lines.push(String::new());
             lines.extend(topup_form::before_after(add, f));
         }
-        self.dialog = Some(Dialog::Confirm(Confirm {
-            title: format!(
-                "Top up {product} of {activity} by {add:+}?   Enter top up   Esc cancel"
-            ),
+        self.dialog = Some(Dialog::Confirm(Confirm::ask(
+            format!("Top up {product} of {activity} by {add:+}?   Enter top up   Esc cancel"),
             lines,
-            write: PendingWrite::Topup {
+            PendingWrite::Topup {
                 activity,
                 product,
                 add,
             },
-            typed: None,
-            input: String::new(),
-            mismatch: false,
-        }));
+        )));
     }
 
     pub(super) fn topup_done(
@@ -638,19 +655,27 @@ impl App {
     ) -> Vec<Command> {
         match result {
             Ok(r) => {
-                let done = r.products.len() - r.errors;
-                let title = if r.errors > 0 {
-                    format!(
-                        "{}: {done} done, {} could not be changed",
-                        r.action, r.errors
-                    )
-                } else {
-                    format!("{}: {done} product(s) done", r.action)
-                };
+                // Each outcome counted apart: "2000 done" once counted products that were
+                // already so.
+                let changed = r
+                    .products
+                    .iter()
+                    .filter(|p| p.error.is_none() && p.changed)
+                    .count();
+                let same = r.products.len() - changed - r.errors;
+                let mut title = format!(
+                    "{}: {} {}d, {} already so",
+                    r.action,
+                    grouped(changed),
+                    r.action,
+                    grouped(same)
+                );
+                if r.errors > 0 {
+                    title.push_str(&format!(", {} could not be changed", grouped(r.errors)));
+                }
                 let lines = r
                     .products
                     .iter()
-                    .take(LINES_SHOWN)
                     .map(|p| match &p.error {
                         Some(e) => format!("{:<24} error: {e}", p.product),
                         None if p.changed => format!("{:<24} {}d", p.product, r.action),
@@ -703,14 +728,12 @@ impl App {
                 None,
             )
         };
-        self.dialog = Some(Dialog::Confirm(Confirm {
+        self.dialog = Some(Dialog::Confirm(Confirm::typed(
             title,
             lines,
-            write: PendingWrite::Preheat { activity, force },
+            PendingWrite::Preheat { activity, force },
             typed,
-            input: String::new(),
-            mismatch: false,
-        }));
+        )));
         Vec::new()
     }
 
@@ -746,5 +769,6 @@ fn message(title: &str, lines: Vec<String>, error: bool) -> Dialog {
         title: title.to_string(),
         lines,
         error,
+        scroll: 0,
     }
 }

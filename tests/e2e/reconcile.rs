@@ -505,6 +505,7 @@ async fn read_only_refuses_every_write_before_sending_it() {
                 &lib,
                 &seckill_console::domain::ActivityId::parse(ro).expect("id"),
                 0,
+                i64::MAX,
             )
             .await
             .expect("pending");
@@ -559,6 +560,7 @@ async fn resolve_all_pages_through_a_long_queue() {
         &lib,
         &seckill_console::domain::ActivityId::parse("pages").expect("id"),
         0,
+        i64::MAX,
     )
     .await
     .expect("pending");

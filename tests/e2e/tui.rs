@@ -125,13 +125,24 @@ fn confirm(tmux: &Tmux) {
 }
 
 /// The TUI in a 110x30 tmux pane on `activity`, imported with `products` (id, stock, limit)
-/// and preheated, once its Stock table shows the last product. It runs in `dir` (the report
+/// and preheated, once its Stock table shows a product. It runs in `dir` (the report
 /// key writes its file there) with the extra `args`.
 fn stock_tui(
+    session: &str,
+    at: (&RedisServer, &TestDb, &std::path::Path),
+    sale: (&str, &[(&str, i64, i64)]),
+    args: &str,
+) -> Tmux {
+    stock_tui_sized(session, at, sale, args, (110, 30))
+}
+
+/// [`stock_tui`] in a pane of `(columns, rows)`.
+fn stock_tui_sized(
     session: &str,
     (redis, db, dir): (&RedisServer, &TestDb, &std::path::Path),
     (activity, products): (&str, &[(&str, i64, i64)]),
     args: &str,
+    (cols, rows): (u16, u16),
 ) -> Tmux {
     Console::redis(&redis.url(), &db.url).import_file_preheat(dir, activity, products);
     let command = format!(
@@ -141,10 +152,9 @@ fn stock_tui(
         redis.url(),
         db.url
     );
-    let tmux = Tmux::start(session, 110, 30, &command);
-    let last = products.last().map_or("", |p| p.0);
+    let tmux = Tmux::start(session, cols, rows, &command);
     tmux.wait("the stock table", Duration::from_secs(10), |s| {
-        s.contains(&format!("activity {activity}")) && s.contains(last)
+        s.contains(&format!("activity {activity}")) && products.iter().any(|p| s.contains(p.0))
     });
     tmux
 }
@@ -205,6 +215,130 @@ fn the_cursor_follows_its_product_across_a_re_sort() {
     tmux.keys("n");
 }
 
+/// Enter on a Stock row opens the product's detail (its keys with types and sizes, its orders
+/// by status, its events), and R asks to resolve the queue's real count, not the feed's 1,000
+/// (issue 20: `R` asked for "all 1000" of 2,193 and resolved 2,170).
+#[test]
+fn enter_shows_a_products_detail_and_r_counts_the_whole_queue() {
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let products = [("alpha", 5000, 5), ("bravo", 5000, 5)];
+    let at = (&redis, &db, dir.path());
+    let tmux = stock_tui("seckill-detail", at, ("tui-detail", &products), "");
+    // Half the deductions "time out" at the app server: each leaves a compensation entry.
+    let doc = Console::redis(&redis.url(), &db.url)
+        .json("load tui-detail --buyers 2600 --concurrency 32 --yes --faults timeout=0.5 --seed 5");
+    let entries = doc["compensation_entries"].as_i64().unwrap_or(0);
+    assert!(entries > 1000, "the queue must outgrow the feed: {doc}");
+
+    tmux.keys("2");
+    tmux.keys("Enter");
+    tmux.wait("the detail", Duration::from_secs(10), |s| {
+        s.contains("Keys (type, size, expiry, memory)")
+    });
+    let s = tmux.screen();
+    for want in ["alpha of tui-detail", "stock   string", "events  stream"] {
+        assert!(s.contains(want), "{want} not on\n{s}");
+    }
+    // The rest of it scrolls into view.
+    tmux.keys("End");
+    tmux.wait("the detail's end", Duration::from_secs(3), |s| {
+        s.contains("The console's last writes on it")
+    });
+    // Back to the top, then down a page at a time to the orders.
+    tmux.keys("Home");
+    let mut seen = false;
+    for _ in 0..10 {
+        let s = tmux.screen();
+        if s.contains("Orders by status") && s.contains("order(s)") {
+            seen = true;
+            break;
+        }
+        tmux.keys("PageDown");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        seen,
+        "no orders by status in the detail:\n{}",
+        tmux.screen()
+    );
+    tmux.keys("Escape");
+
+    tmux.keys("4");
+    tmux.keys("R");
+    let want = format!(
+        "Resolve all {} pending entries of tui-detail?",
+        seckill_console::tui::widgets::columns::grouped(entries)
+    );
+    tmux.wait("the resolve dialog", Duration::from_secs(10), |s| {
+        s.contains("Resolve compensation?")
+    });
+    let s = tmux.screen();
+    assert!(s.contains(&want), "{want} not on\n{s}");
+    tmux.keys("Escape");
+}
+
+/// An activity-wide fix of 40 drifted products at 80x24: the list scrolls, the typed id is
+/// refused until the list has been read to its end, then the fix applies to all 40 (issue 20:
+/// the dialog showed "... and 37 more line(s)" and asked for the id anyway).
+#[test]
+fn a_fix_of_40_products_is_read_to_its_end_before_it_applies() {
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let names: Vec<String> = (0..40).map(|i| format!("p{i:02}")).collect();
+    let products: Vec<(&str, i64, i64)> = names.iter().map(|n| (n.as_str(), 10, 1)).collect();
+    let at = (&redis, &db, dir.path());
+    let tmux = stock_tui_sized(
+        "seckill-fix40",
+        at,
+        ("tui-fix40", &products),
+        "--refresh 1",
+        (80, 24),
+    );
+    for n in &names {
+        redis.cli(&["INCRBY", &format!("seckill:{{tui-fix40:{n}}}:stock"), "3"]);
+    }
+    tmux.keys("5");
+    tmux.wait("40 drifted products", Duration::from_secs(10), |s| {
+        s.contains("p39") || s.contains("40 to fix") || s.contains("drift")
+    });
+    tmux.keys("F");
+    tmux.wait("the fix dialog", Duration::from_secs(10), |s| {
+        s.contains("Fix 40 product(s)")
+    });
+    let s = tmux.screen();
+    assert!(s.contains("below: Down / PgDn / End"), "{s}");
+    tmux.keys("tui-fix40");
+    confirm(&tmux);
+    tmux.wait("the refusal", Duration::from_secs(3), |s| {
+        s.contains("read it all first")
+    });
+    assert_eq!(
+        redis.cli(&["GET", "seckill:{tui-fix40:p39}:stock"]).trim(),
+        "13",
+        "applied before the list was read"
+    );
+    tmux.keys("End");
+    tmux.wait("the list's end", Duration::from_secs(3), |s| {
+        s.contains("p39") && s.contains("(end;")
+    });
+    tmux.keys("Enter");
+    tmux.wait("the fix result", Duration::from_secs(15), |s| {
+        s.contains("Fix applied to 40 product(s)")
+    });
+    for n in ["p00", "p39"] {
+        assert_eq!(
+            redis
+                .cli(&["GET", &format!("seckill:{{tui-fix40:{n}}}:stock")])
+                .trim(),
+            "10",
+            "{n} not fixed"
+        );
+    }
+}
+
 /// Letters typed ahead never answer a write (issue 20: `lazy` typed in the Stock view paused a
 /// product, `z` opening the dialog and `y` confirming it): nothing is paused in Redis.
 #[test]
@@ -250,7 +384,7 @@ fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
     });
     confirm(&tmux);
     tmux.wait("the pause result", Duration::from_secs(5), |s| {
-        s.contains("pause: 1 product(s) done")
+        s.contains("pause: 1 paused, 0 already so")
     });
     assert_eq!(
         redis
@@ -275,7 +409,7 @@ fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
     });
     confirm(&tmux);
     tmux.wait("the resume result", Duration::from_secs(5), |s| {
-        s.contains("resume: 1 product(s) done")
+        s.contains("resume: 1 resumed, 0 already so")
     });
     assert_eq!(
         redis

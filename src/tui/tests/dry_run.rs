@@ -99,7 +99,7 @@ fn idle_view_and_form() {
         s.contains("d opens the form: buyers 1000, concurrency 50"),
         "{s}"
     );
-    assert!(s.contains("9 Dry run"), "the footer lists the view: {s}");
+    assert!(s.contains("9[Dry run]"), "the footer marks the view: {s}");
     assert_screen("dry_run_idle", &s);
 
     let a = filled_form(false);

@@ -4,5 +4,6 @@
 mod columns;
 mod dry_run;
 mod fixtures;
+mod paging;
 mod snapshots;
 mod update;

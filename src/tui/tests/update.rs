@@ -446,20 +446,62 @@ fn compensation_resolve_one_and_all() {
     keys(&mut a, "G");
     assert!(keys(&mut a, "r").is_empty());
     assert!(a.dialog.is_none());
-    assert!(keys(&mut a, "R").is_empty());
+    // R counts the queue in the database first (the feed is capped), then asks for exactly
+    // the entries counted: up to the newest one's id.
+    let count = |a: &mut App| match keys(a, "R").as_slice() {
+        [Command::CountPending { seq, activity }] if activity.as_str() == "spring-sale" => *seq,
+        other => panic!("{other:?} {:?} {:?}", a.dialog, a.flash),
+    };
+    let seq = count(&mut a);
+    a.update(Action::PendingCounted {
+        seq,
+        result: Ok((2193, Some(9001))),
+    });
+    let Some(Dialog::Confirm(c)) = &a.dialog else {
+        panic!("{:?}", a.dialog);
+    };
+    assert_eq!(
+        c.lines[0],
+        "Resolve all 2,193 pending entries of spring-sale?"
+    );
     assert!(keys(&mut a, "n").is_empty());
     assert!(a.dialog.is_none());
-    keys(&mut a, "R");
+    let seq = count(&mut a);
+    a.update(Action::PendingCounted {
+        seq,
+        result: Ok((2193, Some(9001))),
+    });
     let cmds = fixtures::confirm(&mut a);
-    assert!(
-        matches!(
-            cmds.as_slice(),
-            [Command::ResolveCompensation {
-                which: Which::All,
+    let seq = match cmds.as_slice() {
+        [
+            Command::ResolveCompensation {
+                seq,
+                which: Which::UpTo(9001),
                 ..
-            }]
-        ),
-        "{cmds:?}"
+            },
+        ] => *seq,
+        other => panic!("{other:?}"),
+    };
+    a.update(Action::Resolved {
+        seq,
+        result: Ok(ResolveReport {
+            activity: "spring-sale".into(),
+            resolutions: Vec::new(),
+            resolved: 0,
+            still_pending: 0,
+        }),
+    });
+    a.update(code(KeyCode::Esc));
+    // An empty queue says so and asks nothing.
+    let seq = count(&mut a);
+    a.update(Action::PendingCounted {
+        seq,
+        result: Ok((0, None)),
+    });
+    assert!(a.dialog.is_none());
+    assert_eq!(
+        a.flash.as_ref().map(|f| f.text.as_str()),
+        Some("no pending compensation entries")
     );
 }
 

@@ -41,6 +41,8 @@ pub struct Views {
     pub redis: redis::RedisView,
     pub audit: audit::AuditView,
     pub dry_run: dry_run::DryRunView,
+    /// The first binding the help shows (it scrolls on a small terminal).
+    pub help_scroll: usize,
     /// The cursor of the views without a table (Dry run, Help): never drawn, never moved.
     no_table: TableCursor,
 }

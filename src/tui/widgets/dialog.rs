@@ -1,7 +1,7 @@
 //! The modal dialog: a preview or question before a write (yes/no, or the activity id typed
 //! for activity-wide writes), a "working" window while a background job runs, a result.
 
-use super::{bold, clip, critical, dim};
+use super::{bold, clip, critical, dim, pager};
 use crate::tui::app::{App, Dialog};
 use crate::tui::views::dry_run::{FormField, StrategyChoice};
 use ratatui::Frame;
@@ -42,12 +42,8 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, dialog: &Dialog) {
                 Style::default().fg(Color::Cyan),
             )
         }
-        Dialog::Message {
-            title,
-            lines,
-            error,
-        } => {
-            let mut out: Vec<Line> = lines.iter().map(|l| Line::raw(l.clone())).collect();
+        Dialog::Message { title, error, .. } => {
+            let mut out = scrolled(dialog, area);
             out.push(Line::raw(""));
             out.push(Line::styled("Esc / Enter close", dim()));
             let border = if *error {
@@ -97,30 +93,41 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, dialog: &Dialog) {
             )
         }
         Dialog::Confirm(c) => {
-            let mut out: Vec<Line> = c.lines.iter().map(|l| Line::raw(l.clone())).collect();
+            let mut out = scrolled(dialog, area);
             out.push(Line::raw(""));
-            match &c.typed {
-                Some(expected) => {
-                    out.push(Line::from(vec![
-                        Span::raw("type "),
-                        Span::styled(expected.clone(), bold()),
-                        Span::raw(": "),
-                        Span::styled(format!("{}_", c.input), Style::default().fg(Color::Cyan)),
-                    ]));
-                    if c.mismatch {
-                        out.push(Line::styled(
-                            format!("'{}' is not '{expected}'", clip(&c.input, 40)),
-                            critical(),
-                        ));
-                    }
-                    out.push(Line::styled("Enter confirm   Esc cancel", dim()));
+            if let Some(expected) = &c.typed {
+                out.push(Line::from(vec![
+                    Span::raw("type "),
+                    Span::styled(expected.clone(), bold()),
+                    Span::raw(": "),
+                    Span::styled(format!("{}_", c.input), Style::default().fg(Color::Cyan)),
+                ]));
+                if c.mismatch {
+                    out.push(Line::styled(
+                        format!("'{}' is not '{expected}'", clip(&c.input, 40)),
+                        critical(),
+                    ));
                 }
-                None => out.push(Line::styled("Enter confirm   n / Esc cancel", dim())),
             }
+            if let Some(n) = &c.note {
+                out.extend(
+                    wrap(n, text_width(area.width))
+                        .into_iter()
+                        .map(|l| Line::styled(l, Style::default().fg(Color::Yellow))),
+                );
+            }
+            out.push(Line::styled(
+                if c.typed.is_some() {
+                    "Enter confirm   Esc cancel"
+                } else {
+                    "Enter confirm   n / Esc cancel"
+                },
+                dim(),
+            ));
             (c.title.clone(), out, Style::default().fg(Color::Yellow))
         }
     };
-    let inner_w = usize::from(area.width.saturating_sub(6));
+    let inner_w = text_width(area.width);
     let widest = lines
         .iter()
         .map(Line::width)
@@ -216,22 +223,69 @@ fn dry_run_form(app: &App) -> (String, Vec<Line<'static>>, Style) {
     )
 }
 
-/// `text` in lines of at most `width` characters, broken at spaces (a word longer than the line
-/// gets a line of its own, whole).
+/// The columns a dialog's text may take on a screen `width` columns wide.
+pub fn text_width(width: u16) -> usize {
+    usize::from(width.saturating_sub(8)).max(20)
+}
+
+/// The part of a confirmation or a message that scrolls: its lines wrapped to the screen, and
+/// how many rows of them show at once. None for the other dialogs (forms, "working").
+pub struct Body {
+    pub lines: Vec<String>,
+    pub rows: usize,
+    pub scroll: usize,
+}
+
+/// The scrolling body of `dialog` on a screen of `size` (columns, rows); every line fits when
+/// the size is not known yet.
+pub fn body(dialog: &Dialog, size: (u16, u16)) -> Option<Body> {
+    let (lines, scroll, tail) = match dialog {
+        // Under the body: a blank line, the input line and its mismatch, the keys.
+        Dialog::Confirm(c) => (
+            &c.lines,
+            c.scroll,
+            2 + usize::from(c.typed.is_some())
+                + usize::from(c.mismatch)
+                + c.note
+                    .as_ref()
+                    .map_or(0, |n| pager::wrap(n, text_width(size.0)).len()),
+        ),
+        Dialog::Message { lines, scroll, .. } => (lines, *scroll, 2),
+        _ => return None,
+    };
+    let lines = pager::wrap_all(lines, text_width(size.0));
+    if size.1 == 0 {
+        let rows = lines.len();
+        return Some(Body {
+            lines,
+            rows,
+            scroll,
+        });
+    }
+    // Borders and a margin of one row above and below; the position line when it overflows.
+    let room = usize::from(size.1).saturating_sub(4 + tail).max(2);
+    let rows = if lines.len() <= room { room } else { room - 1 };
+    Some(Body {
+        lines,
+        rows,
+        scroll,
+    })
+}
+
+/// The rows of the body shown now, and the position line when not everything fits.
+fn scrolled(dialog: &Dialog, area: Rect) -> Vec<Line<'static>> {
+    let Some(b) = body(dialog, (area.width, area.height)) else {
+        return Vec::new();
+    };
+    let (shown, position) = pager::window(&b.lines, b.scroll, b.rows);
+    let mut out: Vec<Line> = shown.into_iter().map(Line::raw).collect();
+    if let Some(p) = position {
+        out.push(Line::styled(p, Style::default().fg(Color::Cyan)));
+    }
+    out
+}
+
+/// `text` in lines of at most `width` columns, broken at spaces (never cut).
 fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut lines: Vec<String> = Vec::new();
-    let mut line = String::new();
-    for word in text.split(' ') {
-        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
-            lines.push(std::mem::take(&mut line));
-        }
-        if !line.is_empty() {
-            line.push(' ');
-        }
-        line.push_str(word);
-    }
-    if !line.is_empty() {
-        lines.push(line);
-    }
-    lines
+    pager::wrap(text, width)
 }

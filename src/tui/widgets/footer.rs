@@ -17,15 +17,42 @@ fn key(k: &str, what: &str) -> Vec<Span<'static>> {
     ]
 }
 
-fn tab_spans(app: &App, current: View, short: bool) -> Vec<Span<'static>> {
+/// How much room the views' line has: full titles, short ones, or short ones packed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fit {
+    Full,
+    Short,
+    Packed,
+    /// Three letters a view (60 columns).
+    Tiny,
+}
+
+/// A view's name at `fit`.
+fn tab_label(v: View, fit: Fit) -> &'static str {
+    match (fit, v) {
+        (Fit::Full, _) => v.title(),
+        (Fit::Tiny, View::Activities) => "Act",
+        (Fit::Tiny, View::Stock) => "Stk",
+        (Fit::Tiny, View::Alerts) => "Alr",
+        (Fit::Tiny, View::Compensation) => "Cmp",
+        (Fit::Tiny, View::Reconcile) => "Rec",
+        (Fit::Tiny, View::Preheat) => "Pre",
+        (Fit::Tiny, View::Redis) => "Rds",
+        (Fit::Tiny, View::Audit) => "Aud",
+        (Fit::Tiny, View::DryRun) => "Dry",
+        (_, View::Activities) => "Activ.",
+        (_, View::Compensation) => "Comp.",
+        (_, View::Reconcile) => "Recon.",
+        (Fit::Packed, View::DryRun) => "Dry",
+        (Fit::Packed, View::Preheat) => "Preh.",
+        _ => v.title(),
+    }
+}
+
+fn tab_spans(app: &App, current: View, fit: Fit) -> Vec<Span<'static>> {
     let mut tabs = Vec::new();
     for v in View::TABBED {
-        let mut label = match (short, v) {
-            (true, View::Activities) => "Activ.".to_string(),
-            (true, View::Compensation) => "Comp.".to_string(),
-            (true, View::Reconcile) => "Recon.".to_string(),
-            _ => v.title().to_string(),
-        };
+        let mut label = tab_label(v, fit).to_string();
         match v {
             View::Alerts => {
                 if let Some(r) = app.stock.report() {
@@ -42,16 +69,36 @@ fn tab_spans(app: &App, current: View, short: bool) -> Vec<Span<'static>> {
             }
             _ => {}
         }
-        let style = if v == current {
-            Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD)
+        // The current view is bracketed as well as reversed, so that it stays marked where
+        // attributes do not show (NO_COLOR, a plain terminal, a screen reader).
+        let (style, open, close) = if v == current {
+            (
+                Style::default().add_modifier(Modifier::REVERSED | Modifier::BOLD),
+                "[",
+                "]",
+            )
         } else {
-            Style::default()
+            (Style::default(), " ", " ")
+        };
+        let lead = if matches!(fit, Fit::Packed | Fit::Tiny) && tabs.is_empty() {
+            ""
+        } else {
+            " "
         };
         tabs.push(Span::styled(
-            format!(" {}", v.key()),
+            format!("{lead}{}", v.key()),
             bold().fg(Color::Cyan),
         ));
-        tabs.push(Span::styled(format!(" {label} "), style));
+        let text = if matches!(fit, Fit::Packed | Fit::Tiny) {
+            if v == current {
+                format!("{open}{label}{close}")
+            } else {
+                label
+            }
+        } else {
+            format!("{open}{label}{close}")
+        };
+        tabs.push(Span::styled(text, style));
     }
     tabs
 }
@@ -103,29 +150,47 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     } else {
         app.view
     };
-    // Full titles when they fit, else the long ones shortened, so that every view's key
-    // stays on screen at 100 columns.
-    let mut tabs = tab_spans(app, current, false);
-    if Line::from(tabs.clone()).width() > width {
-        tabs = tab_spans(app, current, true);
+    // Full titles when they fit, else the long ones shortened, else packed, so that every
+    // view's key stays on screen down to 60 columns.
+    let mut tabs = tab_spans(app, current, Fit::Full);
+    for fit in [Fit::Short, Fit::Packed, Fit::Tiny] {
+        if Line::from(tabs.clone()).width() <= width {
+            break;
+        }
+        tabs = tab_spans(app, current, fit);
     }
     frame.render_widget(Line::from(tabs), views);
 
-    let mut spans = Vec::new();
+    let mut own: Vec<Vec<Span>> = Vec::new();
     if app.view.has_table() {
-        spans.extend(key("↑↓", "move"));
-        spans.extend(key("/", "filter"));
+        own.push(key("↑↓", "move"));
+        own.push(key("/", "filter"));
     }
     for (k, what, writes) in view_keys(app.view) {
         if *writes && app.config.read_only {
             continue;
         }
-        spans.extend(key(k, what));
+        own.push(key(k, what));
     }
-    spans.extend(key("?", "help"));
-    spans.extend(key("q", "quit"));
+    let mut tail = key("?", "help");
+    tail.extend(key("q", "quit"));
     if app.config.read_only && view_keys(app.view).iter().any(|(_, _, w)| *w) {
-        spans.push(Span::styled(" (read-only: writes hidden)", dim()));
+        tail.push(Span::styled(" (read-only: writes hidden)", dim()));
     }
+    // "? help" and "q quit" always show: the view's own keys give way from the right, and
+    // a mark says that the help lists the rest.
+    let tail_w = Line::from(tail.clone()).width();
+    let mut dropped = false;
+    while !own.is_empty()
+        && Line::from(own.concat()).width() + tail_w + usize::from(dropped) * 2 > width
+    {
+        own.pop();
+        dropped = true;
+    }
+    let mut spans = own.concat();
+    if dropped {
+        spans.push(Span::styled(" …", dim()));
+    }
+    spans.extend(tail);
     frame.render_widget(Line::from(spans), actions);
 }

@@ -5,6 +5,7 @@ pub mod dialog;
 pub mod filter;
 pub mod footer;
 pub mod header;
+pub mod pager;
 pub mod table;
 
 use ratatui::style::{Color, Modifier, Style};
