@@ -41,26 +41,7 @@ fn line(e: &WatchEvent, json: bool, tz: seckill_console::domain::zone::Zone) -> 
     if json {
         return serde_json::to_string(e).unwrap_or_default();
     }
-    let at = tz.show(e.at.with_timezone(&Utc));
-    match e.event {
-        EventKind::State => format!(
-            "{at} state   {} {} -> {}",
-            e.product.as_deref().unwrap_or("-"),
-            e.previous.unwrap_or("-"),
-            e.state.unwrap_or("-")
-        ),
-        EventKind::Raised | EventKind::Cleared => format!(
-            "{at} {} [{}] {}: {}",
-            if e.event == EventKind::Raised {
-                "raised "
-            } else {
-                "cleared"
-            },
-            e.severity.map_or("-", Severity::as_str),
-            e.kind.map_or("-", |k| k.as_str()),
-            e.message.as_deref().unwrap_or("")
-        ),
-    }
+    e.text(tz)
 }
 
 /// Runs the hook for one alert: the alert's JSON on stdin, its kind, product and activity in

@@ -33,6 +33,9 @@ pub enum AlertKind {
     StreamGap,
     /// The orders' clock runs far from Redis's.
     ClockSkew,
+    /// An activity whose window has not opened has no key in Redis yet (info: preheat it
+    /// before it starts).
+    NotPreheated,
 }
 
 impl AlertKind {
@@ -56,6 +59,7 @@ impl AlertKind {
             AlertKind::Held => "held",
             AlertKind::StreamGap => "stream_gap",
             AlertKind::ClockSkew => "clock_skew",
+            AlertKind::NotPreheated => "not_preheated",
         }
     }
 }
@@ -328,6 +332,52 @@ pub fn clock_alert(skew_ms: Option<i64>, bound_ms: i64) -> Option<Alert> {
     })
 }
 
+/// The alerts of an activity that is not selling yet (its window has not opened, or it is a
+/// draft) and has not been preheated: no product has any key in Redis. Its keys are not meant
+/// to exist yet, so a missing stock is no alert; one `info` says so and when the window opens.
+/// A partly preheated activity keeps its `missing` alerts: a preheat stopped half way, or an
+/// eviction, is worth an operator's look before the sale.
+pub fn for_unpreheated(
+    activity: &str,
+    starts_in_secs: i64,
+    mut alerts: Vec<Alert>,
+    products: &[ProductStatus],
+) -> Vec<Alert> {
+    let untouched = |p: &ProductStatus| p.state == State::Missing && p.redis_remaining.is_none();
+    if products.is_empty() || !products.iter().all(untouched) {
+        return alerts;
+    }
+    alerts.retain(|a| a.kind != AlertKind::Missing);
+    let when = if starts_in_secs > 0 {
+        format!("starts in {}", span(starts_in_secs))
+    } else {
+        "a draft".to_string()
+    };
+    alerts.push(Alert {
+        kind: AlertKind::NotPreheated,
+        severity: Severity::Info,
+        product: None,
+        node: None,
+        message: format!(
+            "activity {activity} is not preheated ({when}): its {} product(s) have no keys in Redis yet; run `seckill-console preheat {activity}` before it opens",
+            products.len()
+        ),
+        age_secs: None,
+    });
+    alerts
+}
+
+/// A span of time as an operator says it: "3h 12m", "2d 4h", "45s".
+fn span(secs: i64) -> String {
+    let s = secs.max(0);
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m", s / 60),
+        3600..86_400 => format!("{}h {}m", s / 3600, (s % 3600) / 60),
+        _ => format!("{}d {}h", s / 86_400, (s % 86_400) / 3600),
+    }
+}
+
 /// The alerts of a cancelled activity: its keys are meant to be gone, so a missing stock is
 /// not an alert; a stock still in Redis is, because the deduction script would go on selling
 /// it (the script knows nothing of the database's status).
@@ -421,6 +471,39 @@ mod tests {
         assert!(alerts[0].message.contains("(p1)"), "{}", alerts[0].message);
         let cleaned = [gone];
         assert!(for_cancelled("a", product_alerts(&cleaned), &cleaned).is_empty());
+    }
+
+    #[test]
+    fn an_activity_not_preheated_yet_is_information_until_a_key_exists() {
+        let mut none = status(StockValue::Missing, Truth::new(5, 0, 0, 0));
+        let mut other = none.clone();
+        other.product = "p2".into();
+        let untouched = [none.clone(), other.clone()];
+        let alerts = for_unpreheated(
+            "later",
+            3 * 3600 + 60,
+            product_alerts(&untouched),
+            &untouched,
+        );
+        assert_eq!(alerts.len(), 1, "{alerts:?}");
+        assert_eq!(
+            (alerts[0].kind, alerts[0].severity),
+            (AlertKind::NotPreheated, Severity::Info)
+        );
+        assert!(
+            alerts[0].message.contains("starts in 3h 1m"),
+            "{}",
+            alerts[0].message
+        );
+        // Half preheated (one stock in Redis, one not): the missing one stays critical.
+        none = status(StockValue::Value(5), Truth::new(5, 0, 0, 0));
+        let half = [none, other];
+        let alerts = for_unpreheated("later", 60, product_alerts(&half), &half);
+        assert_eq!(alerts.len(), 1, "{alerts:?}");
+        assert_eq!(
+            (alerts[0].kind, alerts[0].severity),
+            (AlertKind::Missing, Severity::Critical)
+        );
     }
 
     #[test]

@@ -156,6 +156,22 @@ pub fn build(
     if phase == Phase::Cancelled {
         alerts = alerts::for_cancelled(snap.activity.activity_id.as_str(), alerts, &products);
     }
+    // Not selling yet (a draft sells nothing either): keys nobody has written yet are no
+    // alert.
+    let draft = snap.activity.status == crate::domain::activity::ActivityStatus::Draft;
+    if phase == Phase::Upcoming || (draft && phase != Phase::Cancelled) {
+        let starts_in = if draft {
+            0
+        } else {
+            (snap.activity.starts_at - snap.taken_at).num_seconds()
+        };
+        alerts = alerts::for_unpreheated(
+            snap.activity.activity_id.as_str(),
+            starts_in,
+            alerts,
+            &products,
+        );
+    }
     alerts.extend(alerts::queue_alert(
         AlertKind::CompensationPending,
         "compensation entries",

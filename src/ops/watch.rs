@@ -40,6 +40,32 @@ pub struct WatchEvent {
     pub previous: Option<&'static str>,
 }
 
+impl WatchEvent {
+    /// The event as `watch` prints it (and the TUI's event log shows it), its time in `tz`.
+    pub fn text(&self, tz: crate::domain::zone::Zone) -> String {
+        let at = tz.show(self.at.with_timezone(&Utc));
+        match self.event {
+            EventKind::State => format!(
+                "{at} state   {} {} -> {}",
+                self.product.as_deref().unwrap_or("-"),
+                self.previous.unwrap_or("-"),
+                self.state.unwrap_or("-")
+            ),
+            EventKind::Raised | EventKind::Cleared => format!(
+                "{at} {} [{}] {}: {}",
+                if self.event == EventKind::Raised {
+                    "raised "
+                } else {
+                    "cleared"
+                },
+                self.severity.map_or("-", Severity::as_str),
+                self.kind.map_or("-", |k| k.as_str()),
+                self.message.as_deref().unwrap_or("")
+            ),
+        }
+    }
+}
+
 /// An alert is the same alert while its kind and subject stay (its figures may move).
 type AlertKey = (AlertKind, Option<String>, Option<String>);
 

@@ -67,6 +67,8 @@ pub enum Action {
     CycleSort,
     /// Reverse the sort direction of the stock table.
     ReverseSort,
+    /// Switch the bell on a newly raised critical alert on or off.
+    ToggleBell,
     /// Enter or → on a table row: what is behind it (a product's detail, a row's whole text).
     OpenDetail,
     /// Make this activity the one every view shows.
@@ -218,6 +220,8 @@ pub enum Command {
         product: Option<String>,
         pause: bool,
     },
+    /// Ring the terminal's bell (a critical alert was raised).
+    Bell,
     /// Read one product's detail (keys, events, orders, writes).
     ReadDetail {
         seq: u64,

@@ -234,6 +234,8 @@ pub struct App {
     pub dialog_at: Instant,
     pub busy: Option<Busy>,
     pub next_seq: u64,
+    /// Ring the terminal's bell when a snapshot raises a critical alert (`b` switches it).
+    pub bell: bool,
 }
 
 impl App {
@@ -259,6 +261,7 @@ impl App {
             dialog_at: now,
             busy: None,
             next_seq: 1,
+            bell: true,
         }
     }
 

@@ -75,18 +75,33 @@ impl App {
         self.views.activities.overview.apply(f);
     }
 
-    pub(super) fn on_status(&mut self, id: ActivityId, f: Fetched<StatusReport>) {
+    /// A status snapshot: the views' numbers, the event log, and a bell when it raised a
+    /// critical alert that was not there a snapshot ago.
+    pub(super) fn on_status(&mut self, id: ActivityId, f: Fetched<StatusReport>) -> Vec<Command> {
         if self.activity.as_ref() != Some(&id) {
-            return; // an answer for an activity the operator has left
+            return Vec::new(); // an answer for an activity the operator has left
         }
+        let mut out = Vec::new();
         if let Ok(report) = &f.result {
             self.stock.derive(report);
+            // The first snapshot of an activity raises what it holds: the log says so, the
+            // bell does not (the operator has just looked).
+            let (events, first) = self.views.events.observe(&id, report);
+            let critical = events.iter().any(|e| {
+                e.event == crate::ops::watch::EventKind::Raised
+                    && e.severity == Some(crate::domain::alerts::Severity::Critical)
+            });
+            if critical && !first && self.bell {
+                out.push(Command::Bell);
+            }
+            self.clamp(View::Events);
         }
         self.stock.feed.apply(f);
         self.views.stock.rebuild(&self.stock);
         for v in [View::Stock, View::Alerts, View::Reconcile] {
             self.clamp(v);
         }
+        out
     }
 
     pub(super) fn on_compensation(&mut self, id: ActivityId, f: Fetched<Vec<Compensation>>) {
@@ -183,12 +198,13 @@ impl App {
         match view {
             View::Activities => self.views.activities.rows(self).len(),
             View::Stock => self.views.stock.order.len(),
-            View::Alerts => self.views.alerts.rows(&self.stock).len(),
+            View::Alerts => self.views.alerts.lines(&self.stock).len(),
             View::Compensation => self.views.compensation.rows().len(),
             View::Reconcile => self.views.reconcile.rows(&self.stock).len(),
             View::Preheat => self.views.preheat.rows(self.activity.as_ref()).len(),
             View::Redis => self.views.redis.rows(&self.redis).len(),
             View::Audit => self.views.audit.rows().len(),
+            View::Events => self.views.events.rows().len(),
             View::DryRun | View::Help => 0,
         }
     }

@@ -6,6 +6,7 @@
 use super::action::Command;
 use super::app::{App, Dialog};
 use super::view::View;
+use super::views::alerts::AlertLine;
 use super::views::{age, drift};
 use super::widgets::columns::grouped;
 use crate::domain::alerts::Alert;
@@ -22,9 +23,15 @@ impl App {
         let product = match view {
             View::Stock | View::Reconcile => self.selected_product().map(|p| p.product.clone()),
             View::Alerts => {
-                let rows = self.views.alerts.rows(&self.stock);
-                let Some(row) = self.cursor(view).row().and_then(|i| rows.get(i)) else {
-                    return self.no_detail(view, "alert");
+                let lines = self.views.alerts.lines(&self.stock);
+                let row = match self.cursor(view).row().and_then(|i| lines.get(i)) {
+                    None => return self.no_detail(view, "alert"),
+                    Some(AlertLine::Group { kind, .. }) => {
+                        let kind = *kind;
+                        self.views.alerts.toggle(kind);
+                        return Vec::new();
+                    }
+                    Some(AlertLine::One { row, .. }) => row.clone(),
                 };
                 match &row.alert.product {
                     Some(p) => Some(p.clone()),
@@ -66,6 +73,16 @@ impl App {
                 };
                 let lines = audit_text(e, self.config.tz);
                 let title = format!("Audit: {} on {}", e.action, e.activity_id);
+                self.show_text(title, lines);
+                return Vec::new();
+            }
+            View::Events => {
+                let rows = self.views.events.rows();
+                let Some(l) = self.cursor(view).row().and_then(|i| rows.get(i)) else {
+                    return self.no_detail(view, "event");
+                };
+                let lines = vec![l.event.text(self.config.tz)];
+                let title = format!("Event on {}", l.activity);
                 self.show_text(title, lines);
                 return Vec::new();
             }

@@ -81,6 +81,12 @@ impl Executor {
             Command::Watch(id) => {
                 self.activity.send_replace(Some(id));
             }
+            Command::Bell => {
+                use std::io::Write;
+                // BEL on the terminal the TUI draws on; a terminal set to flash does that.
+                let mut out = std::io::stdout();
+                let _ = out.write_all(b"\x07").and_then(|()| out.flush());
+            }
             Command::RefreshNow => {
                 self.refresh.send_modify(|g| *g = g.wrapping_add(1));
             }

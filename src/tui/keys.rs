@@ -9,11 +9,20 @@ use crossterm::event::{KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 
 /// Every binding, for the Help view: (keys, what they do, where).
 pub const BINDINGS: &[(&str, &str, &str)] = &[
-    ("1-9", "show a view (listed in the footer)", "everywhere"),
+    (
+        "1-9, 0",
+        "show a view (listed in the footer; 0 is the event log)",
+        "everywhere",
+    ),
     ("Tab / Shift-Tab", "next / previous view", "everywhere"),
     (
         "? / w",
         "this help (Esc or ? goes back) / write the incident report",
+        "everywhere",
+    ),
+    (
+        "b",
+        "switch the bell on a newly raised critical alert (on at start)",
         "everywhere",
     ),
     (
@@ -198,6 +207,7 @@ fn normal_key(app: &App, key: KeyEvent, ctrl: bool) -> Option<Action> {
         KeyCode::Enter | KeyCode::Right => Action::Enter,
         KeyCode::Esc => Action::Cancel,
         KeyCode::Char('w') => Action::WriteReport,
+        KeyCode::Char('b') => Action::ToggleBell,
         KeyCode::Char(c) if View::for_key(c).is_some() => {
             return View::for_key(c).map(Action::SwitchView);
         }

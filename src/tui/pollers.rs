@@ -238,6 +238,19 @@ impl Trackers {
     }
 }
 
+/// The alerts an activity counts at a glance, as its own `status` would raise them: a
+/// cancelled one's stock still in Redis is one `cancelled_on_sale`; an activity not selling yet
+/// with no key in Redis is not preheated yet (info, no alert); else each product whose stock is
+/// missing, corrupt, negative or off its counters.
+pub fn overview_alerts(phase: Phase, draft: bool, bad: usize, present: usize) -> usize {
+    match phase {
+        Phase::Cancelled => usize::from(present > 0),
+        Phase::Upcoming if present == 0 => 0,
+        _ if draft && present == 0 => 0,
+        _ => bad,
+    }
+}
+
 /// Alert counts and preheat state of the activities that have not ended.
 async fn overview(
     s: &Services,
@@ -247,14 +260,18 @@ async fn overview(
     let db = s.db().await?;
     let list = activity::list(&db).await?;
     let now = Utc::now();
-    let wanted: Vec<ActivityId> = list
+    // Cancelled ones too: their stock left in Redis still sells (`cancelled_on_sale`).
+    let wanted: Vec<(ActivityId, Phase, bool)> = list
         .iter()
-        .filter(|a| !matches!(a.activity.phase(now), Phase::Ended | Phase::Cancelled))
+        .filter(|a| a.activity.phase(now) != Phase::Ended)
         // A full status of a huge activity every few seconds would cost more than its alert
         // count is worth here; it shows its alerts once selected.
         .filter(|a| a.products <= OVERVIEW_MAX_PRODUCTS)
-        .map(|a| a.activity.activity_id.clone())
-        .filter(|id| Some(id) != selected)
+        .filter(|a| Some(&a.activity.activity_id) != selected)
+        .map(|a| {
+            let draft = a.activity.status == crate::domain::activity::ActivityStatus::Draft;
+            (a.activity.activity_id.clone(), a.activity.phase(now), draft)
+        })
         .take(OVERVIEW_MAX)
         .collect();
     if wanted.is_empty() {
@@ -262,18 +279,36 @@ async fn overview(
     }
     let redis = s.redis().await?;
     let mut out = Vec::new();
-    for id in wanted {
+    for (id, phase, draft) in wanted {
         // Redis alone, at a glance: reconciling every other activity's orders in the
         // background would cost the database what the selected one's books save it.
         let r = glance(&redis, &db, keys, &id).await;
         // One activity that fails to read (removed meanwhile) leaves only its own row blank.
-        if let Ok((alerts, present, products)) = r {
+        if let Ok((bad, present, products)) = r {
             out.push(Overview {
                 activity: id.to_string(),
-                alerts,
+                alerts: overview_alerts(phase, draft, bad, present),
                 preheated: products > 0 && present == products,
             });
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn other_activities_count_what_their_own_status_would_raise() {
+        // A cancelled activity: one cancelled_on_sale while any stock is left, else nothing.
+        assert_eq!(overview_alerts(Phase::Cancelled, false, 3, 3), 1);
+        assert_eq!(overview_alerts(Phase::Cancelled, false, 3, 0), 0);
+        // Not selling yet and never preheated: no alert (it is information).
+        assert_eq!(overview_alerts(Phase::Upcoming, false, 2, 0), 0);
+        assert_eq!(overview_alerts(Phase::Live, true, 2, 0), 0);
+        // Half preheated, or live: every product with a problem.
+        assert_eq!(overview_alerts(Phase::Upcoming, false, 1, 1), 1);
+        assert_eq!(overview_alerts(Phase::Live, false, 2, 0), 2);
+    }
 }

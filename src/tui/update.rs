@@ -190,7 +190,16 @@ impl App {
             }
             Action::Status(id, f) => {
                 self.now = self.now.max(f.at);
-                self.on_status(id, f);
+                self.on_status(id, f)
+            }
+            Action::ToggleBell => {
+                self.bell = !self.bell;
+                let text = if self.bell {
+                    "bell on: a newly raised critical alert rings the terminal"
+                } else {
+                    "bell off"
+                };
+                self.flash(text, false);
                 Vec::new()
             }
             Action::Compensation(id, f) => {
@@ -438,7 +447,12 @@ impl App {
         }
         if matches!(
             self.view,
-            View::Stock | View::Reconcile | View::Alerts | View::Compensation | View::Audit
+            View::Stock
+                | View::Reconcile
+                | View::Alerts
+                | View::Compensation
+                | View::Audit
+                | View::Events
         ) {
             return self.open_detail();
         }

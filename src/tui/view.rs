@@ -15,12 +15,13 @@ pub enum View {
     Redis,
     Audit,
     DryRun,
+    Events,
     Help,
 }
 
 impl View {
     /// The views reachable by a key, in the footer's order.
-    pub const TABBED: [View; 9] = [
+    pub const TABBED: [View; 10] = [
         View::Activities,
         View::Stock,
         View::Alerts,
@@ -30,10 +31,11 @@ impl View {
         View::Redis,
         View::Audit,
         View::DryRun,
+        View::Events,
     ];
 
     /// How many views there are (for per-view arrays).
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 11;
 
     /// The position of this view in per-view arrays.
     pub fn index(self) -> usize {
@@ -47,7 +49,8 @@ impl View {
             View::Redis => 6,
             View::Audit => 7,
             View::DryRun => 8,
-            View::Help => 9,
+            View::Events => 9,
+            View::Help => 10,
         }
     }
 
@@ -63,6 +66,7 @@ impl View {
             View::Redis => '7',
             View::Audit => '8',
             View::DryRun => '9',
+            View::Events => '0',
             View::Help => '?',
         }
     }
@@ -78,6 +82,7 @@ impl View {
             View::Redis => "Redis",
             View::Audit => "Audit",
             View::DryRun => "Dry run",
+            View::Events => "Events",
             View::Help => "Help",
         }
     }

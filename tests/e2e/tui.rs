@@ -339,6 +339,69 @@ fn a_fix_of_40_products_is_read_to_its_end_before_it_applies() {
     }
 }
 
+/// The Activities view counts other activities' alerts as their own status would, and the
+/// header names trouble elsewhere (issue 20: a cancelled activity with its stock still in Redis
+/// showed `-`, one a day away that nobody had preheated showed `critical missing`).
+#[test]
+fn other_activities_count_their_alerts_right_and_the_header_says_so() {
+    use crate::harness::fixtures::{activity_toml, future_window, live_window, write_file};
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let at = (&redis, &db, dir.path());
+    let tmux = stock_tui(
+        "seckill-others",
+        at,
+        ("tui-main", &[("alpha", 10, 1)]),
+        "--refresh 1",
+    );
+    let c = Console::redis(&redis.url(), &db.url);
+    let (starts, ends) = future_window();
+    let later = write_file(
+        dir.path(),
+        "later.toml",
+        &activity_toml("later", &[("p1", 5, 1), ("p2", 5, 1)], starts, ends),
+    );
+    c.ok(&["activity", "import", later.to_str().expect("path")]);
+    let (starts, ends) = live_window();
+    let gone = activity_toml("gone", &[("g1", 5, 1)], starts, ends);
+    let file = write_file(dir.path(), "gone.toml", &gone);
+    c.ok(&["activity", "import", file.to_str().expect("path")]);
+    c.preheat("gone");
+    let cancelled = gone.replace("[activity]\n", "[activity]\nstatus = \"cancelled\"\n");
+    let file = write_file(dir.path(), "gone.toml", &cancelled);
+    c.ok(&["activity", "import", file.to_str().expect("path")]);
+
+    tmux.keys("1");
+    // The alerts column is a row's last figure.
+    let alerts_of = |s: &str, id: &str| -> Option<String> {
+        s.lines()
+            .find(|l| l.contains(&format!(" {id} ")))
+            .and_then(|l| l.trim_end().trim_end_matches('│').split_whitespace().last())
+            .map(str::to_string)
+    };
+    tmux.wait("both counted", Duration::from_secs(15), |s| {
+        alerts_of(s, "gone").as_deref() == Some("1")
+            && alerts_of(s, "later").as_deref() == Some("0")
+    });
+    let s = tmux.screen();
+    assert!(s.contains("! gone: 1 alert(s)"), "no badge for gone:\n{s}");
+    // Selected, the activity a day away says it is not preheated, as information.
+    tmux.keys("/");
+    tmux.keys("later");
+    tmux.keys("Enter");
+    // The highlighted activity left the filtered table: an arrow picks the one left.
+    tmux.keys("Up");
+    tmux.keys("Enter");
+    tmux.keys("3");
+    tmux.wait("the not-preheated note", Duration::from_secs(10), |s| {
+        s.contains("not_preheated")
+    });
+    let s = tmux.screen();
+    assert!(!s.contains("missing"), "{s}");
+    assert!(s.contains("info"), "{s}");
+}
+
 /// Letters typed ahead never answer a write (issue 20: `lazy` typed in the Stock view paused a
 /// product, `z` opening the dialog and `y` confirming it): nothing is paused in Redis.
 #[test]

@@ -3,6 +3,7 @@
 
 mod columns;
 mod dry_run;
+mod events;
 mod fixtures;
 mod paging;
 mod snapshots;

@@ -304,7 +304,7 @@ fn a_long_message_wraps_instead_of_cutting() {
 #[test]
 fn the_footer_keeps_every_view_and_help_down_to_60_columns() {
     for (w, h) in [(60, 20), (80, 24), (100, 30)] {
-        for c in "123456789".chars() {
+        for c in "1234567890".chars() {
             let mut a = app(false);
             a.update(Action::Resize(w, h));
             a.update(key(c));
@@ -313,7 +313,7 @@ fn the_footer_keeps_every_view_and_help_down_to_60_columns() {
             let (keys, views) = (footer[0], footer[1]);
             assert!(keys.contains("? help") && keys.contains("q quit"), "{s}");
             // Every view's key, the current one bracketed (marked without colour too).
-            for v in "123456789".chars() {
+            for v in "1234567890".chars() {
                 assert!(views.contains(v), "{v} missing at {w}x{h}: {s}");
             }
             assert!(

@@ -82,6 +82,7 @@ fn keys_switch_views_and_help_returns() {
         ('4', View::Compensation),
         ('8', View::Audit),
         ('9', View::DryRun),
+        ('0', View::Events),
     ] {
         a.update(key(c));
         assert_eq!(a.view, v);
@@ -89,16 +90,16 @@ fn keys_switch_views_and_help_returns() {
     a.update(code(KeyCode::Tab));
     assert_eq!(a.view, View::Activities, "Tab wraps around");
     a.update(code(KeyCode::BackTab));
-    assert_eq!(a.view, View::DryRun);
+    assert_eq!(a.view, View::Events);
     a.update(code(KeyCode::BackTab));
-    assert_eq!(a.view, View::Audit);
+    assert_eq!(a.view, View::DryRun);
     a.update(key('?'));
     assert_eq!(a.view, View::Help);
     a.update(code(KeyCode::Esc));
-    assert_eq!(a.view, View::Audit, "Esc leaves Help for the view before");
+    assert_eq!(a.view, View::DryRun, "Esc leaves Help for the view before");
     a.update(key('?'));
     a.update(key('?'));
-    assert_eq!(a.view, View::Audit, "? toggles Help");
+    assert_eq!(a.view, View::DryRun, "? toggles Help");
 }
 
 #[test]

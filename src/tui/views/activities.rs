@@ -86,6 +86,25 @@ impl ActivitiesView {
             .find(|o| o.activity == id)
     }
 
+    /// The activities other than the selected one that have alerts, and how many, most first.
+    pub fn others_alerting(&self, app: &App) -> Vec<(String, usize)> {
+        let mut out: Vec<(String, usize)> = self
+            .overview
+            .data
+            .iter()
+            .flatten()
+            .filter(|o| o.alerts > 0)
+            .filter(|o| {
+                app.activity
+                    .as_ref()
+                    .is_none_or(|a| a.as_str() != o.activity)
+            })
+            .map(|o| (o.activity.clone(), o.alerts))
+            .collect();
+        out.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        out
+    }
+
     /// The alert count of an activity, when known.
     pub fn alert_count(&self, app: &App, id: &str) -> Option<usize> {
         if app.activity.as_ref().is_some_and(|a| a.as_str() == id)

@@ -1,9 +1,11 @@
-//! Alerts of the selected activity: newest first, with age, severity, kind and product.
+//! Alerts of the selected activity: newest first, with age, severity, kind and product. Alerts
+//! of one kind on many products (Redis restarted empty: 2,000 `missing`) fold into one line
+//! with their count; Enter lists them and folds them again.
 
 use super::ViewKey;
 use super::{age, empty_reason, error_line};
-use crate::domain::alerts::Alert;
 use crate::domain::alerts::Severity;
+use crate::domain::alerts::{Alert, AlertKind};
 use crate::tui::app::App;
 use crate::tui::cursor::{TableCursor, matches};
 use crate::tui::selected::StockData;
@@ -15,11 +17,31 @@ use ratatui::Frame;
 use ratatui::layout::{Constraint, Rect};
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{Cell, Row};
+use std::collections::{BTreeSet, HashMap};
 
 /// The Alerts view: the selected activity's alerts, newest first.
 #[derive(Debug, Default)]
 pub struct AlertsView {
     pub cursor: TableCursor,
+    /// The kinds whose folded line the operator opened.
+    pub open: BTreeSet<&'static str>,
+}
+
+/// Alerts of one kind on at least this many products fold into one line.
+pub const FOLD_AT: usize = 3;
+
+/// A line of the Alerts view.
+#[derive(Clone, Debug)]
+pub enum AlertLine<'a> {
+    /// One alert; `member` when it is listed under its open group.
+    One { row: AlertRow<'a>, member: bool },
+    /// The alerts of one kind on many products, newest first.
+    Group {
+        kind: AlertKind,
+        severity: Severity,
+        rows: Vec<AlertRow<'a>>,
+        open: bool,
+    },
 }
 
 /// One row of the Alerts view.
@@ -70,13 +92,79 @@ impl AlertsView {
         });
         rows
     }
+
+    /// The lines shown: the rows, those of a kind on [`FOLD_AT`] products or more folded into
+    /// one line where the kind's newest alert stands (and listed under it when open).
+    pub fn lines<'a>(&self, stock: &'a StockData) -> Vec<AlertLine<'a>> {
+        let rows = self.rows(stock);
+        let mut per_kind: HashMap<AlertKind, Vec<AlertRow<'a>>> = HashMap::new();
+        for r in rows.iter().filter(|r| r.alert.product.is_some()) {
+            per_kind.entry(r.alert.kind).or_default().push(r.clone());
+        }
+        per_kind.retain(|_, v| v.len() >= FOLD_AT);
+        let folded: Vec<AlertKind> = per_kind.keys().copied().collect();
+        let mut out = Vec::new();
+        for r in rows {
+            let kind = r.alert.kind;
+            if r.alert.product.is_none() || !folded.contains(&kind) {
+                out.push(AlertLine::One {
+                    row: r,
+                    member: false,
+                });
+                continue;
+            }
+            // The first (newest) of its kind stands for the group; the rest are in it.
+            let Some(members) = per_kind.remove(&kind) else {
+                continue;
+            };
+            let open = self.open.contains(kind.as_str());
+            let severity = members
+                .iter()
+                .map(|m| m.alert.severity)
+                .max()
+                .unwrap_or(Severity::Info);
+            out.push(AlertLine::Group {
+                kind,
+                severity,
+                rows: members.clone(),
+                open,
+            });
+            if open {
+                out.extend(
+                    members
+                        .into_iter()
+                        .map(|row| AlertLine::One { row, member: true }),
+                );
+            }
+        }
+        out
+    }
+
+    /// Opens or folds the group of `kind`.
+    pub fn toggle(&mut self, kind: AlertKind) {
+        if !self.open.remove(kind.as_str()) {
+            self.open.insert(kind.as_str());
+        }
+    }
+}
+
+fn severity_text(s: Severity) -> (&'static str, ratatui::style::Style) {
+    match s {
+        Severity::Critical => ("critical", critical()),
+        Severity::Warning => ("warning", warning()),
+        Severity::Info => ("info", dim()),
+    }
 }
 
 pub fn render(frame: &mut Frame, area: Rect, app: &App) {
-    let rows = app.views.alerts.rows(&app.stock);
+    let lines = app.views.alerts.lines(&app.stock);
+    let count = app.stock.report().map_or(0, |r| r.alerts.len());
     let title = Line::from(vec![
         Span::styled(" Alerts ", bold()),
-        Span::styled(format!("{} newest first ", rows.len()), dim()),
+        Span::styled(
+            format!("{count} newest first, {} line(s) ", lines.len()),
+            dim(),
+        ),
     ]);
     let spec = TableSpec {
         title,
@@ -91,32 +179,69 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             Constraint::Length(6),
             Constraint::Length(8),
             Constraint::Length(20),
-            Constraint::Length(12),
+            Constraint::Length(14),
             Constraint::Min(20),
         ],
         empty: empty_reason(app, &app.stock.feed, "No alerts: every product is ok."),
         bottom: error_line(&app.stock.feed),
     };
-    table::render(frame, area, app, View::Alerts, spec, rows.len(), |i| {
-        let r = &rows[i];
-        let a = r.alert;
-        let (severity, style) = match a.severity {
-            Severity::Critical => ("critical", critical()),
-            Severity::Warning => ("warning", warning()),
-            Severity::Info => ("info", dim()),
-        };
-        let subject = a
-            .product
-            .clone()
-            .or_else(|| a.node.clone())
-            .unwrap_or_else(|| "-".into());
-        Row::new(vec![
-            num(age(r.age_secs)),
-            Cell::from(severity),
-            Cell::from(a.kind.as_str()),
-            Cell::from(subject),
-            Cell::from(a.message.clone()),
-        ])
-        .style(style)
-    });
+    table::render(
+        frame,
+        area,
+        app,
+        View::Alerts,
+        spec,
+        lines.len(),
+        |i| match &lines[i] {
+            AlertLine::Group {
+                kind,
+                severity,
+                rows,
+                open,
+            } => {
+                let (severity, style) = severity_text(*severity);
+                let names: Vec<&str> = rows
+                    .iter()
+                    .take(3)
+                    .filter_map(|r| r.alert.product.as_deref())
+                    .collect();
+                let more = if rows.len() > 3 { ", ..." } else { "" };
+                let hint = if *open {
+                    "Enter folds them"
+                } else {
+                    "Enter lists them"
+                };
+                Row::new(vec![
+                    num(age(rows.first().map_or(0, |r| r.age_secs))),
+                    Cell::from(severity),
+                    Cell::from(format!("{} x{}", kind.as_str(), rows.len())),
+                    Cell::from(format!("{} products", rows.len())),
+                    Cell::from(format!("{}{more} ({hint})", names.join(", "))),
+                ])
+                .style(style)
+            }
+            AlertLine::One { row, member } => {
+                let a = row.alert;
+                let (severity, style) = severity_text(a.severity);
+                let subject = a
+                    .product
+                    .clone()
+                    .or_else(|| a.node.clone())
+                    .unwrap_or_else(|| "-".into());
+                let subject = if *member {
+                    format!("  {subject}")
+                } else {
+                    subject
+                };
+                Row::new(vec![
+                    num(age(row.age_secs)),
+                    Cell::from(severity),
+                    Cell::from(a.kind.as_str()),
+                    Cell::from(subject),
+                    Cell::from(a.message.clone()),
+                ])
+                .style(style)
+            }
+        },
+    );
 }

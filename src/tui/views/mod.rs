@@ -8,6 +8,7 @@ pub mod alerts;
 pub mod audit;
 pub mod compensation;
 pub mod dry_run;
+pub mod events;
 pub mod help;
 pub mod preheat;
 pub mod reconcile;
@@ -41,6 +42,7 @@ pub struct Views {
     pub redis: redis::RedisView,
     pub audit: audit::AuditView,
     pub dry_run: dry_run::DryRunView,
+    pub events: events::EventsView,
     /// The first binding the help shows (it scrolls on a small terminal).
     pub help_scroll: usize,
     /// The cursor of the views without a table (Dry run, Help): never drawn, never moved.
@@ -59,6 +61,7 @@ impl Views {
             View::Preheat => &self.preheat.cursor,
             View::Redis => &self.redis.cursor,
             View::Audit => &self.audit.cursor,
+            View::Events => &self.events.cursor,
             View::DryRun | View::Help => &self.no_table,
         }
     }
@@ -73,6 +76,7 @@ impl Views {
             View::Preheat => &mut self.preheat.cursor,
             View::Redis => &mut self.redis.cursor,
             View::Audit => &mut self.audit.cursor,
+            View::Events => &mut self.events.cursor,
             View::DryRun | View::Help => &mut self.no_table,
         }
     }
@@ -90,6 +94,7 @@ pub fn view_keys(view: View) -> &'static [ViewKey] {
         View::Redis => redis::RedisView::KEYS,
         View::Audit => audit::AuditView::KEYS,
         View::DryRun => dry_run::DryRunView::KEYS,
+        View::Events => events::EventsView::KEYS,
         View::Help => &[("Esc", "back", false)],
     }
 }
@@ -102,7 +107,9 @@ pub fn view_key(view: View, code: KeyCode) -> Option<Action> {
         View::Reconcile => reconcile::ReconcileView::key(code),
         View::Preheat => preheat::PreheatView::key(code),
         View::DryRun => dry_run::DryRunView::key(code),
-        View::Activities | View::Alerts | View::Redis | View::Audit | View::Help => None,
+        View::Activities | View::Alerts | View::Redis | View::Audit | View::Events | View::Help => {
+            None
+        }
     }
 }
 
@@ -155,6 +162,7 @@ pub fn render_view(frame: &mut Frame, area: Rect, app: &App) {
         View::Redis => redis::render(frame, area, app),
         View::Audit => audit::render(frame, area, app),
         View::DryRun => dry_run::render(frame, area, app),
+        View::Events => events::render(frame, area, app),
         View::Help => help::render(frame, area, app),
     }
 }

@@ -40,10 +40,10 @@ fn tab_label(v: View, fit: Fit) -> &'static str {
         (Fit::Tiny, View::Redis) => "Rds",
         (Fit::Tiny, View::Audit) => "Aud",
         (Fit::Tiny, View::DryRun) => "Dry",
+        (Fit::Tiny, View::Events) => "Evt",
         (_, View::Activities) => "Activ.",
         (_, View::Compensation) => "Comp.",
         (_, View::Reconcile) => "Recon.",
-        (Fit::Packed, View::DryRun) => "Dry",
         (Fit::Packed, View::Preheat) => "Preh.",
         _ => v.title(),
     }

@@ -56,8 +56,6 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     let (age, style) = age_text(app);
     first.push(Span::raw(" │ "));
     first.push(Span::styled(age, style));
-    first.push(Span::raw(" │ "));
-    first.push(Span::styled(app.config.tz.name(), dim()));
     if app.config.read_only {
         first.push(Span::raw(" │ "));
         first.push(Span::styled(
@@ -68,6 +66,22 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
                 .add_modifier(Modifier::BOLD),
         ));
     }
+    // Trouble elsewhere: the other activities with alerts, so a quiet screen never hides
+    // another sale breaking. Before the zone, so a narrow terminal cuts the zone first.
+    let others = app.views.activities.others_alerting(app);
+    if let Some((top, n)) = others.first() {
+        let more = match others.len() {
+            1 => String::new(),
+            k => format!(" +{} more", k - 1),
+        };
+        first.push(Span::raw(" │ "));
+        first.push(Span::styled(
+            format!("! {top}: {n} alert(s){more}"),
+            critical(),
+        ));
+    }
+    first.push(Span::raw(" │ "));
+    first.push(Span::styled(app.config.tz.name(), dim()));
     let half = width.saturating_sub(4) / 2;
     let mut second = vec![Span::raw(" ")];
     second.extend(link(

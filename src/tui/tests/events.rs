@@ -1,0 +1,126 @@
+//! The event log (`0`), the bell on a newly raised critical alert, and alerts of one kind on
+//! many products folded into one line.
+
+use super::fixtures::{app, fetched, id, report, screen};
+use crate::domain::alerts::{AlertKind, product_alerts};
+use crate::tui::action::{Action, Command};
+use crate::tui::app::{App, Dialog};
+use crate::tui::view::View;
+use crate::tui::views::alerts::AlertLine;
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+fn key(c: char) -> Action {
+    Action::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+}
+
+fn code(k: KeyCode) -> Action {
+    Action::Key(KeyEvent::new(k, KeyModifiers::NONE))
+}
+
+/// The fixture's report at `t(secs)` with the phone's stock gone from Redis (a new critical
+/// `missing` alert).
+fn phone_lost(secs: i64) -> crate::ops::status::StatusReport {
+    let mut r = report(secs, 6);
+    if let Some(p) = r.products.iter_mut().find(|p| p.product == "phone") {
+        p.redis_remaining = None;
+        p.state = crate::domain::stock::State::Missing;
+        p.drift = None;
+    }
+    r.alerts = product_alerts(&r.products);
+    r
+}
+
+#[test]
+fn the_event_log_keeps_what_changed_and_the_bell_rings_on_a_new_critical_alert() {
+    let mut a = app(false);
+    // The fixture's two snapshots: the first raised what it held; nothing since.
+    let raised_at_start = a.views.events.log.len();
+    assert!(raised_at_start > 0);
+    let cmds = a.update(Action::Status(
+        id("spring-sale"),
+        fetched(4, 4, phone_lost(4)),
+    ));
+    assert_eq!(cmds, vec![Command::Bell], "a new critical alert rings");
+    let s = {
+        a.update(key('0'));
+        screen(&a, 120, 30)
+    };
+    assert!(s.contains("Events"), "{s}");
+    assert!(s.contains("missing"), "{s}");
+    assert!(s.contains("ok -> missing"), "the phone's state change: {s}");
+    // Enter shows the event whole, as `watch` prints it.
+    a.update(code(KeyCode::Enter));
+    let Some(Dialog::Message { lines, .. }) = &a.dialog else {
+        panic!("{:?}", a.dialog);
+    };
+    assert!(
+        lines[0].contains("state   phone ok -> missing"),
+        "{lines:?}"
+    );
+    a.update(code(KeyCode::Esc));
+    // The same alert again rings nothing; switched off, a new one rings nothing either.
+    let again = a.update(Action::Status(
+        id("spring-sale"),
+        fetched(5, 5, phone_lost(5)),
+    ));
+    assert!(again.is_empty(), "{again:?}");
+    a.update(key('b'));
+    assert!(!a.bell);
+    let cleared = a.update(Action::Status(
+        id("spring-sale"),
+        fetched(6, 6, report(6, 6)),
+    ));
+    assert!(cleared.is_empty());
+    let back = a.update(Action::Status(
+        id("spring-sale"),
+        fetched(7, 7, phone_lost(7)),
+    ));
+    assert!(back.is_empty(), "the bell is off: {back:?}");
+    let s = screen(&a, 120, 30);
+    assert!(s.contains("cleared"), "{s}");
+}
+
+/// A report where `n` products lost their stock key (Redis restarted empty).
+fn many_missing(n: usize) -> crate::ops::status::StatusReport {
+    let mut r = report(4, 6);
+    let template = r.products[0].clone();
+    r.products = (0..n)
+        .map(|i| {
+            let mut p = template.clone();
+            p.product = format!("p{i:04}");
+            p.redis_remaining = None;
+            p.state = crate::domain::stock::State::Missing;
+            p.drift = None;
+            p
+        })
+        .collect();
+    r.alerts = product_alerts(&r.products);
+    r
+}
+
+#[test]
+fn two_thousand_missing_products_fold_into_one_line_that_enter_opens() {
+    let mut a: App = app(false);
+    a.update(Action::Status(
+        id("spring-sale"),
+        fetched(4, 4, many_missing(2000)),
+    ));
+    a.update(key('3'));
+    let lines = a.views.alerts.lines(&a.stock);
+    assert_eq!(lines.len(), 1, "one line for 2,000 alerts of a kind");
+    assert!(matches!(
+        &lines[0],
+        AlertLine::Group { kind: AlertKind::Missing, rows, open: false, .. } if rows.len() == 2000
+    ));
+    let s = screen(&a, 120, 30);
+    assert!(s.contains("missing x2000"), "{s}");
+    assert!(s.contains("2000 products"), "{s}");
+    assert!(s.contains("Enter lists them"), "{s}");
+    a.update(code(KeyCode::Enter));
+    assert_eq!(a.row_count(View::Alerts), 2001);
+    let s = screen(&a, 120, 30);
+    assert!(s.contains("  p0000") || s.contains("  p1999"), "{s}");
+    assert!(s.contains("Enter folds them"), "{s}");
+    a.update(code(KeyCode::Enter));
+    assert_eq!(a.row_count(View::Alerts), 1);
+}
