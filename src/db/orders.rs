@@ -63,6 +63,28 @@ pub async fn statuses(
     Ok(rows.into_iter().collect())
 }
 
+/// Orders written or changed since `since`, per activity of `activities`: how busy each is
+/// now. A range of the `(activity_id, updated_at)` index per activity, so it reads the last
+/// minute's orders, never the sale's.
+pub async fn recent_by_activity(
+    db: &Db,
+    activities: &[&str],
+    since: chrono::DateTime<chrono::Utc>,
+) -> Result<HashMap<String, i64>> {
+    let mut out = HashMap::new();
+    for a in activities {
+        let row: Option<(i64,)> = db
+            .fetch_optional_as(
+                "SELECT COUNT(*) FROM seckill_order WHERE activity_id = ? AND updated_at >= ?",
+                &[(*a).into(), Arg::Time(since)],
+            )
+            .await
+            .map_err(|e| db.error(&e))?;
+        out.insert((*a).to_string(), row.map_or(0, |(n,)| n));
+    }
+    Ok(out)
+}
+
 /// Orders of one status.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OrderCount {

@@ -279,6 +279,9 @@ pub fn lost_shown(lost: &[Piece]) -> String {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ProductStatus {
     pub product: String,
+    /// The product's name as imported (often in the shop's language); empty without one.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub name: String,
     pub initial: i64,
     pub redis_remaining: Option<i64>,
     pub db_sold: i64,
@@ -363,6 +366,7 @@ impl ProductStatus {
         };
         ProductStatus {
             product: product.to_string(),
+            name: String::new(),
             initial: truth.initial,
             redis_remaining: if matches!(stock, StockValue::Value(_)) && meta.corrupt.is_none() {
                 stock.value()

@@ -324,6 +324,7 @@ pub fn view(
         (&cut.stock, &cut.meta, &lost),
         truth,
     );
+    status.name = product.name.clone();
     status.unledgered = books.unledgered_units();
     if matches!(status.state, State::Ok | State::Paused) && status.unledgered > 0 {
         // Live orders Redis holds no deduction for, hidden in the total by as many units

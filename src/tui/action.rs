@@ -67,6 +67,9 @@ pub enum Action {
     CycleSort,
     /// Reverse the sort direction of the stock table.
     ReverseSort,
+    /// How many orders each live activity wrote in the last minute: the first screen opens the
+    /// busiest.
+    Busiest(Result<std::collections::HashMap<String, i64>, Error>),
     /// Switch the bell on a newly raised critical alert on or off.
     ToggleBell,
     /// Enter or → on a table row: what is behind it (a product's detail, a row's whole text).
@@ -220,6 +223,8 @@ pub enum Command {
         product: Option<String>,
         pause: bool,
     },
+    /// Count the last minute's orders of these live activities (the first screen's choice).
+    CountRecentSales(Vec<ActivityId>),
     /// Ring the terminal's bell (a critical alert was raised).
     Bell,
     /// Read one product's detail (keys, events, orders, writes).

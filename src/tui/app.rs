@@ -236,6 +236,10 @@ pub struct App {
     pub next_seq: u64,
     /// Ring the terminal's bell when a snapshot raises a critical alert (`b` switches it).
     pub bell: bool,
+    /// The first screen's choice among several live activities is being asked for.
+    pub picking: bool,
+    /// When the selected activity was chosen (how long its first snapshot has been awaited).
+    pub watch_since: Instant,
 }
 
 impl App {
@@ -262,6 +266,8 @@ impl App {
             busy: None,
             next_seq: 1,
             bell: true,
+            picking: false,
+            watch_since: now,
         }
     }
 

@@ -34,6 +34,11 @@ impl App {
             return Vec::new();
         }
         self.activity = Some(id.clone());
+        self.watch_since = self.now;
+        // The Activities view opens on the activity shown, not on its top row.
+        self.cursor_mut(View::Activities)
+            .anchor_on(Some(id.as_str()));
+        self.clamp(View::Activities);
         self.stock = StockData::default();
         self.views.compensation.feed = Default::default();
         self.views.stock.order.clear();
@@ -55,16 +60,66 @@ impl App {
         if self.activity.is_some() {
             return Vec::new();
         }
-        // Nothing chosen yet: show the live activity (else the newest) so the first screen
-        // has numbers; the operator picks another with 1 and Enter.
+        // Nothing chosen yet: the first screen shows the live activity selling most (asked
+        // of the database when there are several), else the soonest to open, else the newest;
+        // the operator picks another with 1 and Enter.
         let (Some(list), Some(at)) = (&self.activities.data, self.activities.taken_at) else {
             return Vec::new();
         };
+        let live: Vec<ActivityId> = list
+            .iter()
+            .filter(|a| a.activity.phase(at) == Phase::Live)
+            .map(|a| a.activity.activity_id.clone())
+            .collect();
+        if live.len() > 1 {
+            if self.picking {
+                return Vec::new();
+            }
+            self.picking = true;
+            return vec![Command::CountRecentSales(live)];
+        }
+        let pick = live.into_iter().next().or_else(|| {
+            list.iter()
+                .filter(|a| a.activity.phase(at) == Phase::Upcoming)
+                .min_by_key(|a| a.activity.starts_at)
+                .or_else(|| list.first())
+                .map(|a| a.activity.activity_id.clone())
+        });
+        match pick {
+            Some(id) => self.set_activity(id),
+            None => Vec::new(),
+        }
+    }
+
+    /// The last minute's orders of the live activities: show the busiest (the first live one
+    /// when the count failed or none sold), unless the operator chose meanwhile.
+    pub(super) fn on_busiest(
+        &mut self,
+        counts: Result<std::collections::HashMap<String, i64>, crate::error::Error>,
+    ) -> Vec<Command> {
+        self.picking = false;
+        if self.activity.is_some() {
+            return Vec::new();
+        }
+        let (Some(list), Some(at)) = (&self.activities.data, self.activities.taken_at) else {
+            return Vec::new();
+        };
+        let counts = counts.unwrap_or_default();
+        // The busiest; of equals, the first listed (the newest window).
         let pick = list
             .iter()
-            .find(|a| a.activity.phase(at) == Phase::Live)
-            .or_else(|| list.first())
-            .map(|a| a.activity.activity_id.clone());
+            .filter(|a| a.activity.phase(at) == Phase::Live)
+            .enumerate()
+            .max_by_key(|(i, a)| {
+                (
+                    counts
+                        .get(a.activity.activity_id.as_str())
+                        .copied()
+                        .unwrap_or(0),
+                    std::cmp::Reverse(*i),
+                )
+            })
+            .map(|(_, a)| a.activity.activity_id.clone());
         match pick {
             Some(id) => self.set_activity(id),
             None => Vec::new(),

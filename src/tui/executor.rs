@@ -81,6 +81,15 @@ impl Executor {
             Command::Watch(id) => {
                 self.activity.send_replace(Some(id));
             }
+            Command::CountRecentSales(ids) => self.job(
+                async move {
+                    let db = s.db().await?;
+                    let ids: Vec<&str> = ids.iter().map(ActivityId::as_str).collect();
+                    let since = chrono::Utc::now() - chrono::Duration::seconds(60);
+                    crate::db::orders::recent_by_activity(&db, &ids, since).await
+                },
+                Action::Busiest,
+            ),
             Command::Bell => {
                 use std::io::Write;
                 // BEL on the terminal the TUI draws on; a terminal set to flash does that.

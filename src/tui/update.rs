@@ -192,6 +192,7 @@ impl App {
                 self.now = self.now.max(f.at);
                 self.on_status(id, f)
             }
+            Action::Busiest(counts) => self.on_busiest(counts),
             Action::ToggleBell => {
                 self.bell = !self.bell;
                 let text = if self.bell {

@@ -402,6 +402,143 @@ fn other_activities_count_their_alerts_right_and_the_header_says_so() {
     assert!(s.contains("info"), "{s}");
 }
 
+/// The console opens on the live sale that is selling (not a quiet one listed first), shows
+/// the products' names beside their ids, and `/` finds a product by its Chinese name (issue
+/// 20: the first screen was a quiet activity, and `/手机` found nothing).
+#[test]
+fn the_first_screen_is_the_busy_sale_and_names_are_found() {
+    use crate::harness::fixtures::{activity_toml, live_window, write_file};
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let c = Console::redis(&redis.url(), &db.url);
+    let (starts, ends) = live_window();
+    // Imported last, the quiet sale is listed first (newest window first).
+    let busy = activity_toml("tui-busy", &[("p1", 500, 5), ("p2", 500, 5)], starts, ends)
+        .replace("id = \"p1\"\n", "id = \"p1\"\nname = \"手机 42\"\n")
+        .replace("id = \"p2\"\n", "id = \"p2\"\nname = \"Laptop\"\n");
+    let file = write_file(dir.path(), "busy.toml", &busy);
+    c.ok(&["activity", "import", file.to_str().expect("path")]);
+    c.preheat("tui-busy");
+    let quiet = activity_toml(
+        "tui-quiet",
+        &[("q1", 5, 1)],
+        starts + chrono::Duration::seconds(1),
+        ends,
+    );
+    let file = write_file(dir.path(), "quiet.toml", &quiet);
+    c.ok(&["activity", "import", file.to_str().expect("path")]);
+    c.preheat("tui-quiet");
+    c.ok(&[
+        "load",
+        "tui-busy",
+        "--buyers",
+        "200",
+        "--concurrency",
+        "8",
+        "--yes",
+    ]);
+    let command = format!(
+        "cd {} && {} --redis {} --db {}; sleep 60",
+        dir.path().display(),
+        crate::harness::cli::binary(),
+        redis.url(),
+        db.url
+    );
+    let tmux = Tmux::start("seckill-names", 110, 30, &command);
+    tmux.wait("the busy sale", Duration::from_secs(10), |s| {
+        s.contains("activity tui-busy") && s.contains("Laptop")
+    });
+    let s = tmux.screen();
+    assert!(s.contains("手机 42"), "the name column:\n{s}");
+    tmux.keys("/");
+    tmux.keys("手机");
+    tmux.wait("the filter by name", Duration::from_secs(3), |s| {
+        s.contains("1/2 products")
+    });
+    let s = tmux.screen();
+    assert!(s.contains("p1") && !s.contains("Laptop"), "{s}");
+}
+
+/// With Redis hung (SIGSTOP), a write fails within the response timeout and says why, and a
+/// view of another activity says what it waits on (issue 20: `f` showed "working for 14s"
+/// and failed after 15 to 37 s; "Waiting for the first snapshot" for 20 s, no reason).
+#[test]
+fn a_write_against_a_hung_redis_fails_within_the_timeout_with_the_reason() {
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let at = (&redis, &db, dir.path());
+    let products = [("alpha", 10, 1), ("bravo", 10, 1)];
+    let tmux = stock_tui(
+        "seckill-hung",
+        at,
+        ("tui-hung", &products),
+        "--response-timeout-ms 1000",
+    );
+    tmux.keys("2");
+    redis.signal("STOP");
+    tmux.keys("z");
+    tmux.wait("the pause dialog", Duration::from_secs(3), |s| {
+        s.contains("Pause alpha of tui-hung?")
+    });
+    confirm(&tmux);
+    let started = Instant::now();
+    let took = tmux.wait("the failure", Duration::from_secs(30), |s| {
+        s.contains("Pause failed") || s.contains("could not be changed")
+    });
+    let s = tmux.screen();
+    redis.signal("CONT");
+    println!(
+        "the pause failed after {took:?} ({:?} since Enter)",
+        started.elapsed()
+    );
+    assert!(s.contains("timed out"), "the reason:\n{s}");
+    // The response timeout is 1 s; a few round trips at most, never the 15-37 s it took.
+    assert!(took < Duration::from_secs(8), "failed after {took:?}");
+    tmux.keys("Escape");
+
+    // A fix's preview the same way, on a product that drifted.
+    redis.cli(&["INCRBY", "seckill:{tui-hung:bravo}:stock", "3"]);
+    tmux.keys("5");
+    tmux.wait("the drift", Duration::from_secs(10), |s| {
+        s.contains("Reconcile 1 to fix")
+    });
+    redis.signal("STOP");
+    tmux.keys("f");
+    let took = tmux.wait("the preview's failure", Duration::from_secs(60), |s| {
+        s.contains("Fix preview failed")
+    });
+    let s = tmux.screen();
+    redis.signal("CONT");
+    println!("the fix preview failed after {took:?}");
+    assert!(s.contains("timed out"), "the reason:\n{s}");
+    assert!(took < Duration::from_secs(8), "failed after {took:?}");
+    tmux.keys("Escape");
+
+    // Another activity chosen while Redis hangs: its empty views say what they wait on.
+    Console::redis(&redis.url(), &db.url).import_file_preheat(
+        dir.path(),
+        "tui-other",
+        &[("gamma", 5, 1)],
+    );
+    redis.signal("STOP");
+    tmux.keys("1");
+    tmux.keys("/");
+    tmux.keys("tui-other");
+    tmux.keys("Enter");
+    tmux.wait("the new activity listed", Duration::from_secs(10), |s| {
+        s.contains("Test tui-other")
+    });
+    tmux.keys("Up");
+    tmux.keys("Enter");
+    tmux.wait("the reason it waits", Duration::from_secs(10), |s| {
+        s.contains("activity tui-other")
+            && (s.contains("Redis does not answer") || s.contains("No data: Redis"))
+    });
+    redis.signal("CONT");
+}
+
 /// Letters typed ahead never answer a write (issue 20: `lazy` typed in the Stock view paused a
 /// product, `z` opening the dialog and `y` confirming it): nothing is paused in Redis.
 #[test]

@@ -57,7 +57,7 @@ pub fn config(read_only: bool) -> AppConfig {
     }
 }
 
-fn activity(
+pub fn activity(
     name: &str,
     title: &str,
     start: i64,
@@ -148,14 +148,26 @@ fn product(
 pub fn products(extra: i64) -> Vec<ProductStatus> {
     let mut orphaned = product("case", 500, StockValue::Value(440), 60, 0);
     orphaned.orphaned = 2;
-    vec![
+    let mut all = vec![
         product("phone", 100, StockValue::Value(60 - extra), 40 + extra, 0),
         product("laptop", 20, StockValue::Value(23), 2, 0),
         product("tablet", 30, StockValue::Value(-2), 30, 0),
         product("watch", 10, StockValue::Missing, 0, 0),
         product("charger", 500, StockValue::Value(400), 98, 2),
         orphaned,
-    ]
+    ];
+    // Names as shops import them: some in Chinese (two columns a character), one none.
+    for (p, name) in all.iter_mut().zip([
+        "手机 X",
+        "Laptop Pro 14",
+        "平板",
+        "",
+        "Charger 65W",
+        "手机壳",
+    ]) {
+        p.name = name.to_string();
+    }
+    all
 }
 
 fn totals(products: &[ProductStatus]) -> Totals {

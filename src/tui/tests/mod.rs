@@ -5,6 +5,7 @@ mod columns;
 mod dry_run;
 mod events;
 mod fixtures;
+mod names;
 mod paging;
 mod snapshots;
 mod update;

@@ -177,9 +177,26 @@ pub fn empty_reason<T>(app: &App, feed: &super::feed::Feed<T>, none: &str) -> St
     }
     match (&feed.data, feed.error_text()) {
         (None, Some(e)) => format!("No data: {e}. Retrying every refresh."),
-        (None, None) => "Waiting for the first snapshot ...".into(),
+        (None, None) => waiting(app),
         (Some(_), _) => none.into(),
     }
+}
+
+/// What the first snapshot of the selected activity waits on, and for how long.
+fn waiting(app: &App) -> String {
+    use crate::tui::data::Link;
+    let id = app
+        .activity
+        .as_ref()
+        .map_or_else(String::new, ToString::to_string);
+    let secs = app.now.saturating_duration_since(app.watch_since).as_secs();
+    let on = match (app.redis_link(), app.db_link()) {
+        (Link::Down(e), _) => format!("Redis does not answer ({e}); retrying"),
+        (_, Link::Down(e)) => format!("the database does not answer ({e}); retrying"),
+        (Link::Degraded(e), _) => format!("some Redis nodes do not answer ({e})"),
+        _ => "reading its products from the database and their keys from Redis (a poll gives up after 10 s and says why)".into(),
+    };
+    format!("Waiting {secs}s for the first snapshot of {id}: {on}.")
 }
 
 /// The error line under a table whose last poll failed (its rows are the last good ones).

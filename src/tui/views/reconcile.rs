@@ -48,7 +48,12 @@ impl ReconcileView {
         let mut rows: Vec<&ProductStatus> = report
             .products
             .iter()
-            .filter(|p| p.needs_fix() && (matches(&p.product, &f) || matches(p.state.as_str(), &f)))
+            .filter(|p| {
+                p.needs_fix()
+                    && (matches(&p.product, &f)
+                        || matches(&p.name, &f)
+                        || matches(p.state.as_str(), &f))
+            })
             .collect();
         rows.sort_by_key(|p| std::cmp::Reverse(state_rank(p.state)));
         rows
@@ -105,6 +110,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         let p = rows[i];
         let cells = vec![
             p.product.clone(),
+            p.name.clone(),
             p.state.as_str().to_string(),
             p.redis_remaining.map_or_else(|| "-".into(), grouped),
             grouped(p.expected_remaining),
@@ -118,8 +124,9 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
 }
 
 /// The reconcile table's columns: the product, its state and drift are never dropped.
-const COLUMNS: [Column; 8] = [
+const COLUMNS: [Column; 9] = [
     Column::text("product", (6, 24), 0),
+    Column::text("name", (4, 20), 6),
     Column::text("state", (5, 9), 0),
     Column::number("redis", 1),
     Column::number("expected", 2),

@@ -129,7 +129,9 @@ impl StockView {
         let mut order: Vec<usize> = (0..products.len())
             .filter(|&i| {
                 let p = &products[i];
-                matches(&p.product, &filter) || matches(p.state.as_str(), &filter)
+                matches(&p.product, &filter)
+                    || matches(&p.name, &filter)
+                    || matches(p.state.as_str(), &filter)
             })
             .collect();
         let rates = &stock.rates;
@@ -244,6 +246,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         let p = &report.products[order[i]];
         let cells = vec![
             p.product.clone(),
+            p.name.clone(),
             grouped(p.initial),
             p.redis_remaining.map_or_else(|| "-".into(), grouped),
             grouped(p.db_sold),
@@ -259,8 +262,9 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
 
 /// The stock table's columns: the product, its drift and state are never dropped; the gauge,
 /// the rate, the initial stock and the in-flight units go first on a narrow terminal.
-const COLUMNS: [Column; 9] = [
+const COLUMNS: [Column; 10] = [
     Column::text("product", (6, 24), 0),
+    Column::text("name", (4, 20), 7),
     Column::number("initial", 4),
     Column::number("redis", 1),
     Column::number("db sold", 2),

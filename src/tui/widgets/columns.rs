@@ -56,13 +56,19 @@ pub fn widths(columns: &[Column], rows: &[Vec<String>], room: u16) -> Vec<Option
         .iter()
         .enumerate()
         .map(|(i, c)| {
-            let widest = rows
+            let values = rows
                 .iter()
                 .filter_map(|r| r.get(i))
                 .map(|s| width(s))
                 .max()
-                .unwrap_or(0)
-                .max(width(c.title));
+                .unwrap_or(0);
+            // A droppable text column with nothing in view (no product has a name) takes no
+            // room.
+            if values == 0 && c.drop > 0 && matches!(c.kind, Kind::Text { .. }) && !rows.is_empty()
+            {
+                return None;
+            }
+            let widest = values.max(width(c.title));
             Some(match c.kind {
                 Kind::Text { min, max } => widest.clamp(min, max.max(min)),
                 Kind::Number => widest,
