@@ -124,8 +124,22 @@ fn confirm(tmux: &Tmux) {
     tmux.keys("Enter");
 }
 
+/// Shows activity `id` as an operator picks it: the Activities view filtered to it once it is
+/// listed, an arrow onto its row (the activity shown left the filtered table), Enter.
+fn pick_activity(tmux: &Tmux, id: &str) {
+    tmux.keys("1");
+    tmux.keys("/");
+    tmux.keys(id);
+    tmux.keys("Enter");
+    tmux.wait("the activity listed", Duration::from_secs(10), |s| {
+        s.contains(&format!("Test {id}"))
+    });
+    tmux.keys("Up");
+    tmux.keys("Enter");
+}
+
 /// The TUI in a 110x30 tmux pane on `activity`, imported with `products` (id, stock, limit)
-/// and preheated, once its Stock table shows a product. It runs in `dir` (the report
+/// and preheated, once its Stock table has read every product. It runs in `dir` (the report
 /// key writes its file there) with the extra `args`.
 fn stock_tui(
     session: &str,
@@ -153,8 +167,10 @@ fn stock_tui_sized(
         db.url
     );
     let tmux = Tmux::start(session, cols, rows, &command);
+    // Every product read: the Stock table's title counts them all.
+    let all = format!("{n}/{n} products", n = products.len());
     tmux.wait("the stock table", Duration::from_secs(10), |s| {
-        s.contains(&format!("activity {activity}")) && products.iter().any(|p| s.contains(p.0))
+        s.contains(&format!("activity {activity}")) && s.contains(&all)
     });
     tmux
 }
@@ -387,12 +403,7 @@ fn other_activities_count_their_alerts_right_and_the_header_says_so() {
     let s = tmux.screen();
     assert!(s.contains("! gone: 1 alert(s)"), "no badge for gone:\n{s}");
     // Selected, the activity a day away says it is not preheated, as information.
-    tmux.keys("/");
-    tmux.keys("later");
-    tmux.keys("Enter");
-    // The highlighted activity left the filtered table: an arrow picks the one left.
-    tmux.keys("Up");
-    tmux.keys("Enter");
+    pick_activity(&tmux, "later");
     tmux.keys("3");
     tmux.wait("the not-preheated note", Duration::from_secs(10), |s| {
         s.contains("not_preheated")
@@ -523,15 +534,7 @@ fn a_write_against_a_hung_redis_fails_within_the_timeout_with_the_reason() {
         &[("gamma", 5, 1)],
     );
     redis.signal("STOP");
-    tmux.keys("1");
-    tmux.keys("/");
-    tmux.keys("tui-other");
-    tmux.keys("Enter");
-    tmux.wait("the new activity listed", Duration::from_secs(10), |s| {
-        s.contains("Test tui-other")
-    });
-    tmux.keys("Up");
-    tmux.keys("Enter");
+    pick_activity(&tmux, "tui-other");
     tmux.wait("the reason it waits", Duration::from_secs(10), |s| {
         s.contains("activity tui-other")
             && (s.contains("Redis does not answer") || s.contains("No data: Redis"))
