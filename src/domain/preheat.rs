@@ -99,13 +99,16 @@ impl TokenBucket {
         }
     }
 
-    /// The rate as tables show it: three decimals, or three significant digits below 0.001.
+    /// The rate as tables show it, always as a plain decimal (a column that mixes `3.333e-4`
+    /// with `0.003` misleads): three decimals, or three significant digits below 0.001.
     pub fn shown_rate(&self) -> String {
         let r = self.rate_per_sec;
-        if r == 0.0 || r >= 0.001 {
+        if !r.is_finite() || r == 0.0 || r >= 0.001 {
             format!("{r:.3}")
         } else {
-            format!("{r:.3e}")
+            // Digits after the point that keep three significant ones.
+            let decimals = (2 - r.log10().floor() as i64).clamp(3, 20) as usize;
+            format!("{r:.decimals$}")
         }
     }
 }
@@ -285,6 +288,6 @@ mod tests {
         let small = TokenBucket::new(1, 7 * 86_400);
         assert!(small.rate_per_sec > 0.0);
         assert!((small.rate_per_sec - 1.2 / 604_800.0).abs() < 1e-15);
-        assert_eq!(small.shown_rate(), "1.984e-6");
+        assert_eq!(small.shown_rate(), "0.00000198");
     }
 }

@@ -21,6 +21,9 @@ use redis::{RedisResult, Value};
 /// Events shown: the newest page.
 pub const EVENTS_SHOWN: usize = 20;
 
+/// Fields of the meta hash read (it holds about a dozen).
+const META_FIELDS: usize = 100;
+
 /// Console writes shown.
 pub const WRITES_SHOWN: i64 = 10;
 
@@ -109,9 +112,16 @@ pub async fn product_detail(
         &k.stock,
         redis::cmd("GET").arg(&k.stock).clone(),
     ));
+    // HSCAN, not HGETALL: a read-only console sends no command whose cost has no bound, and
+    // the meta hash's few fields come back in one page.
     items.push(Keyed::new(
         &k.meta,
-        redis::cmd("HGETALL").arg(&k.meta).clone(),
+        redis::cmd("HSCAN")
+            .arg(&k.meta)
+            .arg(0)
+            .arg("COUNT")
+            .arg(META_FIELDS)
+            .clone(),
     ));
     items.push(events::newest_page(&k, EVENTS_SHOWN));
     let replies = redis.pipeline(items).await;
@@ -149,7 +159,11 @@ pub async fn product_detail(
     let mut meta: Vec<(String, String)> = replies
         .get(base + 1)
         .and_then(|r| r.as_ref().ok())
-        .map(pairs)
+        .map(|v| match v {
+            // [cursor, [field, value, ...]]
+            Value::Array(parts) => parts.get(1).map(pairs).unwrap_or_default(),
+            _ => Vec::new(),
+        })
         .unwrap_or_default()
         .into_iter()
         .map(|(f, v)| {

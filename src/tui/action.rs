@@ -83,6 +83,8 @@ pub enum Action {
     /// Pause (or resume, when paused) the highlighted product, or with `all` every product of
     /// the activity, after a dialog.
     TogglePause { all: bool },
+    /// Resume every paused product of the activity, after a dialog.
+    ResumeAll,
     /// Open the top-up form for the highlighted product.
     OpenTopupForm,
     /// Write the incident report of the activity to a Markdown file.

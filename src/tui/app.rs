@@ -28,6 +28,8 @@ pub struct AppConfig {
     pub key_prefix: String,
     /// Where times are shown (the header names it).
     pub tz: crate::domain::zone::Zone,
+    /// Draw in ASCII only (a terminal without Unicode: see `widgets::ascii`).
+    pub ascii: bool,
 }
 
 impl AppConfig {
@@ -39,6 +41,7 @@ impl AppConfig {
             db_label: c.db.redacted().to_string(),
             key_prefix: c.keys.prefix().to_string(),
             tz: c.tz,
+            ascii: super::widgets::ascii::from_env(),
         }
     }
 
@@ -240,6 +243,8 @@ pub struct App {
     pub picking: bool,
     /// When the selected activity was chosen (how long its first snapshot has been awaited).
     pub watch_since: Instant,
+    /// The sales-rate history of each activity shown before, kept for when it is shown again.
+    pub rate_histories: std::collections::HashMap<String, std::collections::VecDeque<f64>>,
 }
 
 impl App {
@@ -268,6 +273,7 @@ impl App {
             bell: true,
             picking: false,
             watch_since: now,
+            rate_histories: Default::default(),
         }
     }
 

@@ -33,13 +33,23 @@ impl App {
         if self.activity.as_ref() == Some(&id) {
             return Vec::new();
         }
+        // The sales-rate history of the activity left is kept for its return (its sparkline and
+        // peak), that of the one shown comes back.
+        if let Some(old) = self.activity.take() {
+            let history = std::mem::take(&mut self.stock.rate_history);
+            self.rate_histories.insert(old.to_string(), history);
+        }
+        let history = self.rate_histories.remove(id.as_str()).unwrap_or_default();
         self.activity = Some(id.clone());
         self.watch_since = self.now;
         // The Activities view opens on the activity shown, not on its top row.
         self.cursor_mut(View::Activities)
             .anchor_on(Some(id.as_str()));
         self.clamp(View::Activities);
-        self.stock = StockData::default();
+        self.stock = StockData {
+            rate_history: history,
+            ..StockData::default()
+        };
         self.views.compensation.feed = Default::default();
         self.views.stock.order.clear();
         for v in [

@@ -307,6 +307,18 @@ impl App {
         {
             run.current = None;
         }
+        // A strategy that ended before its first live figure (a fast one: under a second) still
+        // gets its line and its name in the legend: its whole-run figure, where it ended.
+        if let Some(strategy) = crate::worker::Strategy::ALL
+            .into_iter()
+            .find(|s| s.as_str() == stats.strategy)
+            && stats.ops_per_sec.is_finite()
+            && !run.throughput.iter().any(|(s, _)| *s == strategy)
+        {
+            let t = run.elapsed_secs;
+            run.throughput
+                .push((strategy, vec![(t, stats.ops_per_sec.max(0.0))]));
+        }
         run.results.push(stats);
     }
 

@@ -55,8 +55,8 @@ pub const BINDINGS: &[(&str, &str, &str)] = &[
         "Stock, Reconcile",
     ),
     (
-        "t, z / Z",
-        "top up (a form) / pause or resume the highlighted one / all",
+        "t, z, Z / U",
+        "top up (a form) / pause or resume the highlighted one / pause all / resume all",
         "Stock",
     ),
     (

@@ -140,6 +140,7 @@ impl App {
             Action::FixProduct => self.ask_fix(false),
             Action::FixActivity => self.ask_fix(true),
             Action::TogglePause { all } => self.ask_pause(all),
+            Action::ResumeAll => self.ask_resume_all(),
             Action::OpenTopupForm => self.open_topup_form(),
             Action::WriteReport => match self.need_activity() {
                 Some(activity) => {

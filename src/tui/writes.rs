@@ -63,11 +63,25 @@ impl App {
     }
 
     pub(super) fn ask_fix(&mut self, all: bool) -> Vec<Command> {
-        let Some(activity) = self.write_on(
-            &[View::Stock, View::Reconcile],
-            "fix",
-            "fix: press f or F on the Stock (2) or Reconcile (5) view",
-        ) else {
+        // Read-only: the preview still shows what a fix would do (it writes nothing); only the
+        // confirmation is withheld.
+        let activity = if self.config.read_only {
+            if ![View::Stock, View::Reconcile].contains(&self.view) {
+                self.flash(
+                    "fix: press f or F on the Stock (2) or Reconcile (5) view",
+                    false,
+                );
+                return Vec::new();
+            }
+            self.need_activity()
+        } else {
+            self.write_on(
+                &[View::Stock, View::Reconcile],
+                "fix",
+                "fix: press f or F on the Stock (2) or Reconcile (5) view",
+            )
+        };
+        let Some(activity) = activity else {
             return Vec::new();
         };
         let product = if all {
@@ -164,6 +178,19 @@ impl App {
             "Applied with compare-and-set from the truth at that moment; every change audited."
                 .into(),
         );
+        if self.config.read_only {
+            lines.push(String::new());
+            lines.push(
+                "READ-ONLY: this console applies nothing; run one without --read-only to fix."
+                    .into(),
+            );
+            self.dialog = Some(message(
+                &format!("Fix preview of {activity} (read-only)"),
+                lines,
+                false,
+            ));
+            return;
+        }
         let (title, typed) = match &product {
             Some(p) => (
                 format!("Fix {p} in {activity}?   Enter apply   Esc cancel"),
@@ -473,19 +500,42 @@ impl App {
     /// Pause or resume: the highlighted product (resumed if paused), or with `all` the whole
     /// activity (resumed if every product is paused), after a dialog.
     pub(super) fn ask_pause(&mut self, all: bool) -> Vec<Command> {
+        self.ask_pause_or_resume(all, false)
+    }
+
+    /// `U`: resume every paused product of the activity (`Z` only pauses, so that resuming
+    /// many never means pausing all first).
+    pub(super) fn ask_resume_all(&mut self) -> Vec<Command> {
+        self.ask_pause_or_resume(true, true)
+    }
+
+    fn ask_pause_or_resume(&mut self, all: bool, resume_all: bool) -> Vec<Command> {
         let Some(activity) = self.write_on(
             &[View::Stock],
             "pause",
-            "pause: press z or Z on the Stock view (2)",
+            "pause: press z, Z or U on the Stock view (2)",
         ) else {
             return Vec::new();
         };
         let (product, pause) = if all {
-            let every_paused = self
-                .stock
-                .report()
-                .is_some_and(|r| !r.products.is_empty() && r.products.iter().all(|p| p.paused));
-            (None, !every_paused)
+            let (paused, total) = self.stock.report().map_or((0, 0), |r| {
+                (
+                    r.products.iter().filter(|p| p.paused).count(),
+                    r.products.len(),
+                )
+            });
+            if resume_all && paused == 0 {
+                self.flash(format!("no product of {activity} is paused"), false);
+                return Vec::new();
+            }
+            if !resume_all && total > 0 && paused == total {
+                self.flash(
+                    format!("every product of {activity} is paused already: U resumes them all"),
+                    false,
+                );
+                return Vec::new();
+            }
+            (None, !resume_all)
         } else {
             match self.selected_product() {
                 None => {

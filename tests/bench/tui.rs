@@ -131,6 +131,7 @@ fn render_bench() -> (f64, f64) {
         db_label: "sqlite:///tmp/bench.db".into(),
         key_prefix: "seckill".into(),
         tz: seckill_console::domain::zone::Zone::Local,
+        ascii: false,
     };
     let t0 = chrono::Utc::now();
     let start = Instant::now();

@@ -293,6 +293,27 @@ fn enter_shows_a_products_detail_and_r_counts_the_whole_queue() {
     let s = tmux.screen();
     assert!(s.contains(&want), "{want} not on\n{s}");
     tmux.keys("Escape");
+    tmux.keys("q");
+
+    // Read-only, the detail reads with read commands only (its meta hash by HSCAN).
+    let command = format!(
+        "{} --redis {} --db {} --read-only; sleep 60",
+        crate::harness::cli::binary(),
+        redis.url(),
+        db.url
+    );
+    let ro = Tmux::start("seckill-detail-ro", 110, 30, &command);
+    ro.wait("the stock table", Duration::from_secs(10), |s| {
+        s.contains("2/2 products")
+    });
+    ro.keys("Enter");
+    ro.wait("the read-only detail", Duration::from_secs(10), |s| {
+        s.contains("Keys (type, size, expiry, memory)")
+    });
+    ro.keys("PageDown");
+    ro.wait("the meta hash", Duration::from_secs(3), |s| {
+        s.contains("initial = 5000")
+    });
 }
 
 /// An activity-wide fix of 40 drifted products at 80x24: the list scrolls, the typed id is
@@ -540,6 +561,32 @@ fn a_write_against_a_hung_redis_fails_within_the_timeout_with_the_reason() {
             && (s.contains("Redis does not answer") || s.contains("No data: Redis"))
     });
     redis.signal("CONT");
+}
+
+/// `TERM=dumb` gets ASCII glyphs, and under `NO_COLOR` the current view stays marked (issue
+/// 20: braille and blocks on a dumb terminal; no mark of the current tab without colour).
+#[test]
+fn a_dumb_terminal_gets_ascii_and_no_color_keeps_the_tab_marked() {
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let at = (&redis, &db, dir.path());
+    let tmux = stock_tui("seckill-dumb", at, ("tui-dumb", &[("alpha", 10, 1)]), "");
+    tmux.keys("q");
+    let command = format!(
+        "TERM=dumb NO_COLOR=1 {} --redis {} --db {}; sleep 60",
+        crate::harness::cli::binary(),
+        redis.url(),
+        db.url
+    );
+    let dumb = Tmux::start("seckill-dumb2", 100, 30, &command);
+    dumb.wait("the stock table", Duration::from_secs(10), |s| {
+        s.contains("1/1 products")
+    });
+    let s = dumb.screen();
+    assert!(s.is_ascii(), "not ASCII:\n{s}");
+    assert!(s.contains("+-") && s.contains("2[Stock]"), "{s}");
+    drop(tmux);
 }
 
 /// Letters typed ahead never answer a write (issue 20: `lazy` typed in the Stock view paused a

@@ -416,3 +416,24 @@ fn quit_while_a_dry_run_runs_asks_first() {
         "the runtime then stops the run and waits for its cleanup"
     );
 }
+
+/// A strategy that ends before its first live figure (under a second) still gets its line and
+/// its name in the chart's legend (issue 20: the legend showed two of four).
+#[test]
+fn a_strategy_too_fast_for_a_live_figure_is_still_in_the_chart() {
+    let mut a = filled_form(false);
+    let seq = started(&mut a);
+    let stats = fixtures::run_stats("sql", 250.0, 1.0, 2.0, 1.0, 0, 0, None);
+    a.update(Action::DryRunStrategyDone {
+        seq,
+        stats: Box::new(stats),
+    });
+    let run = a.views.dry_run.run.as_ref().expect("a run");
+    assert!(
+        run.throughput
+            .iter()
+            .any(|(s, p)| s.as_str() == "sql" && p == &vec![(run.elapsed_secs, 250.0)]),
+        "{:?}",
+        run.throughput
+    );
+}

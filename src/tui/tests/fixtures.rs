@@ -54,6 +54,7 @@ pub fn config(read_only: bool) -> AppConfig {
         key_prefix: "seckill".into(),
         // A fixed zone: the snapshots must not depend on the machine's.
         tz: crate::domain::zone::Zone::Named(chrono_tz::Tz::UTC),
+        ascii: false,
     }
 }
 

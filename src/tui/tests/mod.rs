@@ -7,5 +7,6 @@ mod events;
 mod fixtures;
 mod names;
 mod paging;
+mod smaller;
 mod snapshots;
 mod update;

@@ -343,3 +343,22 @@ fn the_readme_key_table_is_the_help() {
         "the README's key table differs from the help; put this in \"The TUI\":\n\n{want}"
     );
 }
+
+/// A terminal without Unicode gets ASCII only, in every view, a dialog and the help included.
+#[test]
+fn an_ascii_terminal_gets_ascii_everywhere() {
+    let mut a = app(false);
+    a.config.ascii = true;
+    for c in "1234567890?".chars() {
+        a.update(key(c));
+        let s = screen(&a, 100, 30);
+        assert!(s.is_ascii(), "view {c}:\n{s}");
+        a.update(code(KeyCode::Esc));
+    }
+    a.update(key('2'));
+    a.update(key('z'));
+    let s = screen(&a, 100, 30);
+    assert!(s.contains("+-") && s.contains('|'), "borders: {s}");
+    assert!(s.contains('#') || s.contains('.'), "the gauges: {s}");
+    assert!(s.is_ascii(), "{s}");
+}

@@ -386,10 +386,10 @@ fn a_failed_preview_says_why() {
 fn read_only_refuses_every_write_before_any_command() {
     let mut a = app(true);
     for (view, k) in [
-        ("2", 'f'),
-        ("2", 'F'),
-        ("5", 'f'),
-        ("5", 'F'),
+        ("2", 'z'),
+        ("2", 'Z'),
+        ("2", 'U'),
+        ("2", 't'),
         ("4", 'r'),
         ("4", 'R'),
         ("6", 'p'),
@@ -403,6 +403,39 @@ fn read_only_refuses_every_write_before_any_command() {
         assert!(a.dialog.is_none(), "{k} on {view} opened a dialog");
         let f = a.flash.as_ref().expect("a refusal is shown");
         assert!(f.error && f.text.contains("read-only mode"), "{}", f.text);
+    }
+}
+
+/// Read-only, a fix is previewed (it writes nothing) and never confirmed: the preview comes
+/// as a message that says so, and no key after it applies anything.
+#[test]
+fn read_only_previews_a_fix_and_applies_nothing() {
+    let mut a = app(true);
+    for (view, k, product) in [("5", 'f', true), ("2", 'F', false)] {
+        keys(&mut a, view);
+        let seq = match a.update(key(k)).as_slice() {
+            [
+                Command::PreviewFix {
+                    seq, product: p, ..
+                },
+            ] if p.is_some() == product => *seq,
+            other => panic!("{k}: {other:?}"),
+        };
+        a.update(Action::FixPreviewed {
+            seq,
+            result: Ok(preview_report()),
+        });
+        let Some(Dialog::Message { title, lines, .. }) = &a.dialog else {
+            panic!("{:?}", a.dialog);
+        };
+        assert!(title.ends_with("(read-only)"), "{title}");
+        assert!(
+            lines.iter().any(|l| l.starts_with("READ-ONLY")),
+            "{lines:?}"
+        );
+        assert!(keys(&mut a, "spring-sale").is_empty());
+        assert!(fixtures::confirm(&mut a).is_empty());
+        assert!(a.dialog.is_none(), "Enter closes the message");
     }
 }
 

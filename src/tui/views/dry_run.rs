@@ -415,10 +415,18 @@ fn nice_ceiling(v: f64) -> f64 {
 }
 
 fn render_chart(frame: &mut Frame, area: Rect, run: &DryRun) {
+    // The axis covers the live figures and the whole-run ones in the table beside it, so the
+    // chart never reads an order of magnitude below the results.
     let peak = run
         .throughput
         .iter()
         .flat_map(|(_, p)| p.iter().map(|(_, y)| *y))
+        .chain(
+            run.results
+                .iter()
+                .map(|r| r.ops_per_sec)
+                .filter(|v| v.is_finite()),
+        )
         .fold(0.0_f64, f64::max);
     let y_max = nice_ceiling(peak * 1.1);
     let x_max = nice_ceiling(run.elapsed_secs.max(10.0));

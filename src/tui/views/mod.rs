@@ -148,6 +148,9 @@ pub fn render(frame: &mut Frame, app: &App) {
     if let Some(d) = &app.dialog {
         widgets::dialog::render(frame, area, app, d);
     }
+    if app.config.ascii {
+        widgets::ascii::downgrade(frame.buffer_mut());
+    }
 }
 
 /// The body of the current view.

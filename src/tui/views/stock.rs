@@ -90,7 +90,7 @@ impl StockView {
         ("f", "fix product", true),
         ("F", "fix all", true),
         ("t", "top up", true),
-        ("z/Z", "pause one/all", true),
+        ("z/Z/U", "pause one/all, resume all", true),
     ];
 
     /// The action of one of this view's keys.
@@ -103,6 +103,7 @@ impl StockView {
             KeyCode::Char('t') => Action::OpenTopupForm,
             KeyCode::Char('z') => Action::TogglePause { all: false },
             KeyCode::Char('Z') => Action::TogglePause { all: true },
+            KeyCode::Char('U') => Action::ResumeAll,
             _ => return None,
         })
     }

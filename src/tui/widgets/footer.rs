@@ -176,6 +176,9 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     tail.extend(key("q", "quit"));
     if app.config.read_only && view_keys(app.view).iter().any(|(_, _, w)| *w) {
         tail.push(Span::styled(" (read-only: writes hidden)", dim()));
+        if matches!(app.view, View::Stock | View::Reconcile) {
+            tail.extend(key("f/F", "preview a fix"));
+        }
     }
     // "? help" and "q quit" always show: the view's own keys give way from the right, and
     // a mark says that the help lists the rest.

@@ -1,5 +1,6 @@
 //! Pieces shared by the views: header, footer, dialog, the filter line and the windowed table.
 
+pub mod ascii;
 pub mod columns;
 pub mod dialog;
 pub mod filter;

@@ -1,0 +1,77 @@
+//! The smaller items of issue 20: resuming many products without pausing all first, the
+//! sparkline's history kept across activities.
+
+use super::fixtures::{app, fetched, id, report};
+use crate::tui::action::{Action, Command};
+use crate::tui::app::{App, Dialog, PendingWrite};
+use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
+
+fn key(c: char) -> Action {
+    Action::Key(KeyEvent::new(KeyCode::Char(c), KeyModifiers::NONE))
+}
+
+fn flash(a: &App) -> String {
+    a.flash.as_ref().map(|f| f.text.clone()).unwrap_or_default()
+}
+
+/// The fixture's report with `paused` products paused in Redis.
+fn with_paused(a: &mut App, paused: &[&str]) {
+    let mut r = report(4, 6);
+    for p in &mut r.products {
+        p.paused = paused.contains(&p.product.as_str());
+    }
+    a.update(Action::Status(id("spring-sale"), fetched(4, 4, r)));
+}
+
+#[test]
+fn u_resumes_every_paused_product_and_z_never_resumes() {
+    let mut a = app(false);
+    a.update(key('2'));
+    // None paused: U says so and asks nothing.
+    assert!(a.update(key('U')).is_empty());
+    assert!(a.dialog.is_none());
+    assert_eq!(flash(&a), "no product of spring-sale is paused");
+    // Some paused: Z pauses the rest, U resumes those paused; both ask for the id.
+    with_paused(&mut a, &["phone", "laptop"]);
+    for (k, pause) in [('Z', true), ('U', false)] {
+        a.update(key(k));
+        match &a.dialog {
+            Some(Dialog::Confirm(c)) => {
+                assert_eq!(c.typed.as_deref(), Some("spring-sale"));
+                assert!(
+                    matches!(c.write, PendingWrite::Pause { product: None, pause: p, .. } if p == pause),
+                    "{k}: {:?}",
+                    c.write
+                );
+            }
+            other => panic!("{k}: {other:?}"),
+        }
+        a.update(Action::Key(KeyEvent::new(KeyCode::Esc, KeyModifiers::NONE)));
+    }
+    // Every product paused: Z says U resumes them.
+    let all: Vec<String> = report(4, 6)
+        .products
+        .iter()
+        .map(|p| p.product.clone())
+        .collect();
+    let names: Vec<&str> = all.iter().map(String::as_str).collect();
+    with_paused(&mut a, &names);
+    assert!(a.update(key('Z')).is_empty());
+    assert!(a.dialog.is_none());
+    assert!(flash(&a).contains("U resumes them all"), "{}", flash(&a));
+}
+
+#[test]
+fn the_sales_rate_history_comes_back_with_its_activity() {
+    let mut a = app(false);
+    let before = a.stock.rate_history.clone();
+    assert!(
+        !before.is_empty(),
+        "the fixture's two snapshots make a rate"
+    );
+    let cmds = a.update(Action::SelectActivity(id("summer")));
+    assert!(matches!(cmds.as_slice(), [Command::Watch(_)]));
+    assert!(a.stock.rate_history.is_empty());
+    a.update(Action::SelectActivity(id("spring-sale")));
+    assert_eq!(a.stock.rate_history, before);
+}
