@@ -118,7 +118,7 @@ fn running_with_a_chart() {
     a.update(Action::Tick(at(16)));
     let s = screen(&a, W, H);
     assert!(
-        s.contains("hincrby (2/4)") && s.contains("1000 / 1100 requests"),
+        s.contains("hincrby (2/4)") && s.contains("1,000 / 1,100 requests"),
         "{s}"
     );
     assert!(s.contains("Throughput"), "{s}");

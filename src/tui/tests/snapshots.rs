@@ -357,3 +357,20 @@ fn stock_view_big_numbers_at_every_size() {
         assert_screen(&format!("stock_big_numbers_{w}x{h}"), &s);
     }
 }
+
+/// Every view at the sizes operators run it: a 60x20 split pane, an 80x24 terminal, a 200x60
+/// screen (issue 20). Stored as `<view>_<w>x<h>.snap`.
+#[test]
+fn every_view_at_60x20_80x24_and_200x60() {
+    for view in View::TABBED.into_iter().chain([View::Help]) {
+        for (w, h) in [(60u16, 20u16), (80, 24), (200, 60)] {
+            let mut a = show(view, false);
+            a.update(Action::Resize(w, h));
+            let name = format!(
+                "view_{}_{w}x{h}",
+                view.title().to_lowercase().replace(' ', "_")
+            );
+            assert_screen(&name, &screen(&a, w, h));
+        }
+    }
+}

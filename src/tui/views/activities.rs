@@ -10,14 +10,14 @@ use crate::tui::cursor::{TableCursor, matches};
 use crate::tui::feed::{Feed, Overview};
 use crate::tui::selected::preheated;
 use crate::tui::view::View;
-use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
+use crate::tui::widgets::columns::{Column, Kind, grouped};
+use crate::tui::widgets::table::{self, ColumnsSpec, Text};
 use crate::tui::widgets::{bold, critical, dim, good, warning};
 use chrono::{DateTime, Datelike, FixedOffset, Utc};
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Row};
 
 /// The Activities view: every activity with its phase, preheat state and alert count. Enter
 /// makes the highlighted one the activity every other view shows.
@@ -121,7 +121,10 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     let now = app.activities.taken_at.unwrap_or_else(Utc::now);
     let title = Line::from(vec![
         Span::styled(" Activities ", bold()),
-        Span::styled(format!("{} ", rows.len()), dim()),
+        Span::styled(
+            format!("{}, windows in {} ", rows.len(), app.config.tz.name()),
+            dim(),
+        ),
     ]);
     let empty = if app.activities.data.is_none() {
         match app.activities.error_text() {
@@ -131,42 +134,13 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     } else {
         "No activities: import one with `seckill-console activity import FILE`.".into()
     };
-    // As wide as the longest window shown: a window across a new year needs its end's year.
-    let window_width = rows
-        .iter()
-        .map(|a| {
-            let tz = app.config.tz;
-            window_text(tz.at(a.activity.starts_at), tz.at(a.activity.ends_at)).len()
-        })
-        .max()
-        .unwrap_or(0)
-        .clamp(12, 36) as u16;
-    let spec = TableSpec {
+    let spec = ColumnsSpec {
         title,
-        header: vec![
-            h(" "),
-            h("activity"),
-            h("name"),
-            h(&format!("window ({})", app.config.tz.name())),
-            h("state"),
-            hn("products"),
-            hn("stock"),
-            hn("alerts"),
-        ],
-        widths: vec![
-            Constraint::Length(1),
-            Constraint::Min(12),
-            Constraint::Min(10),
-            Constraint::Length(window_width),
-            Constraint::Length(9),
-            Constraint::Length(8),
-            Constraint::Length(9),
-            Constraint::Length(6),
-        ],
+        columns: &COLUMNS,
         empty,
         bottom: error_line(&app.activities),
     };
-    table::render(frame, area, app, View::Activities, spec, rows.len(), |i| {
+    table::render_columns(frame, area, app, View::Activities, spec, rows.len(), |i| {
         let a = rows[i];
         let id = a.activity.activity_id.as_str();
         let state = app.views.activities.state(app, a, now);
@@ -177,29 +151,47 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             _ => Style::default(),
         };
         let alerts = app.views.activities.alert_count(app, id);
-        let alert_style = match alerts {
-            Some(n) if n > 0 => critical(),
-            _ => Style::default(),
-        };
         let tz = app.config.tz;
         let window = window_text(tz.at(a.activity.starts_at), tz.at(a.activity.ends_at));
         let marker = if app.activity.as_ref() == Some(&a.activity.activity_id) {
-            Cell::from(Span::styled("*", warning()))
+            Text::styled("*", warning())
         } else {
-            Cell::from(" ")
+            Text::from(" ")
         };
-        Row::new(vec![
+        let alerts = match alerts {
+            Some(n) if n > 0 => Text::styled(n.to_string(), critical()),
+            Some(n) => Text::from(n.to_string()),
+            None => Text::from("-"),
+        };
+        let cells = vec![
             marker,
-            Cell::from(id.to_string()),
-            Cell::from(a.activity.name.clone()),
-            Cell::from(window),
-            Cell::from(Span::styled(state, state_style)),
-            num(a.products.to_string()),
-            num(a.total_stock.to_string()),
-            num(alerts.map_or_else(|| "-".into(), |n| n.to_string())).style(alert_style),
-        ])
+            Text::from(id),
+            Text::from(a.activity.name.clone()),
+            Text::from(window),
+            Text::styled(state, state_style),
+            Text::from(grouped(a.products)),
+            Text::from(grouped(a.total_stock)),
+            alerts,
+        ];
+        (cells, Style::default())
     });
 }
+
+/// The activities table's columns: the id, the state and the alerts stay on any terminal.
+const COLUMNS: [Column; 8] = [
+    Column {
+        title: " ",
+        kind: Kind::Fixed(1),
+        drop: 0,
+    },
+    Column::text("activity", (8, 24), 0),
+    Column::text("name", (4, 24), 5),
+    Column::text("window", (12, 36), 4),
+    Column::text("state", (5, 9), 0),
+    Column::number("products", 3),
+    Column::number("stock", 2),
+    Column::number("alerts", 0),
+];
 
 /// The window as an operator reads it: the end leaves out what it shares with the start (the
 /// date, or the year), never more.

@@ -8,7 +8,8 @@ use crate::domain::ActivityId;
 use crate::error::Error;
 use crate::tui::action::Action;
 use crate::tui::app::App;
-use crate::tui::widgets::table::{h, hn, num};
+use crate::tui::widgets::columns::{Column, grouped};
+use crate::tui::widgets::table::{Text, measured};
 use crate::tui::widgets::{bold, clip, critical, dim, good, warning};
 use crate::worker::Strategy;
 use crate::worker::{LiveSnapshot, RunStats};
@@ -19,7 +20,7 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::symbols::Marker;
 use ratatui::text::{Line, Span};
 use ratatui::widgets::{
-    Axis, Block, Borders, Cell, Chart, Dataset, Gauge, GraphType, Paragraph, Row, Table, Wrap,
+    Axis, Block, Borders, Chart, Dataset, Gauge, GraphType, Paragraph, Table, Wrap,
 };
 use std::time::Instant;
 
@@ -352,6 +353,29 @@ fn info_lines(app: &App, run: &DryRun) -> Vec<Line<'static>> {
     vec![first, Line::styled(text, style)]
 }
 
+/// The running strategy's progress, the longest wording that fits `room` (a gauge's label is
+/// centred and cut on both sides when too long: `09/1701227` once stood for 120,409).
+fn progress_label(l: &LiveSnapshot, ratio: f64, room: u16) -> String {
+    let g = |n: u64| grouped(i64::try_from(n).unwrap_or(i64::MAX));
+    let (done, total) = (g(l.done), g(l.total));
+    [
+        format!(
+            "{done} / {total} requests   sold {}   sold out {}   limited {}   errors {}   unknown {}",
+            g(l.succeeded),
+            g(l.sold_out),
+            g(l.user_limited),
+            g(l.errors),
+            g(l.unknown)
+        ),
+        format!("{done} / {total} requests   sold {}", g(l.succeeded)),
+        format!("{done} / {total}"),
+        format!("{:.0}%", ratio * 100.0),
+    ]
+    .into_iter()
+    .find(|t| unicode_width::UnicodeWidthStr::width(t.as_str()) <= usize::from(room))
+    .unwrap_or_default()
+}
+
 fn render_gauge(frame: &mut Frame, area: Rect, run: &DryRun) {
     let n = run.strategies.len();
     let k = (run.results.len() + 1).min(n);
@@ -371,10 +395,7 @@ fn render_gauge(frame: &mut Frame, area: Rect, run: &DryRun) {
                     l.p99_ms
                 ),
                 ratio,
-                format!(
-                    "{} / {} requests   sold {}   sold out {}   limited {}   errors {}   unknown {}",
-                    l.done, l.total, l.succeeded, l.sold_out, l.user_limited, l.errors, l.unknown
-                ),
+                progress_label(l, ratio, area.width.saturating_sub(2)),
             )
         }
         None => {
@@ -479,8 +500,24 @@ fn render_chart(frame: &mut Frame, area: Rect, run: &DryRun) {
     frame.render_widget(chart, area);
 }
 
+/// The results table's columns: the strategy, its throughput and its verdict stay on any
+/// terminal; the rest go right to left as the room runs out, never cut.
+const RESULT_COLUMNS: [Column; 11] = [
+    Column::text("strategy", (7, 8), 0),
+    Column::number("requests", 6),
+    Column::number("sold", 5),
+    Column::number("ops/s", 0),
+    Column::number("p50 ms", 4),
+    Column::number("p99 ms", 3),
+    Column::number("rt/req", 7),
+    Column::number("oversold", 1),
+    Column::number("neg seen", 8),
+    Column::number("lock fail", 9),
+    Column::text("invariants", (10, 60), 0),
+];
+
 fn render_results(frame: &mut Frame, area: Rect, run: &DryRun) {
-    let rows: Vec<Row> = run
+    let texts: Vec<(Vec<Text>, Style)> = run
         .results
         .iter()
         .enumerate()
@@ -491,59 +528,31 @@ fn render_results(frame: &mut Frame, area: Rect, run: &DryRun) {
                 "stopped" => warning(),
                 _ => Style::default(),
             };
-            Row::new(vec![
-                Cell::from(r.strategy.clone()),
-                num(r.requests.to_string()),
-                num(format!("{}/{}", r.sold, r.stock)),
-                num(format!("{:.0}", r.ops_per_sec)),
-                num(format!("{:.2}", r.p50_ms)),
-                num(format!("{:.2}", r.p99_ms)),
-                num(format!("{:.2}", r.round_trips_per_request)),
-                num(r.oversold.to_string()),
-                num(r.negative_seen.to_string()),
-                num(r.lock_failures.to_string()),
-                Cell::from(v),
-            ])
-            .style(style)
+            let cells = vec![
+                r.strategy.clone(),
+                grouped(i64::try_from(r.requests).unwrap_or(i64::MAX)),
+                format!("{}/{}", grouped(r.sold), grouped(r.stock)),
+                grouped(r.ops_per_sec.round() as i64),
+                format!("{:.2}", r.p50_ms),
+                format!("{:.2}", r.p99_ms),
+                format!("{:.2}", r.round_trips_per_request),
+                grouped(r.oversold),
+                grouped(i64::try_from(r.negative_seen).unwrap_or(i64::MAX)),
+                grouped(i64::try_from(r.lock_failures).unwrap_or(i64::MAX)),
+                v.to_string(),
+            ];
+            (cells.into_iter().map(Text::from).collect(), style)
         })
         .collect();
-    let header = Row::new(vec![
-        h("strategy"),
-        hn("requests"),
-        hn("sold"),
-        hn("ops/s"),
-        hn("p50 ms"),
-        hn("p99 ms"),
-        hn("rt/req"),
-        hn("oversold"),
-        hn("neg seen"),
-        hn("lock fail"),
-        h("invariants"),
-    ])
-    .style(bold().add_modifier(Modifier::UNDERLINED));
-    let table = Table::new(
-        rows,
-        [
-            Constraint::Length(8),
-            Constraint::Length(8),
-            Constraint::Length(11),
-            Constraint::Length(7),
-            Constraint::Length(7),
-            Constraint::Length(7),
-            Constraint::Length(6),
-            Constraint::Length(8),
-            Constraint::Length(8),
-            Constraint::Length(9),
-            Constraint::Min(10),
-        ],
-    )
-    .header(header)
-    .column_spacing(1)
-    .block(
-        Block::default()
-            .borders(Borders::ALL)
-            .title(Span::styled(" Results, side by side ", bold())),
-    );
+    let (header, rows, widths) = measured(&RESULT_COLUMNS, texts, area.width.saturating_sub(2));
+    let table = Table::new(rows, widths)
+        .header(header.style(bold().add_modifier(Modifier::UNDERLINED)))
+        .column_spacing(1)
+        .block(
+            Block::default()
+                .borders(Borders::ALL)
+                .title(Span::styled(" Results, side by side ", bold())),
+        );
     frame.render_widget(table, area);
 }
 

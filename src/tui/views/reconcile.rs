@@ -12,6 +12,7 @@ use crate::tui::selected::{StockData, state_rank};
 use crate::tui::view::View;
 use crate::tui::views::stock::row_style;
 use crate::tui::widgets::columns::{Column, grouped, signed};
+use crate::tui::widgets::table::Text;
 use crate::tui::widgets::table::{self, ColumnsSpec};
 use crate::tui::widgets::{bold, critical, dim, good};
 use crossterm::event::KeyCode;
@@ -119,7 +120,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             grouped(p.in_flight),
             grouped(p.orphaned),
         ];
-        (cells, row_style(p))
+        (cells.into_iter().map(Text::from).collect(), row_style(p))
     });
 }
 

@@ -11,6 +11,7 @@ use crate::tui::cursor::{TableCursor, matches};
 use crate::tui::selected::{StockData, state_rank};
 use crate::tui::view::View;
 use crate::tui::widgets::columns::{Column, Kind, grouped, signed, width};
+use crate::tui::widgets::table::Text;
 use crate::tui::widgets::table::{self, ColumnsSpec};
 use crate::tui::widgets::{bold, critical, dim, warning};
 use crossterm::event::KeyCode;
@@ -257,7 +258,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             rate(app, &p.product),
             bar(p.sold_percent, 10),
         ];
-        (cells, row_style(p))
+        (cells.into_iter().map(Text::from).collect(), row_style(p))
     });
 }
 

@@ -71,7 +71,7 @@ pub fn render_columns<'a>(
     view: View,
     spec: ColumnsSpec<'a>,
     len: usize,
-    row: impl Fn(usize) -> (Vec<String>, Style),
+    row: impl Fn(usize) -> (Vec<Text>, Style),
 ) {
     let cols = spec.columns;
     let framing = Framing {
@@ -82,31 +82,77 @@ pub fn render_columns<'a>(
     // Borders take two columns, the highlight mark one.
     let room = area.width.saturating_sub(3);
     draw(frame, area, app, view, framing, len, |window| {
-        let texts: Vec<(Vec<String>, Style)> = window.map(row).collect();
-        let cells: Vec<Vec<String>> = texts.iter().map(|(c, _)| c.clone()).collect();
-        let w = columns::widths(cols, &cells, room);
-        let shown = |texts: Vec<String>| -> Vec<Cell<'static>> {
-            cols.iter()
-                .zip(&w)
-                .zip(texts.into_iter().chain(std::iter::repeat(String::new())))
-                .filter_map(|((c, w), t)| {
-                    let w = (*w)?;
-                    let t = columns::fit(c.kind, &t, w);
-                    Some(match c.kind {
-                        Kind::Number => Cell::from(Line::from(t).right_aligned()),
-                        _ => Cell::from(t),
-                    })
-                })
-                .collect()
-        };
-        let header = Row::new(shown(cols.iter().map(|c| c.title.to_string()).collect()));
-        let rows = texts
-            .into_iter()
-            .map(|(t, style)| Row::new(shown(t)).style(style))
-            .collect();
-        let widths = w.iter().flatten().map(|n| Constraint::Length(*n)).collect();
-        (header, rows, widths)
+        measured(cols, window.map(row).collect(), room)
     });
+}
+
+/// A cell's text, and its own style where it differs from its row's (a state in colour).
+#[derive(Clone, Debug, Default)]
+pub struct Text {
+    pub text: String,
+    pub style: Option<Style>,
+}
+
+impl From<String> for Text {
+    fn from(text: String) -> Self {
+        Text { text, style: None }
+    }
+}
+
+impl From<&str> for Text {
+    fn from(text: &str) -> Self {
+        text.to_string().into()
+    }
+}
+
+impl Text {
+    /// `text` in `style`.
+    pub fn styled(text: impl Into<String>, style: Style) -> Self {
+        Text {
+            text: text.into(),
+            style: Some(style),
+        }
+    }
+}
+
+/// The header, the rows and the widths of a table of measured columns `room` cells wide:
+/// each column as wide as its widest value, whole columns dropped by priority when it is too
+/// wide, and a number never shown cut ([`columns::fit`]).
+pub fn measured(
+    cols: &[Column],
+    texts: Vec<(Vec<Text>, Style)>,
+    room: u16,
+) -> (Row<'static>, Vec<Row<'static>>, Vec<Constraint>) {
+    let cells: Vec<Vec<String>> = texts
+        .iter()
+        .map(|(c, _)| c.iter().map(|t| t.text.clone()).collect())
+        .collect();
+    let w = columns::widths(cols, &cells, room);
+    let shown = |texts: Vec<Text>| -> Vec<Cell<'static>> {
+        cols.iter()
+            .zip(&w)
+            .zip(texts.into_iter().chain(std::iter::repeat(Text::default())))
+            .filter_map(|((c, w), t)| {
+                let w = (*w)?;
+                let shown = columns::fit(c.kind, &t.text, w);
+                let cell = match c.kind {
+                    Kind::Number => Cell::from(Line::from(shown).right_aligned()),
+                    _ => Cell::from(shown),
+                };
+                Some(match t.style {
+                    Some(style) => cell.style(style),
+                    None => cell,
+                })
+            })
+            .collect()
+    };
+    let header = Row::new(shown(cols.iter().map(|c| Text::from(c.title)).collect()));
+    let rows = texts
+        .into_iter()
+        .map(|(t, style)| Row::new(shown(t)).style(style))
+        .collect();
+    let widths = w.iter().flatten().map(|n| Constraint::Length(*n)).collect();
+    (header, rows, widths)
 }
 
 /// The frame of a table: its titles and what it says when empty.
