@@ -45,6 +45,8 @@ pub enum Action {
     PrevView,
     /// Move the selection of the current table by this many rows (negative: up).
     Move(isize),
+    /// Scroll the current table's columns by this many (negative: back to the left).
+    ScrollColumns(isize),
     /// Select the first row of the current table.
     Top,
     /// Select the last row of the current table.

@@ -19,6 +19,9 @@ pub struct TableCursor {
     /// The anchored row is no longer among the rows: nothing is highlighted and no write acts
     /// until the operator moves the cursor.
     pub lost: bool,
+    /// Columns scrolled out on the left (`h` / `l`): the first droppable ones, so that those a
+    /// narrow terminal dropped on the right come into view.
+    pub hscroll: usize,
 }
 
 impl TableCursor {

@@ -32,6 +32,11 @@ pub const BINDINGS: &[(&str, &str, &str)] = &[
     ),
     ("Up/Down, k/j", "move the selection", "tables"),
     ("PgUp/PgDn", "move by a page", "tables"),
+    (
+        "h / l",
+        "scroll a wide table's columns: those a narrow terminal left out come into view",
+        "tables",
+    ),
     ("g / G, Home/End", "first / last row", "tables"),
     (
         "/",
@@ -208,6 +213,8 @@ fn normal_key(app: &App, key: KeyEvent, ctrl: bool) -> Option<Action> {
         KeyCode::Esc => Action::Cancel,
         KeyCode::Char('w') => Action::WriteReport,
         KeyCode::Char('b') => Action::ToggleBell,
+        KeyCode::Char('h') => Action::ScrollColumns(-1),
+        KeyCode::Char('l') => Action::ScrollColumns(1),
         KeyCode::Char(c) if View::for_key(c).is_some() => {
             return View::for_key(c).map(Action::SwitchView);
         }

@@ -70,6 +70,15 @@ impl App {
                 self.move_or_scroll(n);
                 Vec::new()
             }
+            Action::ScrollColumns(n) => {
+                let view = self.view;
+                if view.has_table() {
+                    let c = self.cursor_mut(view);
+                    // Clamped when drawn to the columns there are; a bound keeps it sane.
+                    c.hscroll = (c.hscroll as isize).saturating_add(n).clamp(0, 16) as usize;
+                }
+                Vec::new()
+            }
             Action::Top => {
                 self.move_or_scroll(isize::MIN / 2);
                 Vec::new()

@@ -362,3 +362,37 @@ fn an_ascii_terminal_gets_ascii_everywhere() {
     assert!(s.contains('#') || s.contains('.'), "the gauges: {s}");
     assert!(s.is_ascii(), "{s}");
 }
+
+/// A table too wide for the terminal scrolls its columns: `l` brings in those dropped on the
+/// right (the sold gauge at 60 columns), `h` goes back, and the frame says how many are off.
+#[test]
+fn l_and_h_scroll_a_wide_tables_columns() {
+    let mut a = app(false);
+    a.update(Action::Resize(60, 20));
+    a.update(key('2'));
+    let header = |s: &str| -> String {
+        s.lines()
+            .find(|l| l.starts_with("│ product"))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let s = screen(&a, 60, 20);
+    assert!(
+        !header(&s).contains("rate/s"),
+        "the rate is dropped at first: {s}"
+    );
+    assert!(s.contains("h / l:") && s.contains("off screen"), "{s}");
+    for _ in 0..4 {
+        a.update(key('l'));
+    }
+    let s = screen(&a, 60, 20);
+    assert!(header(&s).contains("rate/s"), "{s}");
+    assert!(
+        header(&s).contains("drift") && header(&s).contains("state"),
+        "never scrolled out: {s}"
+    );
+    for _ in 0..4 {
+        a.update(key('h'));
+    }
+    assert_eq!(a.cursor(crate::tui::view::View::Stock).hscroll, 0);
+}

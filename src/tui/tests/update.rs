@@ -851,11 +851,11 @@ fn the_cursor_follows_its_product_and_says_when_it_left() {
 fn a_stray_letter_says_it_is_unknown_and_does_nothing() {
     let mut a = app(false);
     let before = stock_ids(&a);
-    let cmds = keys(&mut a, "l");
+    let cmds = keys(&mut a, "o");
     assert!(cmds.is_empty(), "{cmds:?}");
     assert!(a.dialog.is_none());
     let f = a.flash.as_ref().map(|f| f.text.clone()).unwrap_or_default();
-    assert_eq!(f, "unknown key: l (press ? for help)");
+    assert_eq!(f, "unknown key: o (press ? for help)");
     assert_eq!(stock_ids(&a), before);
     // A key of another view still says where it works, not that it is unknown.
     keys(&mut a, "r");

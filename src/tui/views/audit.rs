@@ -8,12 +8,12 @@ use crate::tui::app::App;
 use crate::tui::cursor::{TableCursor, matches};
 use crate::tui::feed::Feed;
 use crate::tui::view::View;
-use crate::tui::widgets::table::{self, TableSpec, h};
+use crate::tui::widgets::columns::Column;
+use crate::tui::widgets::table::{self, ColumnsSpec, Text};
 use crate::tui::widgets::{bold, dim};
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::Row;
 
 /// The Audit view: the console's writes (every operator, every activity), newest first.
 #[derive(Debug, Default)]
@@ -57,30 +57,13 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         (None, None) => "Waiting for the database ...".into(),
         (Some(_), _) => "No writes recorded.".into(),
     };
-    let spec = TableSpec {
+    let spec = ColumnsSpec {
         title,
-        header: vec![
-            h("at"),
-            h("actor"),
-            h("action"),
-            h("activity"),
-            h("product"),
-            h("before -> after"),
-            h("reason"),
-        ],
-        widths: vec![
-            Constraint::Length(14),
-            Constraint::Length(8),
-            Constraint::Length(20),
-            Constraint::Length(12),
-            Constraint::Length(10),
-            Constraint::Length(16),
-            Constraint::Min(12),
-        ],
+        columns: &COLUMNS,
         empty,
         bottom: error_line(&app.views.audit.feed),
     };
-    table::render(frame, area, app, View::Audit, spec, rows.len(), |i| {
+    table::render_columns(frame, area, app, View::Audit, spec, rows.len(), |i| {
         let e = rows[i];
         let change = match (&e.before_value, &e.after_value) {
             (None, None) => "-".to_string(),
@@ -90,7 +73,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
                 a.as_deref().unwrap_or("-")
             ),
         };
-        Row::new(vec![
+        let cells = vec![
             app.config.tz.at(e.at).format("%m-%d %H:%M:%S").to_string(),
             e.actor.clone(),
             e.action.clone(),
@@ -98,6 +81,22 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             e.product_id.clone().unwrap_or_else(|| "-".into()),
             change,
             e.reason.clone(),
-        ])
+        ];
+        (
+            cells.into_iter().map(Text::from).collect(),
+            ratatui::style::Style::default(),
+        )
     });
 }
+
+/// The audit's columns: when, what and the change stay; a long value is cut with `…` and
+/// Enter shows the row whole.
+const COLUMNS: [Column; 7] = [
+    Column::text("at", (14, 14), 0),
+    Column::text("actor", (5, 16), 3),
+    Column::text("action", (6, 22), 0),
+    Column::text("activity", (8, 20), 4),
+    Column::text("product", (7, 16), 2),
+    Column::text("before -> after", (15, 40), 0),
+    Column::text("reason", (6, 80), 1),
+];

@@ -9,14 +9,14 @@ use crate::tui::app::App;
 use crate::tui::cursor::{TableCursor, matches};
 use crate::tui::feed::Feed;
 use crate::tui::view::View;
-use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
+use crate::tui::widgets::columns::{Column, grouped};
+use crate::tui::widgets::table::{self, ColumnsSpec, Text};
 use crate::tui::widgets::{bold, dim, warning};
 use crossterm::event::KeyCode;
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Row};
 
 /// The Compensation view: the queue of the selected activity.
 #[derive(Debug, Default)]
@@ -73,35 +73,24 @@ impl CompensationView {
 pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     let rows = app.views.compensation.rows();
     let at = app.views.compensation.feed.taken_at;
-    let pending = app.views.compensation.pending_count();
+    // The queue's count is the database's (the status summary's), not the feed's: the feed
+    // lists the first 1,000 entries only.
+    let pending = match app.stock.report().map(|r| r.compensation) {
+        Some(q) if q.more => format!("at least {}", grouped(q.pending)),
+        Some(q) => grouped(q.pending),
+        None => grouped(i64::try_from(app.views.compensation.pending_count()).unwrap_or(0)),
+    };
     let title = Line::from(vec![
         Span::styled(" Compensation ", bold()),
         Span::styled(format!("{pending} pending, {} shown ", rows.len()), dim()),
     ]);
-    let spec = TableSpec {
+    let spec = ColumnsSpec {
         title,
-        header: vec![
-            h("request"),
-            h("product"),
-            h("user"),
-            hn("qty"),
-            h("status"),
-            hn("age"),
-            h("reason / resolution"),
-        ],
-        widths: vec![
-            Constraint::Min(14),
-            Constraint::Length(14),
-            Constraint::Length(10),
-            Constraint::Length(4),
-            Constraint::Length(11),
-            Constraint::Length(7),
-            Constraint::Min(16),
-        ],
+        columns: &COLUMNS,
         empty: empty_reason(app, &app.views.compensation.feed, "The queue is empty."),
         bottom: error_line(&app.views.compensation.feed),
     };
-    table::render(
+    table::render_columns(
         frame,
         area,
         app,
@@ -120,16 +109,28 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             } else {
                 Style::default()
             };
-            Row::new(vec![
-                Cell::from(c.request_id.clone()),
-                Cell::from(c.product_id.clone()),
-                Cell::from(c.user_id.clone()),
-                num(c.quantity.to_string()),
-                Cell::from(c.status.clone()),
-                num(age(since)),
-                Cell::from(why),
-            ])
-            .style(style)
+            let cells = vec![
+                Text::from(c.request_id.clone()),
+                Text::from(c.product_id.clone()),
+                Text::from(c.user_id.clone()),
+                Text::from(grouped(c.quantity)),
+                Text::from(c.status.clone()),
+                Text::from(age(since)),
+                Text::from(why),
+            ];
+            (cells, style)
         },
     );
 }
+
+/// The queue's columns: the request, its units, status and age stay; the reason is cut last
+/// (Enter shows it whole).
+const COLUMNS: [Column; 7] = [
+    Column::text("request", (10, 36), 0),
+    Column::text("product", (7, 20), 3),
+    Column::text("user", (4, 16), 4),
+    Column::number("qty", 0),
+    Column::text("status", (6, 11), 0),
+    Column::number("age", 2),
+    Column::text("reason / resolution", (16, 120), 1),
+];

@@ -12,14 +12,15 @@ use crate::tui::action::Action as Do;
 use crate::tui::app::App;
 use crate::tui::cursor::{TableCursor, matches};
 use crate::tui::view::View;
-use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
+use crate::tui::widgets::columns::{Column, grouped};
+use crate::tui::widgets::table::{self, ColumnsSpec, Text};
 use crate::tui::widgets::{bold, critical, dim, good, warning};
 use crossterm::event::KeyCode;
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Cell, Gauge, Paragraph, Row, Wrap};
+use ratatui::widgets::{Block, Borders, Gauge, Paragraph, Wrap};
 
 /// A preheat in progress.
 #[derive(Clone, Debug)]
@@ -130,34 +131,13 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     } else {
         "No report yet: the per-product result of the gate shows here.".to_string()
     };
-    let spec = TableSpec {
+    let spec = ColumnsSpec {
         title,
-        header: vec![
-            h("product"),
-            h("action"),
-            hn("stock"),
-            hn("limit"),
-            hn("previous"),
-            h("written"),
-            h("verified"),
-            hn("bucket"),
-            hn("rate/s"),
-        ],
-        widths: vec![
-            Constraint::Min(12),
-            Constraint::Length(9),
-            Constraint::Length(8),
-            Constraint::Length(5),
-            Constraint::Length(8),
-            Constraint::Length(7),
-            Constraint::Length(8),
-            Constraint::Length(8),
-            Constraint::Length(8),
-        ],
+        columns: &COLUMNS,
         empty,
         bottom: None,
     };
-    table::render(frame, rest, app, View::Preheat, spec, rows.len(), |i| {
+    table::render_columns(frame, rest, app, View::Preheat, spec, rows.len(), |i| {
         let p = rows[i];
         let action = p.action.as_str();
         let style = if p.error.is_some() || p.action == Action::Conflict {
@@ -167,20 +147,33 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         } else {
             Style::default()
         };
-        Row::new(vec![
-            Cell::from(p.product.clone()),
-            Cell::from(action),
-            num(p.stock.to_string()),
-            num(p.per_user_limit.to_string()),
-            num(p.previous.clone().unwrap_or_else(|| "-".into())),
-            Cell::from(yes_no(p.written)),
-            Cell::from(yes_no(p.verified)),
-            num(p.token_bucket.capacity.to_string()),
-            num(p.token_bucket.shown_rate()),
-        ])
-        .style(style)
+        let cells = vec![
+            Text::from(p.product.clone()),
+            Text::from(action),
+            Text::from(grouped(p.stock)),
+            Text::from(grouped(p.per_user_limit)),
+            Text::from(p.previous.clone().unwrap_or_else(|| "-".into())),
+            Text::from(yes_no(p.written)),
+            Text::from(yes_no(p.verified)),
+            Text::from(grouped(p.token_bucket.capacity)),
+            Text::from(p.token_bucket.shown_rate()),
+        ];
+        (cells, style)
     });
 }
+
+/// The gate's columns: the product, what it did and whether it verified stay.
+const COLUMNS: [Column; 9] = [
+    Column::text("product", (6, 24), 0),
+    Column::text("action", (6, 9), 0),
+    Column::number("stock", 1),
+    Column::number("limit", 4),
+    Column::number("previous", 3),
+    Column::text("written", (7, 7), 2),
+    Column::text("verified", (8, 8), 0),
+    Column::number("bucket", 6),
+    Column::number("rate/s", 5),
+];
 
 fn yes_no(b: bool) -> String {
     if b { "yes" } else { "no" }.to_string()

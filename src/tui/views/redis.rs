@@ -8,13 +8,14 @@ use crate::tui::app::App;
 use crate::tui::cursor::{TableCursor, matches};
 use crate::tui::feed::Feed;
 use crate::tui::view::View;
-use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
+use crate::tui::widgets::columns::{Column, grouped};
+use crate::tui::widgets::table::{self, ColumnsSpec, Text};
 use crate::tui::widgets::{bold, clip, critical, dim};
 use ratatui::Frame;
 use ratatui::layout::{Constraint, Layout, Rect};
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row};
+use ratatui::widgets::{Block, Borders, Paragraph};
 
 /// The Redis view: every node with its role, health, INFO figures and slowlog.
 #[derive(Debug, Default)]
@@ -53,36 +54,13 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         (None, None) => "Connecting ...".into(),
         (Some(_), None) => "No node matches the filter.".into(),
     };
-    let spec = TableSpec {
+    let spec = ColumnsSpec {
         title,
-        header: vec![
-            h("node"),
-            h("role"),
-            h("ok"),
-            hn("latency"),
-            h("deduct"),
-            h("scripts"),
-            hn("ops/s"),
-            hn("memory"),
-            hn("max"),
-            h("version"),
-        ],
-        widths: vec![
-            Constraint::Min(16),
-            Constraint::Length(7),
-            Constraint::Length(4),
-            Constraint::Length(8),
-            Constraint::Length(7),
-            Constraint::Length(7),
-            Constraint::Length(8),
-            Constraint::Length(8),
-            Constraint::Length(8),
-            Constraint::Length(8),
-        ],
+        columns: &COLUMNS,
         empty,
         bottom: error_line(&app.redis),
     };
-    table::render(frame, nodes_area, app, View::Redis, spec, rows.len(), |i| {
+    table::render_columns(frame, nodes_area, app, View::Redis, spec, rows.len(), |i| {
         let n = rows[i];
         let h = &n.health;
         let deduct = h.deduct_loaded();
@@ -92,32 +70,34 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         } else {
             Style::default()
         };
-        Row::new(vec![
-            Cell::from(h.addr.clone()),
-            Cell::from(n.health.role.as_str()),
-            Cell::from(if h.ok { "yes" } else { "NO" }),
-            num(h
-                .latency_ms
-                .map_or_else(|| "-".into(), |ms| format!("{ms:.2}ms"))),
-            Cell::from(match deduct {
+        let cells = vec![
+            Text::from(h.addr.clone()),
+            Text::from(n.health.role.as_str()),
+            Text::from(if h.ok { "yes" } else { "NO" }),
+            Text::from(
+                h.latency_ms
+                    .map_or_else(|| "-".into(), |ms| format!("{ms:.2}ms")),
+            ),
+            Text::from(match deduct {
                 Some(true) => "loaded",
                 Some(false) => "MISSING",
                 None => "-",
             }),
-            Cell::from(if h.scripts.is_empty() {
+            Text::from(if h.scripts.is_empty() {
                 "-".to_string()
             } else {
                 format!("{loaded}/{}", h.scripts.len())
             }),
-            num(n
-                .stats
-                .ops_per_sec
-                .map_or_else(|| "-".into(), |o| format!("{o:.0}"))),
-            num(n.stats.used_memory.clone().unwrap_or_else(|| "-".into())),
-            num(n.stats.max_memory.clone().unwrap_or_else(|| "-".into())),
-            Cell::from(n.stats.version.clone().unwrap_or_else(|| "-".into())),
-        ])
-        .style(style)
+            Text::from(
+                n.stats
+                    .ops_per_sec
+                    .map_or_else(|| "-".into(), |o| grouped(o.round() as i64)),
+            ),
+            Text::from(n.stats.used_memory.clone().unwrap_or_else(|| "-".into())),
+            Text::from(n.stats.max_memory.clone().unwrap_or_else(|| "-".into())),
+            Text::from(n.stats.version.clone().unwrap_or_else(|| "-".into())),
+        ];
+        (cells, style)
     });
 
     let mut slow: Vec<(&str, &crate::redis::info::SlowEntry)> = rows
@@ -148,3 +128,17 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         .title(Span::styled(" Slowlog (slowest first) ", bold()));
     frame.render_widget(Paragraph::new(lines).block(block), slow_area);
 }
+
+/// The nodes' columns: the node, whether it answers and whether it holds the deduction stay.
+const COLUMNS: [Column; 10] = [
+    Column::text("node", (9, 40), 0),
+    Column::text("role", (4, 8), 3),
+    Column::text("ok", (3, 3), 0),
+    Column::number("latency", 4),
+    Column::text("deduct", (6, 7), 0),
+    Column::text("scripts", (7, 7), 6),
+    Column::number("ops/s", 2),
+    Column::number("memory", 1),
+    Column::number("max", 5),
+    Column::text("version", (7, 9), 7),
+];

@@ -52,6 +52,17 @@ pub const OVERFLOW: &str = "…";
 
 /// Where each column is drawn: its width, or None when it was dropped for room.
 pub fn widths(columns: &[Column], rows: &[Vec<String>], room: u16) -> Vec<Option<u16>> {
+    widths_scrolled(columns, rows, room, 0)
+}
+
+/// [`widths`] with the first `skip` droppable columns scrolled out on the left (never more than
+/// there are), so that the columns dropped on the right come into view.
+pub fn widths_scrolled(
+    columns: &[Column],
+    rows: &[Vec<String>],
+    room: u16,
+    skip: usize,
+) -> Vec<Option<u16>> {
     let mut w: Vec<Option<u16>> = columns
         .iter()
         .enumerate()
@@ -76,6 +87,17 @@ pub fn widths(columns: &[Column], rows: &[Vec<String>], room: u16) -> Vec<Option
             })
         })
         .collect();
+    // Scrolled out: the first droppable columns, left to right.
+    for i in columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.drop > 0)
+        .map(|(i, _)| i)
+        .take(skip)
+        .collect::<Vec<_>>()
+    {
+        w[i] = None;
+    }
     // Whole columns go, least needed first (the rightmost of equals), until the rest fits.
     while total(&w) > room {
         let victim = columns

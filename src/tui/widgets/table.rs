@@ -49,7 +49,7 @@ pub fn render<'a>(
     let (framing, header, widths) = spec.into_parts();
     draw(frame, area, app, view, framing, len, |window| {
         let rows = window.map(row).collect();
-        (Row::new(header), rows, widths)
+        (Row::new(header), rows, widths, None)
     });
 }
 
@@ -81,8 +81,15 @@ pub fn render_columns<'a>(
     };
     // Borders take two columns, the highlight mark one.
     let room = area.width.saturating_sub(3);
+    let skip = app.cursor(view).hscroll;
     draw(frame, area, app, view, framing, len, |window| {
-        measured(cols, window.map(row).collect(), room)
+        let (header, rows, widths) = measured(cols, window.map(row).collect(), room, skip);
+        // Columns off screen, scrolled out or dropped for room: the keys that bring them.
+        let hidden = cols.len() - widths.len();
+        let hint = (hidden > 0 || skip > 0).then(|| {
+            Line::styled(format!(" h / l: {hidden} column(s) off screen "), dim()).right_aligned()
+        });
+        (header, rows, widths, hint)
     });
 }
 
@@ -122,12 +129,13 @@ pub fn measured(
     cols: &[Column],
     texts: Vec<(Vec<Text>, Style)>,
     room: u16,
+    skip: usize,
 ) -> (Row<'static>, Vec<Row<'static>>, Vec<Constraint>) {
     let cells: Vec<Vec<String>> = texts
         .iter()
         .map(|(c, _)| c.iter().map(|t| t.text.clone()).collect())
         .collect();
-    let w = columns::widths(cols, &cells, room);
+    let w = columns::widths_scrolled(cols, &cells, room, skip);
     let shown = |texts: Vec<Text>| -> Vec<Cell<'static>> {
         cols.iter()
             .zip(&w)
@@ -171,7 +179,14 @@ fn draw<'a>(
     view: View,
     framing: Framing<'a>,
     len: usize,
-    body: impl FnOnce(std::ops::Range<usize>) -> (Row<'a>, Vec<Row<'a>>, Vec<Constraint>),
+    body: impl FnOnce(
+        std::ops::Range<usize>,
+    ) -> (
+        Row<'a>,
+        Vec<Row<'a>>,
+        Vec<Constraint>,
+        Option<Line<'static>>,
+    ),
 ) {
     let mut block = Block::default()
         .borders(Borders::ALL)
@@ -192,7 +207,10 @@ fn draw<'a>(
     let cursor = app.cursor(view);
     let offset = cursor.window(len, height);
     let end = len.min(offset + height);
-    let (header, rows, widths) = body(offset..end);
+    let (header, rows, widths, hint) = body(offset..end);
+    if let Some(h) = hint {
+        block = block.title_bottom(h);
+    }
     let mut state = TableState::default();
     // A row that left the table highlights nothing (the title says so).
     state.select(cursor.row().map(|s| s.min(len - 1) - offset));
