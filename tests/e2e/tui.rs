@@ -589,6 +589,88 @@ fn a_dumb_terminal_gets_ascii_and_no_color_keeps_the_tab_marked() {
     drop(tmux);
 }
 
+/// At 60x20, a product topped up by 1,234,567 and raised by a stray INCRBY shows its figures
+/// whole and its drift signed; the top-up form refuses `10.5` at the `.` and says why; the event
+/// log has the drift's alert; five products whose stock vanished fold into one alert line
+/// (issue 20, items 1, 5, 7 and 9: `35567` for 1,235,567, a drift without its sign, `10.5`
+/// taken as `+105`).
+#[test]
+fn figures_whole_form_checked_events_logged_and_alerts_folded_at_60x20() {
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let at = (&redis, &db, dir.path());
+    let products = [
+        ("p0003", 100, 1),
+        ("q1", 5, 1),
+        ("q2", 5, 1),
+        ("q3", 5, 1),
+        ("q4", 5, 1),
+        ("q5", 5, 1),
+    ];
+    let tmux = stock_tui_sized(
+        "seckill-figures",
+        at,
+        ("tui-fig", &products),
+        "--refresh 1",
+        (60, 20),
+    );
+    let c = Console::redis(&redis.url(), &db.url);
+    c.ok(&[
+        "topup",
+        "tui-fig",
+        "--product",
+        "p0003",
+        "--add",
+        "1234567",
+        "--yes",
+    ]);
+    redis.cli(&["INCRBY", "seckill:{tui-fig:p0003}:stock", "123456"]);
+    tmux.keys("2");
+    tmux.wait(
+        "the drift, signed and whole",
+        Duration::from_secs(10),
+        |s| s.contains("+123,456"),
+    );
+    let s = tmux.screen();
+    // Whatever columns fit, no figure of p0003 is a cut one.
+    let row = s.lines().find(|l| l.contains("p0003")).unwrap_or_default();
+    for cut in ["35567", "234667", "358123", "23456 "] {
+        assert!(!row.contains(cut), "a cut figure {cut} in {row}");
+    }
+    // The form refuses what is not a whole unit, at the keystroke.
+    tmux.keys("g");
+    tmux.keys("t");
+    tmux.wait("the form", Duration::from_secs(3), |s| {
+        s.contains("Top up p0003")
+    });
+    tmux.keys("10.");
+    tmux.wait("the refusal", Duration::from_secs(3), |s| {
+        s.contains("'.' refused") && s.contains("whole units only")
+    });
+    tmux.keys("5");
+    tmux.wait("the units kept whole", Duration::from_secs(3), |s| {
+        s.contains("units: 105_")
+    });
+    let s = tmux.screen();
+    // Every line of the form whole at 60 columns: the text wraps, nothing is cut.
+    assert!(s.contains("away).") && s.contains("meanwhile)"), "{s}");
+    tmux.keys("Escape");
+    // The event log has the drift raised.
+    tmux.keys("0");
+    tmux.wait("the drift in the log", Duration::from_secs(5), |s| {
+        s.contains("raised") && s.contains("drift")
+    });
+    // Five stocks gone: one folded line.
+    for q in ["q1", "q2", "q3", "q4", "q5"] {
+        redis.cli(&["DEL", &format!("seckill:{{tui-fig:{q}}}:stock")]);
+    }
+    tmux.keys("3");
+    tmux.wait("the folded alerts", Duration::from_secs(10), |s| {
+        s.contains("missing x5")
+    });
+}
+
 /// Letters typed ahead never answer a write (issue 20: `lazy` typed in the Stock view paused a
 /// product, `z` opening the dialog and `y` confirming it): nothing is paused in Redis.
 #[test]

@@ -31,16 +31,16 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, dialog: &Dialog) {
             ..
         } => {
             let secs = app.now.saturating_duration_since(*since).as_secs();
-            (
-                title.clone(),
-                vec![
-                    Line::raw(detail.clone()),
-                    Line::raw(format!("working for {secs}s ...")),
-                    Line::raw(""),
-                    Line::styled("Esc close", dim()),
-                ],
-                Style::default().fg(Color::Cyan),
-            )
+            let mut lines: Vec<Line> = wrap(detail, text_width(area.width))
+                .into_iter()
+                .map(Line::raw)
+                .collect();
+            lines.extend([
+                Line::raw(format!("working for {secs}s ...")),
+                Line::raw(""),
+                Line::styled("Esc close", dim()),
+            ]);
+            (title.clone(), lines, Style::default().fg(Color::Cyan))
         }
         Dialog::Message { title, error, .. } => {
             let mut out = scrolled(dialog, area);
@@ -60,30 +60,40 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, dialog: &Dialog) {
             input,
             error,
         } => {
-            let mut out = vec![
-                Line::raw(format!(
-                    "Units to add to {product} (negative: take unsold units away)."
-                )),
+            let width = text_width(area.width);
+            let mut out: Vec<Line> = wrap(
+                &format!("Units to add to {product} (negative: take unsold units away)."),
+                width,
+            )
+            .into_iter()
+            .map(Line::raw)
+            .collect();
+            out.extend([
                 Line::raw(""),
                 Line::from(vec![
                     Span::raw("units: "),
                     Span::styled(format!("{input}_"), Style::default().fg(Color::Cyan)),
                 ]),
-            ];
+            ]);
             // What the units do, as typed (the last read's figures).
             if let Some(f) = app.topup_figures(product) {
                 let n = crate::tui::topup_form::units(input).unwrap_or(0);
                 out.push(Line::raw(""));
                 out.extend(
                     crate::tui::topup_form::before_after(n, &f)
-                        .into_iter()
+                        .iter()
+                        .flat_map(|l| wrap(l, width))
                         .map(Line::raw),
                 );
             }
             // The reason a keystroke was refused, whole (wrapped, never cut).
             if let Some(e) = error {
                 out.push(Line::raw(""));
-                out.extend(wrap(e, 70).into_iter().map(|l| Line::styled(l, critical())));
+                out.extend(
+                    wrap(e, width)
+                        .into_iter()
+                        .map(|l| Line::styled(l, critical())),
+                );
             }
             out.push(Line::styled("Enter next   Esc cancel", dim()));
             (
