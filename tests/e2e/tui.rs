@@ -671,6 +671,61 @@ fn figures_whole_form_checked_events_logged_and_alerts_folded_at_60x20() {
     });
 }
 
+/// At 80x24, read-only: the footer keeps every view's key and `? help`, the help scrolls to its
+/// last binding, and `f` previews a fix and applies nothing (issue 20, items 6, 11 and 12: the
+/// help stopped at `t, z / Z`, the footer at `8 Au`, read-only refused the preview).
+#[test]
+fn at_80x24_read_only_the_footer_and_help_fit_and_f_previews() {
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let at = (&redis, &db, dir.path());
+    let tmux = stock_tui_sized(
+        "seckill-80x24",
+        at,
+        ("tui-small", &[("alpha", 10, 1)]),
+        "--read-only",
+        (80, 24),
+    );
+    redis.cli(&["INCRBY", "seckill:{tui-small:alpha}:stock", "2"]);
+    let s = tmux.screen();
+    let footer: Vec<&str> = s.lines().rev().take(3).collect();
+    assert!(
+        footer.iter().any(|l| l.contains("? help")),
+        "no ? help in the footer:\n{s}"
+    );
+    assert!(
+        footer.iter().any(|l| l.contains("9") && l.contains("0")),
+        "not every view's key:\n{s}"
+    );
+    tmux.keys("?");
+    tmux.wait("the help", Duration::from_secs(3), |s| {
+        s.contains("Help: keys")
+    });
+    tmux.keys("End");
+    tmux.wait("the help's end", Duration::from_secs(3), |s| {
+        s.contains("scroll a dialog") && s.contains("(end;")
+    });
+    tmux.keys("Escape");
+    tmux.keys("5");
+    tmux.wait("the drift", Duration::from_secs(10), |s| {
+        s.contains("Reconcile 1 to fix")
+    });
+    tmux.keys("f");
+    tmux.wait("the read-only preview", Duration::from_secs(10), |s| {
+        s.contains("(read-only)") && s.contains("12 -> 10")
+    });
+    tmux.keys("Enter");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        redis
+            .cli(&["GET", "seckill:{tui-small:alpha}:stock"])
+            .trim(),
+        "12",
+        "a read-only console applied a fix"
+    );
+}
+
 /// Letters typed ahead never answer a write (issue 20: `lazy` typed in the Stock view paused a
 /// product, `z` opening the dialog and `y` confirming it): nothing is paused in Redis.
 #[test]
