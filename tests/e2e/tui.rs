@@ -726,6 +726,81 @@ fn at_80x24_read_only_the_footer_and_help_fit_and_f_previews() {
     );
 }
 
+/// Smaller items of issue 20, on the real binary: `Z` pauses every product and `U` resumes
+/// them (no "pause all first"), the Activities view opens on the activity shown (not its top
+/// row), and the preheat table shows a small token rate as a plain decimal (not `1.667e-4`).
+#[test]
+fn z_u_the_activities_cursor_and_plain_rates() {
+    use crate::harness::fixtures::{activity_toml, future_window, write_file};
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let c = Console::redis(&redis.url(), &db.url);
+    // Listed first (the newest window): an upcoming activity, so the live one is not the top row.
+    let (starts, ends) = future_window();
+    let later = write_file(
+        dir.path(),
+        "later.toml",
+        &activity_toml("tui-later", &[("x1", 5, 1)], starts, ends),
+    );
+    c.ok(&["activity", "import", later.to_str().expect("path")]);
+    let at = (&redis, &db, dir.path());
+    let tmux = stock_tui(
+        "seckill-zu",
+        at,
+        ("tui-zu", &[("alpha", 1, 1), ("bravo", 10, 1)]),
+        "",
+    );
+    let paused = |p: &str| {
+        redis
+            .cli(&["HGET", &format!("seckill:{{tui-zu:{p}}}:meta"), "paused"])
+            .trim()
+            .to_string()
+    };
+    tmux.keys("2");
+    tmux.keys("Z");
+    tmux.wait("the pause-all dialog", Duration::from_secs(3), |s| {
+        s.contains("Pause every product of tui-zu?")
+    });
+    tmux.keys("tui-zu");
+    confirm(&tmux);
+    tmux.wait("the result", Duration::from_secs(5), |s| {
+        s.contains("pause: 2 paused, 0 already so")
+    });
+    assert_eq!((paused("alpha"), paused("bravo")), ("1".into(), "1".into()));
+    tmux.keys("Escape");
+    tmux.keys("U");
+    tmux.wait("the resume-all dialog", Duration::from_secs(5), |s| {
+        s.contains("Resume every product of tui-zu?")
+    });
+    tmux.keys("tui-zu");
+    confirm(&tmux);
+    tmux.wait("the result", Duration::from_secs(5), |s| {
+        s.contains("resume: 2 resumed, 0 already so")
+    });
+    assert_eq!((paused("alpha"), paused("bravo")), ("0".into(), "0".into()));
+    tmux.keys("Escape");
+    // The Activities view: the cursor on tui-zu, though tui-later is the top row.
+    tmux.keys("1");
+    tmux.wait("the list", Duration::from_secs(3), |s| {
+        s.contains("tui-later")
+    });
+    let s = tmux.screen();
+    let highlighted = s.lines().find(|l| l.contains("│>")).unwrap_or_default();
+    assert!(highlighted.contains("tui-zu"), "{s}");
+    // The gate's report: alpha's one unit over the 2 h window is 0.000167 tokens a second.
+    tmux.keys("6");
+    tmux.keys("p");
+    tmux.wait("the preheat dialog", Duration::from_secs(3), |s| {
+        s.contains("Preheat")
+    });
+    confirm(&tmux);
+    tmux.wait("the report", Duration::from_secs(10), |s| s.contains("GO"));
+    let s = tmux.screen();
+    assert!(s.contains("0.000167"), "{s}");
+    assert!(!s.contains("e-4"), "{s}");
+}
+
 /// Letters typed ahead never answer a write (issue 20: `lazy` typed in the Stock view paused a
 /// product, `z` opening the dialog and `y` confirming it): nothing is paused in Redis.
 #[test]
@@ -1050,6 +1125,15 @@ async fn the_dry_run_view_runs_strategies_on_shadow_keys_only() {
             "{}",
             s.text
         );
+        // Every strategy in the chart's legend, even those that ended within a second (issue
+        // 20: the legend showed two of four).
+        for name in ["│lua    │", "│hincrby│", "│lock   │", "│sql    │"] {
+            assert!(
+                s.text.contains(name),
+                "{name} not in the legend:\n{}",
+                s.text
+            );
+        }
     }
     assert_eq!(shadow().trim(), "", "shadow keys left behind");
     assert_eq!(live_keys(&redis), before, "a live key changed");
