@@ -250,6 +250,7 @@ impl App {
                     stage: "starting".into(),
                     done: 0,
                     total: 1,
+                    since: self.now,
                 });
                 self.view = View::Preheat;
                 (
@@ -765,6 +766,37 @@ impl App {
                 "--force: keys that hold other values are REWRITTEN (compare-and-set, audited)."
                     .into(),
             );
+            // What it will rewrite, as the last gate of this activity found it.
+            let conflicts = match &self.views.preheat.report {
+                Some((id, Ok(r))) if *id == activity => Some(&r.conflicts),
+                _ => None,
+            };
+            lines.push(String::new());
+            match conflicts {
+                Some(c) if !c.is_empty() => {
+                    lines.push(format!(
+                        "The last gate found {} product(s) whose keys it rewrites:",
+                        c.len()
+                    ));
+                    for c in c.iter() {
+                        lines.push(format!(
+                            "  {}: stock {} -> {}, limit {} -> {}",
+                            c.product,
+                            c.redis_stock.as_deref().unwrap_or("missing"),
+                            c.wanted_stock,
+                            c.redis_limit.map_or_else(|| "-".into(), |l| l.to_string()),
+                            c.wanted_limit
+                        ));
+                    }
+                    lines.push("(a product that changed since is rewritten too)".into());
+                }
+                Some(_) => lines
+                    .push("The last gate found no conflicting key: --force changes nothing more.".into()),
+                None => lines.push(
+                    "Which keys conflict is not known yet: p runs the gate without --force and lists them."
+                        .into(),
+                ),
+            }
             (
                 format!("Preheat {activity} --force? Type the activity id and Enter"),
                 Some(activity.to_string()),
@@ -809,6 +841,7 @@ impl App {
             Err(e) => self.flash(format!("preheat failed: {}", e.message), true),
         }
         self.views.preheat.report = Some((run.activity, result));
+        self.views.preheat.reported_at = Some(self.now);
         self.clamp(View::Preheat);
         vec![Command::RefreshNow]
     }

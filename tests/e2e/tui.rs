@@ -801,6 +801,49 @@ fn z_u_the_activities_cursor_and_plain_rates() {
     assert!(!s.contains("e-4"), "{s}");
 }
 
+/// The Preheat view says what a no-go had planned, how old its report is and what moved since,
+/// and `P` names the keys it would rewrite (issue 20, case 9: "0 written, 0 unchanged, 1
+/// conflict(s)" over 1,999 unchanged rows, a GO with no time after a product lost its keys).
+#[test]
+fn the_preheat_view_says_what_it_planned_and_what_moved_since() {
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let at = (&redis, &db, dir.path());
+    let tmux = stock_tui(
+        "seckill-preheat",
+        at,
+        ("tui-pre", &[("alpha", 10, 1), ("bravo", 10, 1)]),
+        "",
+    );
+    redis.cli(&["INCRBY", "seckill:{tui-pre:alpha}:stock", "3"]);
+    tmux.keys("6");
+    tmux.keys("p");
+    tmux.wait("the gate's dialog", Duration::from_secs(3), |s| {
+        s.contains("Preheat tui-pre?")
+    });
+    confirm(&tmux);
+    tmux.wait("the no-go", Duration::from_secs(10), |s| {
+        s.contains("NO-GO")
+    });
+    let s = tmux.screen();
+    assert!(
+        s.contains("nothing was written; the plan was:") && s.contains("made "),
+        "{s}"
+    );
+    tmux.keys("P");
+    tmux.wait("the force dialog", Duration::from_secs(3), |s| {
+        s.contains("--force?")
+    });
+    let s = tmux.screen();
+    assert!(s.contains("alpha: stock 13 -> 10"), "{s}");
+    tmux.keys("Escape");
+    redis.cli(&["DEL", "seckill:{tui-pre:bravo}:stock"]);
+    tmux.wait("what moved since", Duration::from_secs(10), |s| {
+        s.contains("since then: 1 product(s) have lost keys")
+    });
+}
+
 /// Letters typed ahead never answer a write (issue 20: `lazy` typed in the Stock view paused a
 /// product, `z` opening the dialog and `y` confirming it): nothing is paused in Redis.
 #[test]

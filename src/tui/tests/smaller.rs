@@ -75,3 +75,42 @@ fn the_sales_rate_history_comes_back_with_its_activity() {
     a.update(Action::SelectActivity(id("spring-sale")));
     assert_eq!(a.stock.rate_history, before);
 }
+
+/// A no-go before anything was written says what it had planned (not "0 written, 0
+/// unchanged" over a table of unchanged rows), how old it is, what moved since; and `P` lists
+/// the keys the last gate found it would rewrite.
+#[test]
+fn the_preheat_view_says_what_was_planned_how_old_and_what_p_rewrites() {
+    let mut a = app(false);
+    a.update(key('6'));
+    a.update(key('p'));
+    let seq = match super::fixtures::confirm(&mut a).as_slice() {
+        [Command::RunPreheat { seq, .. }] => *seq,
+        other => panic!("{other:?}"),
+    };
+    let mut r = super::fixtures::preheat_report(false);
+    r.written = 0;
+    r.unchanged = 0;
+    r.conflicts = vec![crate::ops::preheat::Conflict {
+        product: "tablet".into(),
+        redis_stock: Some("0".into()),
+        wanted_stock: 30,
+        redis_limit: Some(2),
+        wanted_limit: 2,
+    }];
+    a.update(Action::PreheatDone { seq, result: Ok(r) });
+    a.update(Action::Tick(super::fixtures::at(70)));
+    let s = super::fixtures::screen(&a, 120, 30);
+    assert!(s.contains("nothing was written; the plan was: "), "{s}");
+    assert!(s.contains("made 1m0"), "{s}");
+    assert!(s.contains("since then: 1 product(s) have lost keys"), "{s}");
+    a.update(key('P'));
+    let Some(Dialog::Confirm(c)) = &a.dialog else {
+        panic!("{:?}", a.dialog);
+    };
+    assert!(
+        c.lines.iter().any(|l| l.starts_with("  tablet: stock ")),
+        "{:?}",
+        c.lines
+    );
+}

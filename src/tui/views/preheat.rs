@@ -31,6 +31,8 @@ pub struct PreheatRun {
     pub stage: String,
     pub done: usize,
     pub total: usize,
+    /// When it started (the progress says for how long it has run).
+    pub since: std::time::Instant,
 }
 
 /// The Preheat view: the gate's progress while it runs and its last report.
@@ -40,6 +42,8 @@ pub struct PreheatView {
     pub run: Option<PreheatRun>,
     /// The last preheat's outcome, for the activity it ran on.
     pub report: Option<(ActivityId, Result<PreheatReport, Error>)>,
+    /// When that outcome arrived (the report says how old it is).
+    pub reported_at: Option<std::time::Instant>,
 }
 
 impl PreheatView {
@@ -86,7 +90,8 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         .filter(|r| Some(&r.activity) == selected);
     let top_height = match (running, report) {
         (Some(_), _) => 4,
-        (None, Some(Ok(r))) => 3 + r.reasons.len().min(REASONS_SHOWN + 1) as u16,
+        // The banner, the summary, its age and what moved since, the reasons, the border.
+        (None, Some(Ok(r))) => 5 + r.reasons.len().min(REASONS_SHOWN + 1) as u16,
         _ => 4,
     };
     let [top, rest] =
@@ -107,11 +112,17 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             .block(Block::default().borders(Borders::ALL).title(title))
             .gauge_style(Style::default().fg(Color::Cyan).bg(Color::DarkGray))
             .ratio(ratio)
-            .label(format!("{}: {} / {}", run.stage, run.done, run.total));
+            .label(format!(
+                "{}: {} / {} ({}s)",
+                run.stage,
+                run.done,
+                run.total,
+                app.now.saturating_duration_since(run.since).as_secs()
+            ));
         frame.render_widget(gauge, top);
     } else {
         let lines = match report {
-            Some(Ok(r)) => report_lines(r),
+            Some(Ok(r)) => report_lines(r, app),
             Some(Err(e)) => vec![
                 Line::styled(" Preheat failed", critical()),
                 Line::raw(format!(" {}", e.message)),
@@ -175,11 +186,70 @@ const COLUMNS: [Column; 9] = [
     Column::number("rate/s", 5),
 ];
 
+/// What the gate did, or, when it stopped before writing, what it had planned: a no-go over a
+/// table of "unchanged" rows once read "0 written, 0 unchanged".
+fn summary(r: &PreheatReport) -> String {
+    use std::collections::BTreeMap;
+    if r.written + r.unchanged > 0 || r.decision == "go" {
+        return format!(
+            " {} written, {} unchanged, {} conflict(s), total stock {}, {} ms",
+            grouped(i64::try_from(r.written).unwrap_or(i64::MAX)),
+            grouped(i64::try_from(r.unchanged).unwrap_or(i64::MAX)),
+            r.conflicts.len(),
+            grouped(r.total_stock),
+            r.elapsed_ms
+        );
+    }
+    let mut plan: BTreeMap<&str, usize> = BTreeMap::new();
+    for p in &r.products {
+        *plan.entry(p.action.as_str()).or_default() += 1;
+    }
+    let plan: Vec<String> = plan.iter().map(|(a, n)| format!("{n} {a}")).collect();
+    format!(
+        " nothing was written; the plan was: {} ({} conflict(s)), {} ms",
+        plan.join(", "),
+        r.conflicts.len(),
+        r.elapsed_ms
+    )
+}
+
 fn yes_no(b: bool) -> String {
     if b { "yes" } else { "no" }.to_string()
 }
 
-fn report_lines(r: &PreheatReport) -> Vec<Line<'static>> {
+/// When the report was made, and whether Redis has moved away from it since (a GO of an hour
+/// ago says nothing of a key deleted since).
+fn report_age(app: &App) -> Vec<Line<'static>> {
+    let mut out = Vec::new();
+    if let Some(seen) = app.views.preheat.reported_at {
+        let ago = app.now.saturating_duration_since(seen).as_secs();
+        out.push(Line::styled(
+            format!(
+                " made {} ago",
+                super::age(i64::try_from(ago).unwrap_or(i64::MAX))
+            ),
+            dim(),
+        ));
+    }
+    if let Some(r) = app.stock.report() {
+        let missing = r
+            .products
+            .iter()
+            .filter(|p| p.state == State::Missing)
+            .count();
+        if missing > 0 {
+            out.push(Line::styled(
+                format!(
+                    " since then: {missing} product(s) have lost keys in Redis (the Stock view lists them; p runs the gate again)"
+                ),
+                warning(),
+            ));
+        }
+    }
+    out
+}
+
+fn report_lines(r: &PreheatReport, app: &App) -> Vec<Line<'static>> {
     let go = r.decision == "go";
     let banner = Span::styled(
         if go { "  GO  " } else { " NO-GO " },
@@ -194,15 +264,9 @@ fn report_lines(r: &PreheatReport) -> Vec<Line<'static>> {
             banner,
             Span::styled(format!("  preheat of {}", r.activity), bold()),
         ]),
-        Line::raw(format!(
-            " {} written, {} unchanged, {} conflict(s), total stock {}, {} ms",
-            r.written,
-            r.unchanged,
-            r.conflicts.len(),
-            r.total_stock,
-            r.elapsed_ms
-        )),
+        Line::raw(summary(r)),
     ];
+    lines.extend(report_age(app));
     for reason in r.reasons.iter().take(REASONS_SHOWN) {
         lines.push(Line::styled(format!(" - {reason}"), critical()));
     }
