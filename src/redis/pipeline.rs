@@ -12,6 +12,67 @@ use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 const PIPELINE_CHUNK: usize = 2000;
 
 impl RedisStore {
+    /// Sends each ASK-redirected command to the node it names, after ASKING, one pipeline per
+    /// node; their answers go into `results`. Returns those the importing node answered with
+    /// MOVED (the migration finished meanwhile): they go again after a slot-map refresh.
+    async fn send_asked(
+        &self,
+        asked: Vec<(usize, Keyed, String)>,
+        results: &mut [Option<RedisResult<Value>>],
+    ) -> Vec<(usize, Keyed)> {
+        let mut by_node: std::collections::BTreeMap<String, Vec<(usize, Keyed)>> =
+            Default::default();
+        for (i, k, addr) in asked {
+            by_node.entry(addr).or_default().push((i, k));
+        }
+        let mut again = Vec::new();
+        for (addr, group) in by_node {
+            let node = match self.node(&addr) {
+                Ok(n) => n,
+                Err(e) => {
+                    for (i, _) in group {
+                        results[i] = Some(Err(e.clone()));
+                    }
+                    continue;
+                }
+            };
+            let mut pipe = redis::pipe();
+            pipe.ignore_errors();
+            for (_, k) in &group {
+                // ASKING holds for the one command after it.
+                pipe.cmd("ASKING").ignore().add_command(k.cmd.clone());
+            }
+            match node.pipeline(&pipe).await {
+                Ok(values) if values.len() == group.len() => {
+                    for ((i, k), v) in group.into_iter().zip(values) {
+                        match v {
+                            Value::ServerError(se) => {
+                                let e = RedisError::from(se);
+                                if server_error_kind(&e) == Some(ServerErrorKind::Moved) {
+                                    again.push((i, k));
+                                }
+                                results[i] = Some(Err(e));
+                            }
+                            v => results[i] = Some(Ok(v)),
+                        }
+                    }
+                }
+                Ok(_) => {
+                    let e = RedisError::from((ErrorKind::Parse, "pipeline reply length mismatch"));
+                    for (i, _) in group {
+                        results[i] = Some(Err(e.clone()));
+                    }
+                }
+                Err(e) => {
+                    for (i, _) in group {
+                        results[i] = Some(Err(e.clone()));
+                    }
+                }
+            }
+        }
+        again
+    }
+
     /// Sends many commands, one pipeline per node (in chunks), all nodes at once. Results come
     /// back in input order; an error reply is an `Err` for that command only. Commands that
     /// meet a MOVED or ASK redirect, or a node that refused the connection, are sent again after
@@ -64,6 +125,10 @@ impl RedisStore {
                 }
             }
             let mut retry: Vec<(usize, Keyed)> = Vec::new();
+            // ASK: the slot is migrating and this key is (or would be) on the importing node,
+            // which answers it only after ASKING. The slot map is right as it is: a refresh
+            // would send the command back to the migrating node.
+            let mut asked: Vec<(usize, Keyed, String)> = Vec::new();
             for (index, slots, pipe, outcome) in join_all(jobs).await {
                 let resend = |j: usize| -> Option<Keyed> {
                     let cmd = pipe.cmd_iter().nth(j)?.clone();
@@ -78,15 +143,23 @@ impl RedisStore {
                             match v {
                                 Value::ServerError(se) => {
                                     let e = RedisError::from(se);
-                                    let redirect = matches!(
-                                        server_error_kind(&e),
-                                        Some(ServerErrorKind::Moved | ServerErrorKind::Ask)
-                                    );
-                                    if redirect
-                                        && self.inner.cluster
+                                    let kind = server_error_kind(&e);
+                                    let target = e.redirect_node().map(|(a, _)| a.to_string());
+                                    if self.inner.cluster
                                         && let Some(k) = resend(j)
                                     {
-                                        retry.push((*i, k));
+                                        match (kind, target) {
+                                            (Some(ServerErrorKind::Ask), Some(addr)) => {
+                                                asked.push((*i, k, addr));
+                                            }
+                                            (
+                                                Some(ServerErrorKind::Moved | ServerErrorKind::Ask),
+                                                _,
+                                            ) => {
+                                                retry.push((*i, k));
+                                            }
+                                            _ => {}
+                                        }
                                     }
                                     results[*i] = Some(Err(e));
                                 }
@@ -112,6 +185,7 @@ impl RedisStore {
                     }
                 }
             }
+            retry.extend(self.send_asked(asked, &mut results).await);
             if retry.is_empty() || round == 2 {
                 break;
             }
