@@ -2,7 +2,7 @@
 //! sizes, TTLs and memory; its stock and meta hash; the newest page of its events; its orders
 //! by status; the console's last writes on it. An operator's one-off look, and bounded however
 //! big the sale: one pipeline of O(1) commands and one page of the stream in Redis (the ledger,
-//! buyers and books hashes are counted, never read), one grouped query on the orders' index
+//! buyers and books hashes are counted, never read), one grouped query on the orders' index (capped at 100,000 rows)
 //! and one short walk of the audit.
 
 use crate::db::Db;
@@ -57,6 +57,8 @@ pub struct ProductDetail {
     /// Entries of that page that did not parse.
     pub events_bad: usize,
     pub orders: Vec<OrderCount>,
+    /// The orders were counted up to [`orders::STATUS_COUNT_CAP`]: the counts are "at least".
+    pub orders_capped: bool,
     /// The console's newest writes on the product, newest first.
     pub writes: Vec<AuditEntry>,
     pub read_at: DateTime<Utc>,
@@ -179,6 +181,7 @@ pub async fn product_detail(
         .and_then(|r| r.as_ref().ok())
         .map(|v| events::parse_page(v, EVENTS_SHOWN))
         .unwrap_or_default();
+    let (orders, orders_capped) = orders::by_status(db, activity, product.as_str()).await?;
     Ok(ProductDetail {
         product: product.to_string(),
         keys: out_keys,
@@ -186,7 +189,8 @@ pub async fn product_detail(
         meta,
         events: page.events,
         events_bad: page.bad,
-        orders: orders::by_status(db, activity, product.as_str()).await?,
+        orders,
+        orders_capped,
         writes: audit::recent_of_product(db, activity, product.as_str(), WRITES_SHOWN)
             .await
             .map_err(|e| db.error(&e))?,

@@ -293,16 +293,22 @@ pub fn product_lines(
         out.push(format!("  {f} = {v}"));
     }
     out.push(String::new());
-    out.push("Orders by status (the database)".into());
+    out.push(if d.orders_capped {
+        format!(
+            "Orders by status (the database; counted up to {} in all: at least)",
+            grouped(crate::db::orders::STATUS_COUNT_CAP)
+        )
+    } else {
+        "Orders by status (the database)".to_string()
+    });
     if d.orders.is_empty() {
         out.push("  none".into());
     }
     for o in &d.orders {
         out.push(format!(
-            "  {:<16} {:>10} order(s) {:>12} unit(s)",
+            "  {:<16} {:>10} order(s)",
             o.status,
-            grouped(o.orders),
-            grouped(o.units)
+            grouped(o.orders)
         ));
     }
     out.push(String::new());

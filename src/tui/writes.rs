@@ -65,21 +65,16 @@ impl App {
     pub(super) fn ask_fix(&mut self, all: bool) -> Vec<Command> {
         // Read-only: the preview still shows what a fix would do (it writes nothing); only the
         // confirmation is withheld.
+        const WHERE: &str = "fix: press f or F on the Stock (2) or Reconcile (5) view";
+        let views = [View::Stock, View::Reconcile];
         let activity = if self.config.read_only {
-            if ![View::Stock, View::Reconcile].contains(&self.view) {
-                self.flash(
-                    "fix: press f or F on the Stock (2) or Reconcile (5) view",
-                    false,
-                );
+            if !views.contains(&self.view) {
+                self.flash(WHERE, false);
                 return Vec::new();
             }
             self.need_activity()
         } else {
-            self.write_on(
-                &[View::Stock, View::Reconcile],
-                "fix",
-                "fix: press f or F on the Stock (2) or Reconcile (5) view",
-            )
+            self.write_on(&views, "fix", WHERE)
         };
         let Some(activity) = activity else {
             return Vec::new();

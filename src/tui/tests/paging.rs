@@ -208,8 +208,8 @@ fn detail() -> ProductDetail {
         orders: vec![crate::db::orders::OrderCount {
             status: "paid".into(),
             orders: 1_200,
-            units: 1_234,
         }],
+        orders_capped: false,
         writes: Vec::new(),
         read_at: chrono::Utc::now(),
     }

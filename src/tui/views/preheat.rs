@@ -231,20 +231,13 @@ fn report_age(app: &App) -> Vec<Line<'static>> {
             dim(),
         ));
     }
-    if let Some(r) = app.stock.report() {
-        let missing = r
-            .products
-            .iter()
-            .filter(|p| p.state == State::Missing)
-            .count();
-        if missing > 0 {
-            out.push(Line::styled(
-                format!(
-                    " since then: {missing} product(s) have lost keys in Redis (the Stock view lists them; p runs the gate again)"
-                ),
-                warning(),
-            ));
-        }
+    if let Some((missing, _)) = missing_now(app).filter(|(m, _)| *m > 0) {
+        out.push(Line::styled(
+            format!(
+                " since then: {missing} product(s) have lost keys in Redis (the Stock view lists them; p runs the gate again)"
+            ),
+            warning(),
+        ));
     }
     out
 }
@@ -282,23 +275,26 @@ fn report_lines(r: &PreheatReport, app: &App) -> Vec<Line<'static>> {
     lines
 }
 
+/// Products of the last refresh whose keys are missing, and how many products there are.
+fn missing_now(app: &App) -> Option<(usize, usize)> {
+    let r = app.stock.report()?;
+    let missing = r
+        .products
+        .iter()
+        .filter(|p| p.state == State::Missing)
+        .count();
+    Some((missing, r.products.len()))
+}
+
 fn idle_lines(app: &App) -> Vec<Line<'static>> {
     let mut lines = vec![Line::styled(
         " The preheat gate writes the activity's keys from database truth, verifies them and decides go / no-go.",
         bold(),
     )];
-    if let Some(r) = app.stock.report() {
-        let missing = r
-            .products
-            .iter()
-            .filter(|p| p.state == State::Missing)
-            .count();
+    if let Some((missing, total)) = missing_now(app) {
         let style = if missing == 0 { good() } else { warning() };
         lines.push(Line::styled(
-            format!(
-                " Now: {missing} of {} product(s) have no stock key in Redis.",
-                r.products.len()
-            ),
+            format!(" Now: {missing} of {total} product(s) have no stock key in Redis.",),
             style,
         ));
     }
