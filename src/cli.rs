@@ -43,6 +43,26 @@ pub struct GlobalFlags {
     )]
     pub redis_cluster: Option<String>,
 
+    /// Sentinels, comma-separated host:port (or URLs with their own credentials, rediss:// for
+    /// TLS); the primary is the one they name for --sentinel-master, followed through failovers
+    #[arg(
+        long,
+        global = true,
+        value_name = "HOST:PORT,...",
+        env = "SECKILL_REDIS_SENTINEL",
+        hide_env_values = true
+    )]
+    pub redis_sentinel: Option<String>,
+
+    /// The master's name in the Sentinels' configuration (with --redis-sentinel)
+    #[arg(
+        long,
+        global = true,
+        value_name = "NAME",
+        env = "SECKILL_SENTINEL_MASTER"
+    )]
+    pub sentinel_master: Option<String>,
+
     /// Database URL: sqlite:PATH, postgres://..., mysql://...
     #[arg(
         long,
@@ -196,6 +216,8 @@ impl GlobalFlags {
         Layer {
             redis: self.redis.clone(),
             redis_cluster: self.redis_cluster.clone().map(StringOrList::One),
+            redis_sentinel: self.redis_sentinel.clone().map(StringOrList::One),
+            sentinel_master: self.sentinel_master.clone(),
             db: self.db.clone(),
             read_only: self.read_only.then_some(true),
             json: self.json.then_some(true),
@@ -312,6 +334,10 @@ pub enum Command {
         /// Overwrite keys that hold other values than the database truth
         #[arg(long)]
         force: bool,
+        /// Go on a Redis whose maxmemory-policy may evict the activity's keys (any allkeys-*
+        /// or volatile-*): the report names the risk accepted
+        #[arg(long)]
+        accept_eviction: bool,
     },
     /// Live stock and alerts per product
     Status {

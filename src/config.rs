@@ -14,6 +14,10 @@ use std::time::Duration;
 pub struct Layer {
     pub redis: Option<String>,
     pub redis_cluster: Option<StringOrList>,
+    /// Sentinels (`host:port` or URLs with their own credentials / `rediss://`).
+    pub redis_sentinel: Option<StringOrList>,
+    /// The master's name in Sentinel.
+    pub sentinel_master: Option<String>,
     pub db: Option<String>,
     pub read_only: Option<bool>,
     pub json: Option<bool>,
@@ -49,6 +53,15 @@ impl StringOrList {
                 .filter(|s| !s.is_empty())
                 .collect(),
         }
+    }
+}
+
+/// A Sentinel as given: `host:port` becomes `redis://host:port`; a URL stays as it is.
+fn sentinel_url(s: &str) -> String {
+    if s.contains("://") {
+        s.to_string()
+    } else {
+        format!("redis://{s}")
     }
 }
 
@@ -157,6 +170,8 @@ fn name_in_passwd(passwd: &str, uid: u32) -> Option<String> {
 /// Merges layers, lowest first, into a validated configuration.
 pub fn resolve(layers: &[Layer]) -> Result<Config> {
     let mut redis: Option<RedisTarget> = None;
+    let mut sentinels: Option<Vec<String>> = None;
+    let mut data_url: Option<String> = None;
     let mut merged = Layer::default();
     for layer in layers {
         if layer.redis.is_some() && layer.redis_cluster.is_some() {
@@ -165,7 +180,26 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
             ));
         }
         if let Some(url) = &layer.redis {
+            // Behind Sentinel, a Redis URL is the data nodes' template (credentials, TLS).
+            data_url = Some(url.trim().to_string());
             redis = Some(RedisTarget::Standalone(SecretUrl::new(url.trim())));
+        }
+        if let Some(list) = &layer.redis_sentinel {
+            if layer.redis_cluster.is_some() {
+                return Err(Error::bad_input(
+                    "both Sentinels and Redis Cluster seeds are set at the same level: choose --redis-sentinel or --redis-cluster",
+                ));
+            }
+            let urls: Vec<String> = list.urls().iter().map(|u| sentinel_url(u)).collect();
+            if urls.is_empty() {
+                return Err(Error::bad_input(
+                    "the Sentinel list is empty: give host:port[,host:port...], e.g. 10.0.0.1:26379,10.0.0.2:26379",
+                ));
+            }
+            sentinels = Some(urls);
+        } else if layer.redis.is_some() || layer.redis_cluster.is_some() {
+            // A plain target set above the Sentinels wins over them.
+            sentinels = None;
         }
         if let Some(seeds) = &layer.redis_cluster {
             let urls = seeds.urls();
@@ -195,10 +229,34 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
             compensation_alert_secs,
             outbox_alert_secs,
             key_ttl_days,
-            tz
+            tz,
+            sentinel_master
         );
     }
 
+    if let Some(list) = sentinels {
+        let master = merged
+            .sentinel_master
+            .as_deref()
+            .map(str::trim)
+            .filter(|m| !m.is_empty())
+            .ok_or_else(|| {
+                Error::bad_input(
+                    "--redis-sentinel needs --sentinel-master NAME (the name in the Sentinels' configuration, e.g. mymaster)",
+                )
+            })?;
+        if master.len() > 200 || master.chars().any(|c| c.is_control() || c.is_whitespace()) {
+            return Err(Error::bad_input(format!(
+                "Sentinel master name '{}' is invalid: use the name without spaces",
+                master.escape_debug()
+            )));
+        }
+        redis = Some(RedisTarget::Sentinel(crate::redis::SentinelTarget {
+            sentinels: list.into_iter().map(SecretUrl::new).collect(),
+            master: master.to_string(),
+            data: SecretUrl::new(data_url.unwrap_or_else(|| "redis://127.0.0.1:6379".into())),
+        }));
+    }
     let (db, db_is_default) = match merged.db {
         Some(url) => (SecretUrl::new(url.trim()), false),
         None => (
@@ -279,6 +337,49 @@ mod tests {
         assert_eq!(name_in_passwd(passwd, 1001).as_deref(), Some("ops"));
         assert_eq!(name_in_passwd(passwd, 7), None);
         assert_eq!(name_in_passwd("", 0), None);
+    }
+
+    #[test]
+    fn sentinels_with_a_master_name_and_a_data_template() {
+        let layer = Layer {
+            redis_sentinel: Some(StringOrList::One(
+                "10.0.0.1:26379, rediss://s:pw@10.0.0.2:26380".into(),
+            )),
+            sentinel_master: Some("mymaster".into()),
+            redis: Some("redis://app:secret@ignored:1".into()),
+            ..Layer::default()
+        };
+        let c = resolve(std::slice::from_ref(&layer)).expect("valid");
+        let RedisTarget::Sentinel(t) = &c.redis else {
+            panic!("{:?}", c.redis);
+        };
+        assert_eq!(t.master, "mymaster");
+        assert_eq!(t.sentinels[0].expose(), "redis://10.0.0.1:26379");
+        assert_eq!(t.sentinels[1].expose(), "rediss://s:pw@10.0.0.2:26380");
+        assert_eq!(t.data.expose(), "redis://app:secret@ignored:1");
+        assert!(!c.redis.label().contains("pw"), "{}", c.redis.label());
+        let no_name = Layer {
+            sentinel_master: None,
+            ..layer.clone()
+        };
+        let e = resolve(&[no_name]).expect_err("a master name is needed");
+        assert!(e.message.contains("--sentinel-master"), "{}", e.message);
+        let spaced = Layer {
+            sentinel_master: Some("my master".into()),
+            ..layer.clone()
+        };
+        assert!(resolve(&[spaced]).is_err());
+        // A plain URL set above the Sentinels wins over them.
+        let flag = Layer {
+            redis: Some("redis://127.0.0.1:7000".into()),
+            ..Layer::default()
+        };
+        let c = resolve(&[layer, flag]).expect("valid");
+        assert!(
+            matches!(c.redis, RedisTarget::Standalone(_)),
+            "{:?}",
+            c.redis
+        );
     }
 
     #[test]

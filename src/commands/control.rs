@@ -79,7 +79,12 @@ pub async fn run_pause(ctx: &Ctx, args: PauseArgs, pause: bool) -> Result<Outcom
     db.close().await;
     let r = r?;
     let text = render_pause(&r);
-    Outcome::finished(&r, text, r.failed().then_some(ErrorKind::CheckFailed))
+    let failure = if r.unreachable {
+        ErrorKind::Unavailable
+    } else {
+        ErrorKind::CheckFailed
+    };
+    Outcome::finished(&r, text, r.failed().then_some(failure))
 }
 
 fn render_pause(r: &PauseReport) -> String {

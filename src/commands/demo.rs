@@ -69,6 +69,7 @@ pub async fn run_demo(ctx: &Ctx, args: DemoArgs) -> Result<Outcome> {
         &activity,
         &PreheatOptions {
             force: false,
+            accept_eviction: false,
             actor: demo_ctx.config.actor.clone(),
             grace: demo_ctx.config.grace,
             key_ttl_days: demo_ctx.config.key_ttl_days,

@@ -108,9 +108,11 @@ async fn dispatch(ctx: &Ctx, command: Option<Command>) -> Result<Outcome> {
         Some(Command::Migrate) => migrate_command(ctx).await,
         Some(Command::Activity(cmd)) => activity::run(ctx, cmd).await,
         Some(Command::Ping) => ping::run(ctx).await,
-        Some(Command::Preheat { activity, force }) => {
-            preheat::run_preheat(ctx, &activity, force).await
-        }
+        Some(Command::Preheat {
+            activity,
+            force,
+            accept_eviction,
+        }) => preheat::run_preheat(ctx, &activity, (force, accept_eviction)).await,
         Some(Command::Cleanup { activity, force }) => {
             preheat::run_cleanup(ctx, &activity, force).await
         }

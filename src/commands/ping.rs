@@ -14,7 +14,7 @@ pub async fn run(ctx: &Ctx) -> Result<Outcome> {
     let all_ok = nodes.iter().all(|n| n.ok) && database.schema_current;
     let mut text = format!("redis    {}\n", redis.label());
     text.push_str(&table::render(
-        &["node", "role", "ok", "latency_ms", "scripts"],
+        &["node", "role", "ok", "latency_ms", "memory", "scripts"],
         &nodes
             .iter()
             .map(|n| {
@@ -27,6 +27,7 @@ pub async fn run(ctx: &Ctx) -> Result<Outcome> {
                         format!("no: {}", n.error.clone().unwrap_or_default())
                     },
                     n.latency_ms.map(|l| format!("{l:.2}")).unwrap_or_default(),
+                    n.memory.summary(),
                     n.scripts
                         .iter()
                         .map(|(s, loaded)| {
@@ -38,6 +39,11 @@ pub async fn run(ctx: &Ctx) -> Result<Outcome> {
             })
             .collect::<Vec<_>>(),
     ));
+    for n in &nodes {
+        for what in &n.unchecked {
+            text.push_str(&format!("could not use on {}: {what}\n", n.addr));
+        }
+    }
     text.push_str(&format!(
         "database {} ({:?}): schema {}\n",
         database.database,
@@ -49,7 +55,12 @@ pub async fn run(ctx: &Ctx) -> Result<Outcome> {
         }
     ));
     let doc = json!({
-        "redis": { "target": redis.label(), "cluster": redis.is_cluster(), "nodes": nodes },
+        "redis": {
+            "target": redis.label(),
+            "cluster": redis.is_cluster(),
+            "master": redis.master(),
+            "nodes": nodes,
+        },
         "database": database,
         "ok": all_ok,
     });

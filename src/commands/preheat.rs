@@ -7,7 +7,11 @@ use seckill_console::error::Result;
 use seckill_console::ops::cleanup::cleanup;
 use seckill_console::ops::preheat::{PreheatOptions, preheat};
 
-pub async fn run_preheat(ctx: &Ctx, activity: &str, force: bool) -> Result<Outcome> {
+pub async fn run_preheat(
+    ctx: &Ctx,
+    activity: &str,
+    (force, accept_eviction): (bool, bool),
+) -> Result<Outcome> {
     let activity = ActivityId::parse(activity)?;
     let c = &ctx.config;
     if c.read_only {
@@ -25,6 +29,7 @@ pub async fn run_preheat(ctx: &Ctx, activity: &str, force: bool) -> Result<Outco
         &activity,
         &PreheatOptions {
             force,
+            accept_eviction,
             actor: c.actor.clone(),
             grace: c.grace,
             key_ttl_days: c.key_ttl_days,
@@ -47,6 +52,9 @@ pub async fn run_preheat(ctx: &Ctx, activity: &str, force: bool) -> Result<Outco
     );
     for r in &report.reasons {
         text.push_str(&format!("  - {r}\n"));
+    }
+    for r in &report.accepted {
+        text.push_str(&format!("  ! {r}\n"));
     }
     if !report.conflicts.is_empty() {
         text.push('\n');

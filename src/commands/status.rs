@@ -78,9 +78,19 @@ fn render(r: &StatusReport, title: &str, ctx_tz: Zone) -> String {
         t.initial, t.redis_remaining, t.db_sold, t.in_flight, t.orphaned, t.expected_remaining
     ));
     text.push_str(&format!(
-        "queues   compensation {} pending  outbox {} unsent\n\n",
+        "queues   compensation {} pending  outbox {} unsent\n",
         r.compensation.pending, r.outbox.pending
     ));
+    for n in &r.redis_nodes {
+        text.push_str(&format!(
+            "redis    {} {}{}: memory {}\n",
+            n.addr,
+            n.role.as_str(),
+            if n.ok { "" } else { " (not ok)" },
+            n.memory.summary()
+        ));
+    }
+    text.push('\n');
     let shown: Vec<&ProductStatus> = if r.products.len() <= TEXT_ALL_LIMIT {
         r.products.iter().collect()
     } else {

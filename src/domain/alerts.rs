@@ -36,6 +36,10 @@ pub enum AlertKind {
     /// An activity whose window has not opened has no key in Redis yet (info: preheat it
     /// before it starts).
     NotPreheated,
+    /// A node evicts keys while an activity is live there: any key of the sale may go next.
+    Evicting,
+    /// A node near its `maxmemory`: under `noeviction` deductions start failing with OOM.
+    MemoryHigh,
 }
 
 impl AlertKind {
@@ -60,6 +64,8 @@ impl AlertKind {
             AlertKind::StreamGap => "stream_gap",
             AlertKind::ClockSkew => "clock_skew",
             AlertKind::NotPreheated => "not_preheated",
+            AlertKind::Evicting => "evicting",
+            AlertKind::MemoryHigh => "memory_high",
         }
     }
 }
@@ -445,10 +451,161 @@ pub fn script_alert(node: &str, script: &str) -> Alert {
     }
 }
 
+/// A node's memory, as the memory alerts weigh it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct NodeMemory<'a> {
+    pub node: &'a str,
+    pub used: u64,
+    /// 0: no limit.
+    pub max: u64,
+    pub policy: &'a str,
+    pub evicted: u64,
+    /// `evicted` at the previous refresh of a live view (None: a one-shot read).
+    pub evicted_before: Option<u64>,
+}
+
+/// Share of `maxmemory` above which a node warns.
+pub const MEMORY_WARN: f64 = 0.80;
+/// Share of `maxmemory` above which a `noeviction` node is critical: deductions are about to
+/// fail with OOM.
+pub const MEMORY_CRITICAL: f64 = 0.95;
+
+/// The memory alerts of one node while an activity is `live` on it:
+/// - `evicting` (critical) when its evicted keys grew since the previous refresh, or, for a
+///   one-shot read that has no previous one, when it has evicted keys and sits at its limit
+///   (above 95%: where eviction happens, so it is evicting now);
+/// - `memory_high`: warning above 80% of `maxmemory`, critical above 95% under `noeviction`.
+pub fn memory_alerts(m: &NodeMemory, live: bool) -> Vec<Alert> {
+    let mut out = Vec::new();
+    let share = (m.max > 0).then(|| m.used as f64 / m.max as f64);
+    let at_limit = share.is_some_and(|s| s >= MEMORY_CRITICAL);
+    let grew = match m.evicted_before {
+        Some(before) => m.evicted > before,
+        None => m.evicted > 0 && at_limit,
+    };
+    if live && grew && m.policy != "noeviction" {
+        let since = match m.evicted_before {
+            Some(before) => format!("{} key(s) since the last refresh", m.evicted - before),
+            None => format!("{} key(s) so far, and it is at its limit", m.evicted),
+        };
+        out.push(Alert {
+            kind: AlertKind::Evicting,
+            severity: Severity::Critical,
+            product: None,
+            node: Some(m.node.to_string()),
+            message: format!(
+                "node {} evicts keys under {} while the sale is live: {since}; any key of a product may go (it stops selling, `missing`): raise maxmemory or set maxmemory-policy noeviction, then `fix`",
+                m.node, m.policy
+            ),
+            age_secs: None,
+        });
+    }
+    if let Some(share) = share.filter(|s| *s >= MEMORY_WARN) {
+        let noeviction = m.policy == "noeviction";
+        let severity = if noeviction && share >= MEMORY_CRITICAL {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        };
+        let then = if noeviction {
+            "under noeviction every deduction fails with OOM at the limit"
+        } else {
+            "at the limit it evicts keys, the sale's among them"
+        };
+        out.push(Alert {
+            kind: AlertKind::MemoryHigh,
+            severity,
+            product: None,
+            node: Some(m.node.to_string()),
+            message: format!(
+                "node {} uses {:.1}% of its maxmemory ({} of {} bytes, policy {}): {then}",
+                m.node,
+                share * 100.0,
+                m.used,
+                m.max,
+                m.policy
+            ),
+            age_secs: None,
+        });
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::domain::stock::{Meta, StockValue, Truth};
+
+    #[test]
+    fn memory_alerts_by_policy_share_and_growth() {
+        let base = NodeMemory {
+            node: "n1",
+            used: 50,
+            max: 100,
+            policy: "volatile-lru",
+            evicted: 0,
+            evicted_before: None,
+        };
+        assert!(memory_alerts(&base, true).is_empty());
+        let kinds = |m: &NodeMemory, live| {
+            memory_alerts(m, live)
+                .into_iter()
+                .map(|a| (a.kind, a.severity))
+                .collect::<Vec<_>>()
+        };
+        // A live view sees the count grow: evicting, whatever the share.
+        let grew = NodeMemory {
+            evicted: 5,
+            evicted_before: Some(2),
+            ..base.clone()
+        };
+        assert_eq!(
+            kinds(&grew, true),
+            [(AlertKind::Evicting, Severity::Critical)]
+        );
+        assert!(kinds(&grew, false).is_empty(), "no live activity there");
+        let still = NodeMemory {
+            evicted_before: Some(5),
+            ..grew.clone()
+        };
+        assert!(kinds(&still, true).is_empty());
+        // A one-shot read: evicted keys and at the limit.
+        let full = NodeMemory {
+            used: 97,
+            evicted: 3,
+            ..base.clone()
+        };
+        assert_eq!(
+            kinds(&full, true),
+            [
+                (AlertKind::Evicting, Severity::Critical),
+                (AlertKind::MemoryHigh, Severity::Warning)
+            ]
+        );
+        let noeviction = NodeMemory {
+            used: 96,
+            policy: "noeviction",
+            ..base.clone()
+        };
+        assert_eq!(
+            kinds(&noeviction, false),
+            [(AlertKind::MemoryHigh, Severity::Critical)]
+        );
+        let warm = NodeMemory {
+            used: 85,
+            ..noeviction.clone()
+        };
+        assert_eq!(
+            kinds(&warm, false),
+            [(AlertKind::MemoryHigh, Severity::Warning)]
+        );
+        let unlimited = NodeMemory {
+            max: 0,
+            used: 10_000,
+            ..noeviction
+        };
+        assert!(kinds(&unlimited, true).is_empty());
+    }
 
     fn status(stock: StockValue, truth: Truth) -> ProductStatus {
         let meta = Meta {

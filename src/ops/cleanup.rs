@@ -36,6 +36,7 @@ pub async fn cleanup(
     progress: &dyn Progress,
 ) -> Result<CleanupReport> {
     super::guard::writable(redis, db, "delete keys")?;
+    super::guard::redis_ready(redis, keys, activity, super::guard::Write::Cleanup).await?;
     match activities::get(db, activity).await? {
         Some(a) if a.phase(Utc::now()) == Phase::Live && !force => {
             return Err(Error::refused(format!(

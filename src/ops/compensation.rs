@@ -66,6 +66,7 @@ pub async fn resolve(
     super::guard::writable(redis, db, "resolve compensation entries")?;
     let a = crate::db::activity::require(db, activity).await?;
     phase_allows(&a, Write::Resolve)?;
+    super::guard::redis_ready(redis, keys, activity, Write::Resolve).await?;
     let mut report = ResolveReport {
         activity: activity.to_string(),
         resolutions: Vec::new(),

@@ -152,6 +152,7 @@ pub async fn fix(
     let a = crate::db::activity::require(db, activity).await?;
     if !opts.preview {
         guard::phase_allows(&a, Write::Fix)?;
+        guard::redis_ready(redis, keys, activity, Write::Fix).await?;
     }
     let mut report = FixReport {
         activity: activity.to_string(),

@@ -2,7 +2,7 @@
 //! and migrated. The check cron runs before anything else.
 
 use crate::db::{Db, migrate};
-use crate::redis::info::{self, NodeStats, SlowEntry};
+use crate::redis::info::{self, Memory, NodeStats, ServerRole, SlowEntry};
 use crate::redis::{RedisStore, Role, scripts};
 use futures::future::join_all;
 use serde::Serialize;
@@ -22,8 +22,8 @@ pub struct RedisInfo {
     pub nodes: Vec<NodeInfo>,
 }
 
-/// Every node: health (PING, SCRIPT EXISTS), then, for the nodes that answered, INFO figures
-/// and the slowlog, all nodes at once.
+/// Every node: health (PING, INFO, SCRIPT EXISTS), then, for the nodes that answered, the
+/// slowlog, all nodes at once.
 pub async fn redis_info(redis: &RedisStore) -> RedisInfo {
     let healths = redis_nodes(redis).await;
     let nodes = redis.nodes();
@@ -32,18 +32,15 @@ pub async fn redis_info(redis: &RedisStore) -> RedisInfo {
             .iter()
             .find(|(n, _)| n.addr == health.addr)
             .map(|(n, _)| n.clone())
-            .filter(|_| health.ok);
+            .filter(|_| health.answered);
         async move {
-            let (stats, slowlog) = match node {
-                Some(n) => (
-                    info::node_stats(&n).await.unwrap_or_default(),
-                    info::slowlog(&n).await,
-                ),
-                None => (NodeStats::default(), Vec::new()),
+            let slowlog = match node {
+                Some(n) => info::slowlog(&n).await,
+                None => Vec::new(),
             };
             NodeInfo {
+                stats: health.stats.clone(),
                 health,
-                stats,
                 slowlog,
             }
         }
@@ -57,12 +54,27 @@ pub async fn redis_info(redis: &RedisStore) -> RedisInfo {
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct NodeHealth {
     pub addr: String,
+    /// What the node says it is (INFO), else what the slot map says.
     pub role: Role,
+    /// The primary a replica follows, as it names it.
+    pub replica_of: Option<String>,
+    /// Answered and is what the console needs there (a primary where it writes).
     pub ok: bool,
     pub latency_ms: Option<f64>,
     /// Script name -> loaded on this node.
     pub scripts: Vec<(String, bool)>,
     pub error: Option<String>,
+    /// Used and maximum memory, the eviction policy and the keys evicted so far.
+    pub memory: Memory,
+    /// What the console could not use on this node (a command renamed or refused by the
+    /// server's ACL), so what it could not check: e.g. `INFO (memory and role unchecked)`.
+    pub unchecked: Vec<String>,
+    /// The node answered PING.
+    #[serde(skip)]
+    pub answered: bool,
+    /// The INFO figures of the Redis view.
+    #[serde(skip)]
+    pub stats: NodeStats,
 }
 
 impl NodeHealth {
@@ -75,40 +87,97 @@ impl NodeHealth {
     }
 }
 
-/// Pings every node and asks SCRIPT EXISTS for every script.
+/// Pings every node, reads its INFO (role, memory, eviction) and asks SCRIPT EXISTS for every
+/// script. A command the server refuses (renamed, or denied by its ACL) is listed in
+/// `unchecked`; it never fails the node.
 pub async fn redis_nodes(redis: &RedisStore) -> Vec<NodeHealth> {
     let mut out = Vec::new();
-    let all = scripts::all();
     for (node, role) in redis.nodes() {
-        let started = Instant::now();
-        let ping = node.query(&redis::cmd("PING")).await;
-        let latency = started.elapsed().as_secs_f64() * 1000.0;
-        let mut health = NodeHealth {
-            addr: node.addr.clone(),
-            role,
-            ok: ping.is_ok(),
-            latency_ms: ping.is_ok().then_some((latency * 1000.0).round() / 1000.0),
-            scripts: Vec::new(),
-            error: ping.err().map(|e| crate::redis::describe(&e)),
-        };
-        if health.ok {
-            let mut cmd = redis::cmd("SCRIPT");
-            cmd.arg("EXISTS");
-            for s in all {
-                cmd.arg(s.sha());
-            }
-            let reply = node.query(&cmd).await.ok();
-            if let Some(flags) = reply.and_then(|v| redis::from_redis_value::<Vec<i64>>(v).ok()) {
-                health.scripts = all
-                    .iter()
-                    .zip(flags)
-                    .map(|(s, f)| (s.name.to_string(), f == 1))
-                    .collect();
-            }
-        }
-        out.push(health);
+        out.push(node_health(&node, role).await);
     }
     out
+}
+
+async fn node_health(node: &crate::redis::node::Node, expected: Role) -> NodeHealth {
+    let all = scripts::all();
+    let started = Instant::now();
+    let ping = node.query(&redis::cmd("PING")).await;
+    let latency = started.elapsed().as_secs_f64() * 1000.0;
+    let mut health = NodeHealth {
+        addr: node.addr.clone(),
+        role: expected,
+        replica_of: None,
+        ok: ping.is_ok(),
+        latency_ms: ping.is_ok().then_some((latency * 1000.0).round() / 1000.0),
+        scripts: Vec::new(),
+        error: ping.err().map(|e| crate::redis::describe(&e)),
+        memory: Memory::default(),
+        unchecked: Vec::new(),
+        answered: false,
+        stats: NodeStats::default(),
+    };
+    health.answered = health.ok;
+    if !health.ok {
+        return health;
+    }
+    match node.query(&redis::cmd("INFO")).await {
+        Ok(v) => match redis::from_redis_value::<String>(v) {
+            Ok(text) => health.stats = info::stats_from_info(&text),
+            Err(_) => health.unchecked.push("INFO (unreadable reply)".into()),
+        },
+        Err(e) => health.unchecked.push(format!(
+            "INFO ({}): role and memory unchecked",
+            crate::redis::describe(&e)
+        )),
+    }
+    health.memory = health.stats.memory.clone();
+    match &health.stats.server {
+        Some(ServerRole::Sentinel) => {
+            health.role = Role::Sentinel;
+            health.ok = false;
+            health.error = Some(
+                "this is a Sentinel, not a data node: use --redis-sentinel with --sentinel-master"
+                    .into(),
+            );
+            return health;
+        }
+        Some(ServerRole::Replica(of)) => {
+            health.role = Role::Replica;
+            health.replica_of = of.clone();
+            if expected == Role::Primary {
+                health.ok = false;
+                health.error = Some(format!(
+                    "a replica (of {}), where the console reads truth and writes: point it at the primary, or at Sentinel",
+                    of.as_deref().unwrap_or("an unnamed primary")
+                ));
+            }
+        }
+        Some(ServerRole::Primary) => health.role = Role::Primary,
+        None => {}
+    }
+    let mut cmd = redis::cmd("SCRIPT");
+    cmd.arg("EXISTS");
+    for s in all {
+        cmd.arg(s.sha());
+    }
+    let reply = node.query(&cmd).await;
+    match reply.map(redis::from_redis_value::<Vec<i64>>) {
+        Ok(Ok(flags)) => {
+            health.scripts = all
+                .iter()
+                .zip(flags)
+                .map(|(s, f)| (s.name.to_string(), f == 1))
+                .collect();
+        }
+        Ok(Err(_)) => health
+            .unchecked
+            .push("SCRIPT EXISTS (unreadable reply)".into()),
+        Err(e) => health.unchecked.push(format!(
+            "SCRIPT EXISTS ({}): scripts unchecked",
+            crate::redis::describe(&e)
+        )),
+    }
+    health
 }
 
 /// The database as `ping` saw it.

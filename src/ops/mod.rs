@@ -9,6 +9,7 @@ pub mod guard;
 pub mod health;
 pub mod import;
 pub mod integrity;
+pub mod memory_gate;
 pub mod pause;
 pub mod preheat;
 pub mod progress;

@@ -32,6 +32,10 @@ pub struct PausedProduct {
     /// Something worth knowing that is no failure (a product without keys in Redis).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// Whether Redis has it as asked now (false: the database holds it, Redis does not yet).
+    pub applied: bool,
+    /// The Redis node of the product's keys.
+    pub node: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -46,6 +50,9 @@ pub struct PauseReport {
     /// Products whose Redis copy could not be written (the database holds the intent: fix or
     /// preheat writes it).
     pub errors: usize,
+    /// True when a node did not answer (exit 3 rather than 4).
+    #[serde(skip)]
+    pub unreachable: bool,
 }
 
 impl PauseReport {
@@ -86,7 +93,9 @@ pub async fn set_paused(
     super::guard::writable(redis, db, action)?;
     check_reason(reason)?;
     let a = crate::db::activity::require(db, activity).await?;
-    phase_allows(&a, if pause { Write::Pause } else { Write::Resume })?;
+    let what = if pause { Write::Pause } else { Write::Resume };
+    phase_allows(&a, what)?;
+    super::guard::redis_ready(redis, keys, activity, what).await?;
     let products = products_of(db, activity, only).await?;
     if products.is_empty() {
         return Err(Error::bad_input(format!(
@@ -109,15 +118,18 @@ pub async fn set_paused(
         action,
         products: Vec::with_capacity(products.len()),
         errors: 0,
+        unreachable: false,
     };
-    let mut stop = None;
-    for (p, reply) in products.iter().zip(replies) {
+    for ((p, reply), k) in products.iter().zip(replies).zip(&pkeys) {
+        let node = redis.node_for_key(&k.stock).ok().map(|n| n.addr.clone());
         let mut row = PausedProduct {
             product: p.product_id.to_string(),
             was_paused: Some(p.pause.paused),
             paused: Some(pause),
             changed: p.pause.paused != pause,
             note: None,
+            applied: reply.is_ok(),
+            node,
             error: None,
         };
         match reply {
@@ -133,22 +145,27 @@ pub async fn set_paused(
             Ok(PauseReply::Stale(_)) => {
                 row.note = Some("another operator's newer pause or resume stands".into());
             }
-            Err(e) => match super::repair::fatal(redis, &e) {
-                Some(err) => stop = stop.or(Some(err)),
-                None => {
-                    row.error = Some(format!(
-                        "{} (the database holds the {action}; `seckill-console fix {activity} --product {}` writes it to Redis)",
-                        crate::redis::describe(&e),
-                        p.product_id
-                    ));
+            // Every product is reported, whatever its node did: a hung node in a cluster
+            // leaves the others' products applied, and the operator sees which are not.
+            Err(e) => {
+                if super::repair::fatal(redis, &e)
+                    .is_some_and(|err| err.kind == crate::error::ErrorKind::Unavailable)
+                {
+                    report.unreachable = true;
                 }
-            },
+                row.error = Some(format!(
+                    "not applied in Redis{}: {} (the database holds the {action}; `seckill-console fix {activity} --product {}` writes it to Redis)",
+                    row.node
+                        .as_deref()
+                        .map(|n| format!(" on {n}"))
+                        .unwrap_or_default(),
+                    crate::redis::describe(&e),
+                    p.product_id
+                ));
+            }
         }
         report.errors += usize::from(row.error.is_some());
         report.products.push(row);
-    }
-    if let Some(e) = stop {
-        return Err(e);
     }
     Ok(report)
 }

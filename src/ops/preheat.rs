@@ -11,7 +11,7 @@ use crate::domain::ActivityId;
 use crate::domain::preheat::{Action, Found, TokenBucket, plan, prechecks};
 use crate::domain::stock::StockValue;
 use crate::error::{ErrorKind, Result};
-use crate::ops::health;
+use crate::ops::{health, memory_gate};
 use crate::redis::cut;
 use crate::redis::{KeySpace, RedisStore};
 use chrono::Utc;
@@ -24,6 +24,8 @@ const BATCH: usize = 5000;
 /// Options of one preheat.
 pub struct PreheatOptions {
     pub force: bool,
+    /// Go on a server whose eviction policy may take the activity's keys (named in the report).
+    pub accept_eviction: bool,
     pub actor: String,
     pub grace: Duration,
     /// Days after the activity's end that its keys expire (0: never).
@@ -70,6 +72,8 @@ pub struct PreheatReport {
     pub products: Vec<PreheatProduct>,
     pub total_stock: i64,
     pub reasons: Vec<String>,
+    /// Risks the gate found and the operator accepted (`--accept-eviction`), or could not check.
+    pub accepted: Vec<String>,
     pub conflicts: Vec<Conflict>,
     pub written: usize,
     pub unchanged: usize,
@@ -106,6 +110,7 @@ pub async fn preheat(
     progress: &dyn Progress,
 ) -> Result<PreheatReport> {
     super::guard::writable(redis, db, "preheat")?;
+    super::guard::redis_ready(redis, keys, activity, super::guard::Write::Preheat).await?;
     let started = Instant::now();
     progress.update("reading", 0, 1);
     let scope = snapshot::Scope {
@@ -115,6 +120,11 @@ pub async fn preheat(
     let snap = snapshot::take(redis, db, keys, activity, opts.grace, &scope).await?;
     progress.update("reading", 1, 1);
     let (mut report, actions) = planned(&snap, opts.force);
+    let nodes = health::redis_nodes(redis).await;
+    let need = memory_gate::need_per_node(redis, &snap.products);
+    let memory = memory_gate::verdict(&nodes, &need, opts.accept_eviction);
+    report.reasons.extend(memory.reasons);
+    report.accepted = memory.accepted;
     if !report.reasons.is_empty() {
         return Ok(report.no_go(ErrorKind::CheckFailed, started));
     }
@@ -175,6 +185,7 @@ fn planned(snap: &Snapshot, force: bool) -> (PreheatReport, Vec<Action>) {
         products: Vec::with_capacity(snap.products.len()),
         total_stock: 0,
         reasons: Vec::new(),
+        accepted: Vec::new(),
         conflicts: Vec::new(),
         written: 0,
         unchanged: 0,

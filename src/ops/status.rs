@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::redis::{KeySpace, RedisStore, scripts};
 use chrono::{DateTime, Utc};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::time::Duration;
 
 /// Thresholds and windows of the status.
@@ -48,6 +49,20 @@ pub struct StatusReport {
     /// How far the orders' timestamps run ahead of Redis's clock (negative: behind), as the
     /// orders seen landing show it; null before any landed in view.
     pub clock_skew_ms: Option<i64>,
+    /// Each Redis node: its role and memory (policy, used / max, evicted keys).
+    pub redis_nodes: Vec<NodeBrief>,
+    /// Behind Sentinel: the primary followed now, and when it last changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub master: Option<Box<crate::redis::sentinel::MasterInfo>>,
+}
+
+/// One Redis node in the status report.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct NodeBrief {
+    pub addr: String,
+    pub role: crate::redis::Role,
+    pub ok: bool,
+    pub memory: crate::redis::info::Memory,
 }
 
 impl StatusReport {
@@ -85,7 +100,9 @@ pub async fn status(
     let compensation = compensation::summary(db, activity).await?;
     let outbox = outbox::summary(db, activity).await?;
     let nodes = health::redis_nodes(redis).await;
-    Ok(build(&snap, compensation, outbox, &nodes, opts))
+    let mut report = build(&snap, compensation, outbox, (&nodes, None), opts);
+    report.master = redis.master().map(Box::new);
+    Ok(report)
 }
 
 /// The same report for the activity a live view follows: only what changed since its last
@@ -101,7 +118,21 @@ pub async fn status_tracked(
     let compensation = compensation::summary(db, tracker.activity()).await?;
     let outbox = outbox::summary(db, tracker.activity()).await?;
     let nodes = health::redis_nodes(redis).await;
-    Ok(build(&snap, compensation, outbox, &nodes, opts))
+    let mut report = build(
+        &snap,
+        compensation,
+        outbox,
+        (&nodes, Some(&tracker.evicted)),
+        opts,
+    );
+    report.master = redis.master().map(Box::new);
+    // The next refresh weighs its eviction counts against these.
+    for n in &nodes {
+        if let Some(e) = n.memory.evicted_keys {
+            tracker.evicted.insert(n.addr.clone(), e);
+        }
+    }
+    Ok(report)
 }
 
 /// What Redis alone tells of an activity at a glance (the TUI's overview of the activities not
@@ -147,7 +178,7 @@ pub fn build(
     snap: &Snapshot,
     compensation: QueueSummary,
     outbox: QueueSummary,
-    nodes: &[health::NodeHealth],
+    (nodes, evicted_before): (&[health::NodeHealth], Option<&HashMap<String, u64>>),
     opts: &StatusOptions,
 ) -> StatusReport {
     let products: Vec<ProductStatus> = snap.products.iter().map(|v| v.status.clone()).collect();
@@ -192,6 +223,20 @@ pub fn build(
         }
     }
     alerts.extend(alerts::clock_alert(snap.skew_ms, CLOCK_SKEW_ALERT_MS));
+    for node in nodes.iter().filter(|n| n.answered) {
+        let m = &node.memory;
+        let Some(used) = m.used_bytes else { continue };
+        let memory = alerts::NodeMemory {
+            node: &node.addr,
+            used,
+            max: m.max_bytes.unwrap_or(0),
+            policy: m.policy.as_deref().unwrap_or("unknown"),
+            evicted: m.evicted_keys.unwrap_or(0),
+            // A view's first refresh has nothing to compare with: it weighs it as a one-shot read.
+            evicted_before: evicted_before.and_then(|b| b.get(&node.addr).copied()),
+        };
+        alerts.extend(alerts::memory_alerts(&memory, phase == Phase::Live));
+    }
     alerts.sort_by_key(|a| std::cmp::Reverse(a.severity));
     let mut totals = Totals::default();
     for p in &products {
@@ -215,6 +260,16 @@ pub fn build(
         outbox,
         taken_at: snap.taken_at,
         clock_skew_ms: snap.skew_ms,
+        redis_nodes: nodes
+            .iter()
+            .map(|n| NodeBrief {
+                addr: n.addr.clone(),
+                role: n.role,
+                ok: n.ok,
+                memory: n.memory.clone(),
+            })
+            .collect(),
+        master: None,
     }
 }
 

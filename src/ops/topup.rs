@@ -79,6 +79,7 @@ pub async fn topup(
     super::pause::check_reason(reason)?;
     let a = crate::db::activity::require(db, activity).await?;
     phase_allows(&a, Write::Topup)?;
+    guard::redis_ready(redis, keys, activity, Write::Topup).await?;
     // Read from scratch: a cut never goes below what is sold, in flight or orphaned, and that
     // figure must not rest on books a feed carried.
     let scope = Scope {

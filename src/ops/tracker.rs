@@ -197,6 +197,8 @@ pub struct Tracker {
     clock: ClockSkew,
     /// What the last refresh read.
     pub cost: RefreshCost,
+    /// Each node's evicted keys at the last refresh: the `evicting` alert is their growth.
+    pub evicted: HashMap<String, u64>,
 }
 
 impl Tracker {
@@ -216,6 +218,7 @@ impl Tracker {
             confirm_next: 0,
             clock: ClockSkew::default(),
             cost: RefreshCost::default(),
+            evicted: HashMap::new(),
         }
     }
 

@@ -15,6 +15,8 @@ pub enum EventKind {
     Raised,
     Cleared,
     State,
+    /// Sentinel named another primary: the console follows it from here.
+    Master,
 }
 
 /// One line of the watch.
@@ -45,6 +47,11 @@ impl WatchEvent {
     pub fn text(&self, tz: crate::domain::zone::Zone) -> String {
         let at = tz.show(self.at.with_timezone(&Utc));
         match self.event {
+            EventKind::Master => format!(
+                "{at} master  {}: {}",
+                self.node.as_deref().unwrap_or("-"),
+                self.message.as_deref().unwrap_or("")
+            ),
             EventKind::State => format!(
                 "{at} state   {} {} -> {}",
                 self.product.as_deref().unwrap_or("-"),
@@ -79,6 +86,8 @@ pub struct Watcher {
     alerts: HashMap<AlertKey, Alert>,
     states: BTreeMap<String, State>,
     started: bool,
+    /// The primary Sentinel named at the last report.
+    master: Option<String>,
 }
 
 impl Watcher {
@@ -122,6 +131,25 @@ impl Watcher {
                     previous: Some(b.as_str()),
                 });
             }
+        }
+        if let Some(m) = &r.master {
+            if let Some(before) = self.master.as_ref().filter(|b| **b != m.addr) {
+                out.push(WatchEvent {
+                    at,
+                    event: EventKind::Master,
+                    kind: None,
+                    severity: None,
+                    product: None,
+                    node: Some(m.addr.clone()),
+                    message: Some(format!(
+                        "Sentinel names {} the primary of {} (was {before}); the console follows it",
+                        m.addr, m.name
+                    )),
+                    state: None,
+                    previous: None,
+                });
+            }
+            self.master = Some(m.addr.clone());
         }
         self.started = true;
         out
@@ -172,6 +200,8 @@ mod tests {
             outbox: QueueSummary::default(),
             taken_at: Utc::now(),
             clock_skew_ms: None,
+            redis_nodes: Vec::new(),
+            master: None,
         }
     }
 

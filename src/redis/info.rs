@@ -3,6 +3,7 @@
 
 use super::node::Node;
 use redis::Value;
+use serde::Serialize;
 
 /// SLOWLOG entries read per node.
 pub const SLOWLOG_LEN: i64 = 10;
@@ -25,6 +26,93 @@ pub struct NodeStats {
     /// `none` when no limit is set.
     pub max_memory: Option<String>,
     pub version: Option<String>,
+    pub memory: Memory,
+    /// What the server says it is (`role` and `redis_mode` of INFO).
+    pub server: Option<ServerRole>,
+}
+
+/// What a server says it is: its replication role, or a Sentinel.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServerRole {
+    Primary,
+    /// A replica, with the `host:port` of its primary when INFO names it.
+    Replica(Option<String>),
+    Sentinel,
+}
+
+/// A node's memory as INFO tells it: what the preheat gate and the memory alerts decide on.
+#[derive(Clone, Debug, PartialEq, Eq, Default, Serialize)]
+pub struct Memory {
+    pub used_bytes: Option<u64>,
+    /// 0: no limit.
+    pub max_bytes: Option<u64>,
+    /// `maxmemory_policy` (`noeviction`, `volatile-lru`, `allkeys-lfu`, ...).
+    pub policy: Option<String>,
+    /// Keys evicted since the server started (or `CONFIG RESETSTAT`).
+    pub evicted_keys: Option<u64>,
+}
+
+impl Memory {
+    /// True when the policy may evict the contract's keys: every one of them carries an
+    /// expiry, so a `volatile-*` policy may take them as well as an `allkeys-*` one.
+    pub fn may_evict_ours(&self) -> bool {
+        self.policy
+            .as_deref()
+            .is_some_and(|p| p.starts_with("allkeys-") || p.starts_with("volatile-"))
+    }
+
+    /// Used memory as a share of `maxmemory` (None without a limit).
+    pub fn used_share(&self) -> Option<f64> {
+        match (self.used_bytes, self.max_bytes) {
+            (Some(used), Some(max)) if max > 0 => Some(used as f64 / max as f64),
+            _ => None,
+        }
+    }
+
+    /// Bytes left under `maxmemory` (None without a limit: the host's memory is the bound).
+    pub fn free_bytes(&self) -> Option<u64> {
+        match (self.used_bytes, self.max_bytes) {
+            (Some(used), Some(max)) if max > 0 => Some(max.saturating_sub(used)),
+            _ => None,
+        }
+    }
+
+    /// `1.5M / 64M (2%), volatile-lru, 12 evicted`, for tables.
+    pub fn summary(&self) -> String {
+        let mut out = match (self.used_bytes, self.max_bytes) {
+            (Some(u), Some(0)) => format!("{} / no limit", human_bytes(u)),
+            (Some(u), Some(m)) => format!(
+                "{} / {} ({:.0}%)",
+                human_bytes(u),
+                human_bytes(m),
+                u as f64 * 100.0 / m as f64
+            ),
+            (Some(u), None) => human_bytes(u),
+            _ => "-".to_string(),
+        };
+        if let Some(p) = &self.policy {
+            out.push_str(&format!(", {p}"));
+        }
+        if let Some(e) = self.evicted_keys {
+            out.push_str(&format!(", {e} evicted"));
+        }
+        out
+    }
+}
+
+/// Bytes as `512B`, `1.5K`, `64.0M`, `2.00G`.
+pub fn human_bytes(n: u64) -> String {
+    const K: f64 = 1024.0;
+    let f = n as f64;
+    if f < K {
+        format!("{n}B")
+    } else if f < K * K {
+        format!("{:.1}K", f / K)
+    } else if f < K * K * K {
+        format!("{:.1}M", f / K / K)
+    } else {
+        format!("{:.2}G", f / K / K / K)
+    }
 }
 
 /// Reads INFO from one node (None when it does not answer).
@@ -52,6 +140,32 @@ pub fn stats_from_info(text: &str) -> NodeStats {
         used_memory: get("used_memory_human"),
         max_memory: get("maxmemory_human").map(|m| if m == "0B" { "none".to_string() } else { m }),
         version: get("redis_version").or_else(|| get("valkey_version")),
+        memory: Memory {
+            used_bytes: get("used_memory").and_then(|v| v.parse().ok()),
+            max_bytes: get("maxmemory").and_then(|v| v.parse().ok()),
+            policy: get("maxmemory_policy"),
+            evicted_keys: get("evicted_keys").and_then(|v| v.parse().ok()),
+        },
+        server: server_role(&get("redis_mode"), &get("role"), || {
+            get("master_host")
+                .zip(get("master_port"))
+                .map(|(h, p)| format!("{h}:{p}"))
+        }),
+    }
+}
+
+fn server_role(
+    mode: &Option<String>,
+    role: &Option<String>,
+    primary: impl FnOnce() -> Option<String>,
+) -> Option<ServerRole> {
+    if mode.as_deref() == Some("sentinel") {
+        return Some(ServerRole::Sentinel);
+    }
+    match role.as_deref() {
+        Some("master") => Some(ServerRole::Primary),
+        Some("slave" | "replica") => Some(ServerRole::Replica(primary())),
+        _ => None,
     }
 }
 
@@ -158,5 +272,33 @@ mod tests {
         assert_eq!(s.ops_per_sec, Some(12.0));
         assert_eq!(s.used_memory.as_deref(), Some("1.5M"));
         assert_eq!(s.max_memory.as_deref(), Some("none"));
+        assert_eq!(s.server, None);
+    }
+
+    #[test]
+    fn memory_and_role_figures() {
+        let s = stats_from_info(
+            "# Server\r\nredis_mode:standalone\r\n# Memory\r\nused_memory:3000000\r\nmaxmemory:4000000\r\nmaxmemory_policy:volatile-lru\r\n# Stats\r\nevicted_keys:17\r\n# Replication\r\nrole:slave\r\nmaster_host:10.0.0.1\r\nmaster_port:6380\r\n",
+        );
+        assert_eq!(s.memory.used_bytes, Some(3_000_000));
+        assert_eq!(s.memory.evicted_keys, Some(17));
+        assert!(s.memory.may_evict_ours());
+        assert_eq!(s.memory.free_bytes(), Some(1_000_000));
+        assert_eq!(s.memory.used_share(), Some(0.75));
+        assert_eq!(
+            s.server,
+            Some(ServerRole::Replica(Some("10.0.0.1:6380".into())))
+        );
+        assert_eq!(
+            s.memory.summary(),
+            "2.9M / 3.8M (75%), volatile-lru, 17 evicted"
+        );
+        let sentinel = stats_from_info("redis_mode:sentinel\r\n");
+        assert_eq!(sentinel.server, Some(ServerRole::Sentinel));
+        let noevict =
+            stats_from_info("maxmemory:0\r\nmaxmemory_policy:noeviction\r\nrole:master\r\n");
+        assert!(!noevict.memory.may_evict_ours());
+        assert_eq!(noevict.memory.free_bytes(), None);
+        assert_eq!(noevict.server, Some(ServerRole::Primary));
     }
 }

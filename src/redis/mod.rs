@@ -24,11 +24,13 @@ pub mod keys;
 pub mod ledger;
 pub mod node;
 mod pipeline;
+pub mod preflight;
 pub mod product_state;
 pub mod reply;
 pub mod rewrite;
 mod route;
 pub mod scripts;
+pub mod sentinel;
 pub mod slots;
 pub mod stock;
 mod target;
@@ -46,7 +48,7 @@ pub use errors::{describe, redis_error};
 pub use eval::ScriptCall;
 pub use guard::is_read_command;
 pub use keys::{KeySpace, ProductKeys};
-pub use target::{RedisSettings, RedisTarget};
+pub use target::{RedisSettings, RedisTarget, SentinelTarget};
 
 /// A node's role, for the Redis view and SCRIPT EXISTS checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -54,6 +56,8 @@ pub use target::{RedisSettings, RedisTarget};
 pub enum Role {
     Primary,
     Replica,
+    /// A Sentinel given where a data node was expected (`ping` names it).
+    Sentinel,
 }
 
 impl Role {
@@ -62,6 +66,7 @@ impl Role {
         match self {
             Role::Primary => "primary",
             Role::Replica => "replica",
+            Role::Sentinel => "sentinel",
         }
     }
 }
@@ -88,6 +93,8 @@ struct Inner {
     nodes: RwLock<HashMap<String, Arc<Node>>>,
     topology: RwLock<Topology>,
     last_refresh: tokio::sync::Mutex<Option<Instant>>,
+    /// The master a Sentinel target follows.
+    followed: RwLock<sentinel::Followed>,
 }
 
 /// The Redis handle, cheap to clone and shared by every task.
@@ -116,10 +123,19 @@ impl RedisStore {
                 nodes: RwLock::new(HashMap::new()),
                 topology: RwLock::new(Topology::default()),
                 last_refresh: tokio::sync::Mutex::new(None),
+                followed: RwLock::new(sentinel::Followed::default()),
             }),
         };
         if cluster {
             store.refresh_topology(true).await?;
+        } else if store.is_sentinel() {
+            store.follow_master(true).await?;
+            if let Some(node) = store.primaries().first()
+                && let Err(e) = node.query(&redis::cmd("PING")).await
+            {
+                return Err(store.error(&e));
+            }
+            store.listen_for_switches();
         } else {
             let seed = store.inner.settings.target.seeds()[0].clone();
             let addr = target::url_host_port(&seed)?;
@@ -135,9 +151,27 @@ impl RedisStore {
         Ok(store)
     }
 
-    /// The redacted target, for headers and messages.
+    /// The redacted target, for headers and messages; behind Sentinel, with the primary used
+    /// now and when it last changed.
     pub fn label(&self) -> String {
-        self.inner.settings.target.label()
+        let base = self.inner.settings.target.label();
+        match self.master() {
+            Some(m) => match m.changed_at {
+                Some(at) => format!(
+                    "{base} (master {}, since {} UTC)",
+                    m.addr,
+                    at.format("%H:%M:%S")
+                ),
+                None => format!("{base} (master {})", m.addr),
+            },
+            None => base,
+        }
+    }
+
+    /// True when the console finds its primary again after a failure: a cluster (slot map) or
+    /// Sentinel (the master's address).
+    pub(crate) fn follows(&self) -> bool {
+        self.inner.cluster || self.is_sentinel()
     }
 
     pub fn is_cluster(&self) -> bool {

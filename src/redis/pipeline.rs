@@ -87,6 +87,7 @@ impl RedisStore {
             return items.iter().map(|_| Err(err.clone())).collect();
         }
         let mut pending: Vec<(usize, Keyed)> = items.into_iter().enumerate().collect();
+        let mut lost_node = false;
         for round in 0..3 {
             let (groups, orphans) = self.group_by_node(std::mem::take(&mut pending));
             for i in orphans {
@@ -125,6 +126,8 @@ impl RedisStore {
                 }
             }
             let mut retry: Vec<(usize, Keyed)> = Vec::new();
+            let mut again_later = false;
+            let mut moved: Vec<(u16, String)> = Vec::new();
             // ASK: the slot is migrating and this key is (or would be) on the importing node,
             // which answers it only after ASKING. The slot map is right as it is: a refresh
             // would send the command back to the migrating node.
@@ -145,17 +148,34 @@ impl RedisStore {
                                     let e = RedisError::from(se);
                                     let kind = server_error_kind(&e);
                                     let target = e.redirect_node().map(|(a, _)| a.to_string());
-                                    if self.inner.cluster
+                                    if self.follows()
                                         && let Some(k) = resend(j)
                                     {
                                         match (kind, target) {
+                                            // A demoted primary behind Sentinel refused the
+                                            // write before doing any of it.
+                                            (Some(ServerErrorKind::ReadOnly), _)
+                                                if self.is_sentinel() =>
+                                            {
+                                                retry.push((*i, k));
+                                            }
                                             (Some(ServerErrorKind::Ask), Some(addr)) => {
                                                 asked.push((*i, k, addr));
+                                            }
+                                            (Some(ServerErrorKind::Moved), Some(addr)) => {
+                                                moved.push((k.slot, addr));
+                                                retry.push((*i, k));
                                             }
                                             (
                                                 Some(ServerErrorKind::Moved | ServerErrorKind::Ask),
                                                 _,
                                             ) => {
+                                                retry.push((*i, k));
+                                            }
+                                            // A multi-key command whose keys are split by a
+                                            // migration in progress: not run; again shortly.
+                                            (Some(ServerErrorKind::TryAgain), _) => {
+                                                again_later = true;
                                                 retry.push((*i, k));
                                             }
                                             _ => {}
@@ -175,7 +195,11 @@ impl RedisStore {
                         }
                     }
                     Err(e) => {
-                        let refused = e.is_connection_refusal() && self.inner.cluster;
+                        let refused = e.is_connection_refusal() && self.follows();
+                        if self.is_sentinel() && super::node::is_connection_error(&e) {
+                            // The next call finds the primary Sentinel names by then.
+                            lost_node = true;
+                        }
                         for (j, i) in index.iter().enumerate() {
                             if refused && let Some(k) = resend(j) {
                                 retry.push((*i, k));
@@ -187,9 +211,22 @@ impl RedisStore {
             }
             retry.extend(self.send_asked(asked, &mut results).await);
             if retry.is_empty() || round == 2 {
+                if lost_node {
+                    let _ = self.refresh_topology(false).await;
+                }
                 break;
             }
-            let _ = self.refresh_topology(false).await;
+            moved.sort();
+            moved.dedup();
+            for (slot, addr) in &moved {
+                self.apply_moved(*slot, addr);
+            }
+            if again_later {
+                tokio::time::sleep(std::time::Duration::from_millis(50 * (round as u64 + 1))).await;
+            }
+            if moved.is_empty() {
+                let _ = self.refresh_topology(false).await;
+            }
             pending = retry;
         }
         results

@@ -40,13 +40,24 @@ impl RedisStore {
                 Ok(v) => return Ok(v),
                 Err(e) => e,
             };
-            if attempt > MAX_REDIRECTS || !self.inner.cluster {
+            if attempt > MAX_REDIRECTS || !self.follows() {
                 return Err(err);
             }
             match server_error_kind(&err) {
-                Some(ServerErrorKind::Moved) => {
+                // Behind Sentinel, the node was demoted: nothing was written (a replica
+                // refuses the first write); the command goes to the primary Sentinel names.
+                Some(ServerErrorKind::ReadOnly) if self.is_sentinel() => {
+                    tokio::time::sleep(Duration::from_millis(100 * attempt as u64)).await;
                     let _ = self.refresh_topology(false).await;
                 }
+                Some(ServerErrorKind::Moved) => match err.redirect_node() {
+                    // The redirect is the freshest word on that slot: a refresh now could read
+                    // a node that has not heard of the move yet and undo it.
+                    Some((addr, slot)) => self.apply_moved(slot, addr),
+                    None => {
+                        let _ = self.refresh_topology(false).await;
+                    }
+                },
                 Some(ServerErrorKind::Ask) => match err.redirect_node() {
                     Some((addr, _)) => ask = Some(self.node(addr)?),
                     None => return Err(err),
@@ -69,9 +80,49 @@ impl RedisStore {
         }
     }
 
-    /// Every key matching `pattern` on every primary, with SCAN (never KEYS).
+    /// Every key matching `pattern` on every primary, with SCAN (never KEYS), each once. On a
+    /// cluster with a slot in migration (or a slot map that changed meanwhile) a key may move
+    /// from a node not scanned yet to one already scanned: the scan goes round again once the
+    /// map is refreshed, and the rounds' keys are merged, until a round saw no migration.
     pub async fn scan(&self, pattern: &str) -> RedisResult<Vec<String>> {
         let mut keys = Vec::new();
+        for round in 0..5 {
+            let moving_before = self.slots_migrating().await;
+            let before = self.primary_addrs();
+            self.scan_round(pattern, &mut keys).await?;
+            let moving = moving_before || self.slots_migrating().await;
+            if !moving && before == self.primary_addrs() {
+                break;
+            }
+            tracing::debug!(round, "scan: slots moved during the scan; once more");
+            let _ = self.refresh_topology(true).await;
+        }
+        keys.sort();
+        keys.dedup();
+        Ok(keys)
+    }
+
+    /// True when a primary has a slot migrating or importing (its own line of CLUSTER NODES
+    /// carries `[slot->-node]` or `[slot-<-node]`). A single server never has.
+    pub async fn slots_migrating(&self) -> bool {
+        if !self.inner.cluster {
+            return false;
+        }
+        let cmd = redis::cmd("CLUSTER").arg("NODES").clone();
+        for node in self.primaries() {
+            if let Ok(v) = node.query(&cmd).await
+                && let Ok(text) = redis::from_redis_value::<String>(v)
+                && text
+                    .lines()
+                    .any(|l| l.contains("myself") && (l.contains("->-") || l.contains("-<-")))
+            {
+                return true;
+            }
+        }
+        false
+    }
+
+    async fn scan_round(&self, pattern: &str, keys: &mut Vec<String>) -> RedisResult<()> {
         for node in self.primaries() {
             let mut cursor: u64 = 0;
             loop {
@@ -91,9 +142,7 @@ impl RedisStore {
                 }
             }
         }
-        keys.sort();
-        keys.dedup();
-        Ok(keys)
+        Ok(())
     }
 
     /// Runs `cmd` on each node given, concurrently; results keep the nodes' order.

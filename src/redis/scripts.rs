@@ -64,10 +64,14 @@ pub static FREEZE: LuaScript = LuaScript::new("freeze", include_str!("../../lua/
 /// Buyers' holdings rebuilt from the ledger while a rebuild holds the product.
 pub static HOLDINGS: LuaScript = LuaScript::new("holdings", include_str!("../../lua/holdings.lua"));
 
+/// The check before a console write: which commands the connected user may not run
+/// (`redis.acl_check_cmd`; writes nothing).
+pub static PROBE: LuaScript = LuaScript::new("probe", include_str!("../../lua/probe.lua"));
+
 /// Every script the console loads on every node.
-pub fn all() -> [&'static LuaScript; 9] {
+pub fn all() -> [&'static LuaScript; 10] {
     [
-        &DEDUCT, &RESTORE, &SET_STOCK, &RECORD, &PAUSE, &TOPUP, &UNLOCK, &FREEZE, &HOLDINGS,
+        &DEDUCT, &RESTORE, &SET_STOCK, &RECORD, &PAUSE, &TOPUP, &UNLOCK, &FREEZE, &HOLDINGS, &PROBE,
     ]
 }
 

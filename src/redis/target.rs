@@ -15,6 +15,19 @@ pub enum RedisTarget {
     Standalone(SecretUrl),
     /// Seed nodes of a Redis Cluster; the rest is discovered with CLUSTER SLOTS.
     Cluster(Vec<SecretUrl>),
+    /// A primary that Sentinel names, followed through failovers.
+    Sentinel(SentinelTarget),
+}
+
+/// The Sentinels, the master's name, and how to reach the data nodes they name.
+#[derive(Clone, Debug)]
+pub struct SentinelTarget {
+    /// Each Sentinel with its own credentials and scheme (`rediss://` for TLS).
+    pub sentinels: Vec<SecretUrl>,
+    pub master: String,
+    /// The data nodes' URL template: its scheme, user, password and database apply; its host
+    /// and port are replaced by the address Sentinel names (`--redis`, else `redis://`).
+    pub data: SecretUrl,
 }
 
 /// How to reach Redis.
@@ -38,6 +51,10 @@ impl RedisTarget {
                 let list: Vec<&str> = seeds.iter().map(SecretUrl::redacted).collect();
                 format!("cluster {}", list.join(","))
             }
+            RedisTarget::Sentinel(t) => {
+                let list: Vec<&str> = t.sentinels.iter().map(SecretUrl::redacted).collect();
+                format!("sentinel {} via {}", t.master, list.join(","))
+            }
         }
     }
 
@@ -45,6 +62,7 @@ impl RedisTarget {
         match self {
             RedisTarget::Standalone(u) => std::slice::from_ref(u),
             RedisTarget::Cluster(seeds) => seeds,
+            RedisTarget::Sentinel(t) => std::slice::from_ref(&t.data),
         }
     }
 }

@@ -67,7 +67,7 @@ impl RedisStore {
     /// or just after a refresh reuse its result.
     pub async fn refresh_topology(&self, force: bool) -> Result<()> {
         if !self.inner.cluster {
-            return Ok(());
+            return self.follow_master(force).await;
         }
         let mut last = self.inner.last_refresh.lock().await;
         if !force && last.is_some_and(|t| t.elapsed() < Duration::from_millis(200)) {
@@ -149,7 +149,37 @@ impl RedisStore {
         Ok(())
     }
 
-    fn primary_addrs(&self) -> Vec<String> {
+    /// A MOVED reply says where one slot lives now: the map takes it at once (a full refresh
+    /// is rate-limited and, during a reshard, may read a node that has not heard yet). A node
+    /// not in the map yet is added as a primary.
+    pub(super) fn apply_moved(&self, slot: u16, addr: &str) {
+        if !self.inner.cluster {
+            return;
+        }
+        let template = self.inner.settings.target.seeds()[0].clone();
+        let Ok(node) = self.make_node(addr, &template) else {
+            return;
+        };
+        let Ok(mut t) = self.inner.topology.write() else {
+            return;
+        };
+        let index = match t.primaries.iter().position(|p| p == addr) {
+            Some(i) => i,
+            None => {
+                t.primaries.push(addr.to_string());
+                t.primary_nodes.push(node);
+                t.primaries.len() - 1
+            }
+        };
+        if let (Some(owner), Ok(index)) = (
+            t.slot_owner.get_mut(usize::from(slot)),
+            u16::try_from(index),
+        ) {
+            *owner = index;
+        }
+    }
+
+    pub(super) fn primary_addrs(&self) -> Vec<String> {
         self.inner
             .topology
             .read()

@@ -155,6 +155,7 @@ impl Executor {
                         };
                         let opts = PreheatOptions {
                             force,
+                            accept_eviction: false,
                             actor,
                             grace,
                             key_ttl_days,

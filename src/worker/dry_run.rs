@@ -210,6 +210,7 @@ async fn one_strategy(
     } else {
         let opts = PreheatOptions {
             force: false,
+            accept_eviction: false,
             actor: "dry-run".into(),
             grace: Duration::from_secs(60),
             // The shadow keys live no longer than a day past the run (cleanup removes them).

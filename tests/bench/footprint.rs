@@ -600,6 +600,7 @@ fn main() {
         import(&lib, "fp", &[("item", units as i64, 1)], live_window()).await;
         let opts = PreheatOptions {
             force: false,
+            accept_eviction: false,
             actor: "bench".into(),
             grace: Duration::from_secs(3600),
             key_ttl_days: 7,
@@ -736,6 +737,7 @@ fn main() {
                 import(&lib, &activity, &[("item", 10_000_000, 1)], live_window()).await;
                 let opts = PreheatOptions {
                     force: false,
+                    accept_eviction: false,
                     actor: "bench".into(),
                     grace: Duration::from_secs(60),
                     key_ttl_days: 7,

@@ -139,6 +139,7 @@ fn main() {
             let activity = ActivityId::parse(&id).expect("id");
             let opts = PreheatOptions {
                 force: false,
+                accept_eviction: false,
                 actor: "bench".into(),
                 grace: Duration::from_secs(60),
                 key_ttl_days: 7,

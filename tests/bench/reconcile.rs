@@ -41,7 +41,7 @@ fn main() {
             let refs: Vec<(&str, i64, i64)> = products.iter().map(|(p, s, l)| (p.as_str(), *s, *l)).collect();
             import(&lib, &id, &refs, future_window()).await;
             let activity = ActivityId::parse(&id).expect("id");
-            let opts = PreheatOptions { force: false, actor: "bench".into(), grace: Duration::from_secs(60), key_ttl_days: 7, interleave: Default::default() };
+            let opts = PreheatOptions { force: false, accept_eviction: false, actor: "bench".into(), grace: Duration::from_secs(60), key_ttl_days: 7, interleave: Default::default() };
             let r = preheat(&store, &lib, &KeySpace::default(), &activity, &opts, &Silent).await.expect("preheat");
             assert_eq!(r.decision, "go");
 

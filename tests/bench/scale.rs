@@ -78,6 +78,7 @@ fn main() {
                 &id,
                 &PreheatOptions {
                     force: false,
+                    accept_eviction: false,
                     actor: "bench".into(),
                     grace,
                     key_ttl_days: 7,

@@ -119,6 +119,8 @@ fn report(extra: i64, taken_at: chrono::DateTime<chrono::Utc>) -> StatusReport {
         outbox: QueueSummary::default(),
         taken_at,
         clock_skew_ms: None,
+        redis_nodes: Vec::new(),
+        master: None,
     }
 }
 
@@ -280,6 +282,7 @@ async fn live_bench(secs: u64) -> bool {
     let id = ActivityId::parse("bench").expect("id");
     let opts = PreheatOptions {
         force: false,
+        accept_eviction: false,
         actor: "bench".into(),
         grace: Duration::from_secs(60),
         key_ttl_days: 7,

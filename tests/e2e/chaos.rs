@@ -341,6 +341,7 @@ async fn run_case(
     let keys = KeySpace::default();
     let opts = PreheatOptions {
         force: false,
+        accept_eviction: false,
         actor: world::ACTOR.into(),
         grace: cfg.grace,
         key_ttl_days: 7,

@@ -75,9 +75,37 @@ async fn drill(c: &Console, ports: Vec<u16>, label: &str) {
          --payment-window-secs 2",
     );
     let first = finish(load, Duration::from_secs(180));
+    first.expect_code(0);
+    // The cache goes on filling: the node is at its limit and evicting. `status` raises
+    // `evicting` at once, `watch` on its first polls.
+    let watch = c.spawn("--json watch ev --interval 1 --count 3");
+    let s = c.json("status ev");
+    let kinds = alert_kinds(&s);
+    assert!(
+        kinds.contains(&"evicting".to_string()),
+        "{label}: status alerts {kinds:?}"
+    );
+    let w = finish(watch, Duration::from_secs(60));
     stop.store(true, Ordering::Relaxed);
     let _ = filler.join();
-    first.expect_code(0);
+    let raised: Vec<serde_json::Value> = w
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .filter(|e: &serde_json::Value| e["event"] == "raised" && e["kind"] == "evicting")
+        .collect();
+    assert!(
+        !raised.is_empty(),
+        "{label}: watch raised no evicting alert: {}",
+        w.all_output()
+    );
+    assert!(
+        raised[0]["node"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("127.0.0.1:")),
+        "{label}: {}",
+        raised[0]
+    );
     let n = evicted(&ports);
     assert!(n > 0, "{label}: nothing was evicted");
     // What was lost of the sale itself, as the console names it.
@@ -98,7 +126,7 @@ async fn drill(c: &Console, ports: Vec<u16>, label: &str) {
     // left to fix (a rebuild holds back units a lost ledger cannot name until their orders had
     // the grace window: a second fix puts them back).
     let now = c.clone().with("--grace-secs 1");
-    let pre = now.run("--json preheat ev");
+    let pre = now.run("--json preheat ev --accept-eviction");
     assert!(
         matches!(pre.code, 0 | 4 | 5),
         "{label}: preheat {}",
@@ -125,6 +153,49 @@ async fn drill(c: &Console, ports: Vec<u16>, label: &str) {
         assert!(sold <= initial, "{label}: oversold: {p}");
         assert_ne!(p["state"], "oversold", "{label}: {p}");
     }
+}
+
+/// The kinds of a status document's alerts.
+fn alert_kinds(s: &serde_json::Value) -> Vec<String> {
+    s["alerts"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|x| x["kind"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The gate on a server that may evict the sale's keys: no-go naming the policy and the flag,
+/// nothing written; with the flag, go, and the report names the risk accepted.
+fn preheat_on_evicting_server(c: &Console, ports: &[u16], label: &str) {
+    let no = c.run("--json preheat ev");
+    no.expect_code(4);
+    let doc = no.json();
+    assert_eq!(doc["decision"], "no-go", "{label}: {doc}");
+    let reasons = doc["reasons"].to_string();
+    assert!(
+        reasons.contains("volatile-lru") && reasons.contains("--accept-eviction"),
+        "{label}: {reasons}"
+    );
+    for p in ports {
+        let out = std::process::Command::new("redis-cli")
+            .args(["-p", &p.to_string(), "DBSIZE"])
+            .output()
+            .expect("redis-cli");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            "0",
+            "{label}: a no-go wrote keys on {p}"
+        );
+    }
+    let go = c.json("preheat ev --accept-eviction");
+    assert_eq!(go["decision"], "go", "{label}: {go}");
+    assert!(
+        go["accepted"].to_string().contains("volatile-lru"),
+        "{label}: {go}"
+    );
 }
 
 /// Live units per product and the most any buyer holds, from the database.
@@ -158,7 +229,7 @@ async fn eviction_mid_sale_never_oversells_and_one_repair_settles_it_standalone(
     let lib = db.open().await;
     let c = Console::redis(&server.url(), &db.url);
     import(&lib, "ev", &PRODUCTS, live_window()).await;
-    c.preheat("ev");
+    preheat_on_evicting_server(&c, &[server.port], "standalone");
     drill(&c, vec![server.port], "standalone").await;
     check_orders(&lib, "standalone").await;
     lib.close().await;
@@ -175,9 +246,90 @@ async fn eviction_mid_sale_never_oversells_and_one_repair_settles_it_cluster() {
     let lib = db.open().await;
     let c = Console::cluster(&cluster.seeds(), &db.url);
     import(&lib, "ev", &PRODUCTS, live_window()).await;
-    c.preheat("ev");
     let ports: Vec<u16> = cluster.nodes.iter().map(|n| n.port).collect();
+    preheat_on_evicting_server(&c, &ports, "cluster");
     drill(&c, ports, "cluster").await;
     check_orders(&lib, "cluster").await;
+    lib.close().await;
+}
+
+/// `used_memory` and `maxmemory` of one node.
+fn memory_of(port: u16) -> (f64, f64) {
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &port.to_string(), "INFO", "memory"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let field = |name: &str| {
+        out.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (field("used_memory:"), field("maxmemory:"))
+}
+
+/// A `noeviction` server filled to 96% of its `maxmemory`: `status` raises `memory_high`
+/// critical (deductions are about to fail with OOM), and `ping` shows the node's memory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_noeviction_server_near_its_limit_is_memory_high_critical() {
+    let server =
+        RedisServer::start_with(&["--maxmemory", "8mb", "--maxmemory-policy", "noeviction"]);
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    let c = Console::redis(&server.url(), &db.url);
+    import(&lib, "mem", &[("p0", 100, 2)], live_window()).await;
+    c.preheat("mem");
+    let s = c.json("status mem");
+    assert!(!alert_kinds(&s).iter().any(|k| k == "memory_high"), "{s}");
+    let node = &s["redis_nodes"][0];
+    assert_eq!(node["memory"]["policy"], "noeviction", "{node}");
+    assert_eq!(node["memory"]["max_bytes"], 8 * 1024 * 1024, "{node}");
+    // The cache grows in 8 KB steps to between 96% and 99%.
+    let blob = "x".repeat(8 * 1024);
+    let mut i = 0;
+    loop {
+        let (used, max) = memory_of(server.port);
+        if used / max >= 0.96 {
+            assert!(used / max < 0.995, "overshot: {used} of {max}");
+            break;
+        }
+        let out = std::process::Command::new("redis-cli")
+            .args([
+                "-p",
+                &server.port.to_string(),
+                "SET",
+                &format!("cache:{i}"),
+                &blob,
+            ])
+            .output()
+            .expect("redis-cli");
+        assert!(
+            !String::from_utf8_lossy(&out.stdout).contains("OOM"),
+            "the server filled up before 96%"
+        );
+        i += 1;
+    }
+    let s = c.json("status mem");
+    let high: Vec<&serde_json::Value> = s["alerts"]
+        .as_array()
+        .expect("alerts")
+        .iter()
+        .filter(|a| a["kind"] == "memory_high")
+        .collect();
+    assert_eq!(high.len(), 1, "{s}");
+    assert_eq!(high[0]["severity"], "critical", "{}", high[0]);
+    assert!(
+        high[0]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("OOM")),
+        "{}",
+        high[0]
+    );
+    let ping = c.json("ping");
+    assert_eq!(
+        ping["redis"]["nodes"][0]["memory"]["policy"], "noeviction",
+        "{ping}"
+    );
     lib.close().await;
 }

@@ -4,6 +4,7 @@
 
 mod harness;
 
+mod acl;
 mod activity_cli;
 mod buyers;
 mod chaos;
@@ -20,10 +21,13 @@ mod malformed;
 mod model;
 mod operators;
 mod partial_loss;
+mod preflight;
 mod preheat;
 mod read_only;
 mod reconcile;
+mod reshard;
 mod security;
+mod sentinel;
 mod tui;
 mod unreachable;
 mod watch_drill;

@@ -487,6 +487,7 @@ async fn case(topo: &Topo, seed: u64, grace: Duration) {
     let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
     let pre = |force| PreheatOptions {
         force,
+        accept_eviction: false,
         actor: "model".into(),
         grace,
         key_ttl_days: 7,

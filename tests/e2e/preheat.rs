@@ -7,6 +7,9 @@ use redis::Value;
 use seckill_console::db::Db;
 use seckill_console::db::orders::{NewOrder, insert_with_outbox};
 use seckill_console::domain::{ActivityId, ProductId};
+use seckill_console::ops::preheat::{PreheatOptions, preheat};
+use seckill_console::ops::progress::Silent;
+use seckill_console::ops::snapshot::{Interleave, Stage};
 use seckill_console::redis::{KeySpace, Keyed, RedisStore};
 
 /// GET of every product's stock key, as text (None when missing).
@@ -341,6 +344,7 @@ async fn a_failed_write_is_a_no_go_naming_the_products() {
             )
             .await;
             topo.cli_all(&["CONFIG", "SET", "maxmemory-policy", "noeviction"]);
+            // A server without the room: the gate says so before it writes anything.
             topo.cli_all(&["CONFIG", "SET", "maxmemory", "1"]);
             let r = c.run(&["--json", "preheat", "oom"]);
             topo.cli_all(&["CONFIG", "SET", "maxmemory", "0"]);
@@ -348,17 +352,54 @@ async fn a_failed_write_is_a_no_go_naming_the_products() {
             let doc = r.json();
             assert_eq!(doc["decision"], "no-go");
             let reasons = doc["reasons"].to_string();
+            assert!(reasons.contains("free under its maxmemory"), "{reasons}");
+            assert!(
+                topo.cli_all(&["DBSIZE"]).iter().all(|n| n.trim() == "0"),
+                "{}: the gate wrote keys",
+                topo.name()
+            );
+            // The room goes after the gate looked (another tenant filled it): the write fails,
+            // and the no-go names the products.
+            let store = topo.store().await;
+            let ports = topo.ports();
+            let opts = PreheatOptions {
+                force: false,
+                accept_eviction: false,
+                actor: "test".into(),
+                grace: std::time::Duration::from_secs(60),
+                key_ttl_days: 7,
+                interleave: Interleave::new(move |stage| {
+                    let ports = ports.clone();
+                    Box::pin(async move {
+                        if stage == Stage::BeforeWrite {
+                            for p in ports {
+                                let _ = std::process::Command::new("redis-cli")
+                                    .args(["-p", &p.to_string(), "CONFIG", "SET", "maxmemory", "1"])
+                                    .output();
+                            }
+                        }
+                    })
+                }),
+            };
+            let id = ActivityId::parse("oom").expect("id");
+            let report = preheat(&store, &lib, &KeySpace::default(), &id, &opts, &Silent)
+                .await
+                .expect("a report");
+            topo.cli_all(&["CONFIG", "SET", "maxmemory", "0"]);
+            assert_eq!(report.decision, "no-go");
+            let reasons = report.reasons.join(" ");
             assert!(
                 reasons.contains("p1") && reasons.contains("p2"),
                 "{}: {reasons}",
                 topo.name()
             );
             assert!(
-                doc["products"][0]["error"]
-                    .as_str()
+                report.products[0]
+                    .error
+                    .as_deref()
                     .unwrap_or("")
                     .contains("OOM"),
-                "{doc}"
+                "{report:?}"
             );
             lib.close().await;
         }

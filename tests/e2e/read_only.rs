@@ -2,19 +2,12 @@
 //! directly, on every backend, before anything reaches the server.
 
 use crate::harness::TestDb;
+use crate::harness::fixtures::audit_rows;
 use seckill_console::ErrorKind;
 use seckill_console::db::guard::as_refusal;
 use seckill_console::db::tx::Arg;
 use seckill_console::db::{Backend, Db, DbOptions, migrate};
 use seckill_console::redact::SecretUrl;
-
-async fn audit_rows(db: &Db) -> i64 {
-    let rows: Vec<(i64,)> = db
-        .fetch_all_as("SELECT COUNT(*) FROM seckill_audit", &[])
-        .await
-        .expect("count");
-    rows[0].0
-}
 
 #[tokio::test]
 async fn a_read_only_database_handle_refuses_writes_sent_to_it_directly() {

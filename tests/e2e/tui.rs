@@ -1248,3 +1248,57 @@ async fn the_dry_run_view_runs_strategies_on_shadow_keys_only() {
     assert_eq!(shadow().trim(), "", "shadow keys left behind after a quit");
     assert_eq!(live_keys(&redis), before);
 }
+
+/// Redis starts evicting under the sale (issue 21): the TUI's Alerts raise `evicting` for the
+/// node within a few refreshes, and the Redis view shows its policy and evicted keys.
+#[test]
+fn an_evicting_redis_raises_evicting_in_the_tui() {
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let at = (&redis, &db, dir.path());
+    let tmux = stock_tui(
+        "seckill-evict",
+        at,
+        ("tui-evict", &[("alpha", 10, 1)]),
+        "--refresh 1",
+    );
+    // The server becomes a cache's: a small limit and a policy that evicts.
+    let used: u64 = redis
+        .cli(&["INFO", "memory"])
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory");
+    redis.cli(&["CONFIG", "SET", "maxmemory-policy", "allkeys-lru"]);
+    redis.cli(&[
+        "CONFIG",
+        "SET",
+        "maxmemory",
+        &(used + 1_000_000).to_string(),
+    ]);
+    tmux.keys("3");
+    let blob = "x".repeat(16 * 1024);
+    let started = Instant::now();
+    let mut i = 0;
+    loop {
+        // Keep evicting: 32 more cache entries per round.
+        for _ in 0..32 {
+            let _ = redis.try_cli(&["SET", &format!("cache:{i}"), &blob]);
+            i += 1;
+        }
+        let s = tmux.screen();
+        if s.contains("evicting") && s.contains("127.0.0.1:") {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no evicting alert:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    tmux.keys("7");
+    tmux.wait("the policy", Duration::from_secs(5), |s| {
+        s.contains("allkeys-lru")
+    });
+}

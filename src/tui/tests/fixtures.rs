@@ -12,7 +12,7 @@ use crate::ops::health::{NodeInfo, RedisInfo};
 use crate::ops::preheat::{PreheatProduct, PreheatReport};
 use crate::ops::status::{StatusReport, Totals};
 use crate::redis::Role;
-use crate::redis::info::{NodeStats, SlowEntry};
+use crate::redis::info::{Memory, NodeStats, SlowEntry};
 use crate::tui::action::Action;
 use crate::tui::app::{App, AppConfig};
 use crate::tui::feed::Fetched;
@@ -213,6 +213,8 @@ pub fn report(secs: i64, extra: i64) -> StatusReport {
         outbox: QueueSummary::default(),
         taken_at: t(secs),
         clock_skew_ms: None,
+        redis_nodes: Vec::new(),
+        master: None,
     }
 }
 
@@ -302,16 +304,28 @@ pub fn redis_info() -> RedisInfo {
         health: NodeHealth {
             addr: addr.into(),
             role,
+            replica_of: None,
             ok,
             latency_ms: ok.then_some(0.42),
             scripts: if ok { scripts(deduct) } else { Vec::new() },
             error: (!ok).then(|| "timed out".into()),
+            memory: Memory::default(),
+            unchecked: Vec::new(),
+            answered: ok,
+            stats: NodeStats::default(),
         },
         stats: NodeStats {
             ops_per_sec: ok.then_some(1250.0),
             used_memory: ok.then(|| "2.31M".into()),
             max_memory: ok.then(|| "none".into()),
             version: ok.then(|| "7.2.4".into()),
+            memory: Memory {
+                used_bytes: ok.then_some(2_422_210),
+                max_bytes: ok.then_some(0),
+                policy: ok.then(|| "noeviction".into()),
+                evicted_keys: ok.then_some(0),
+            },
+            server: None,
         },
         slowlog: if addr.ends_with("7000") {
             vec![SlowEntry {
@@ -355,6 +369,7 @@ pub fn preheat_report(go: bool) -> PreheatReport {
             p("tablet", 0, PreheatAction::Conflict, false, false),
         ],
         total_stock: 78,
+        accepted: Vec::new(),
         reasons: if go {
             Vec::new()
         } else {

@@ -117,6 +117,8 @@ fn the_pause_result_counts_each_outcome_and_lists_every_product() {
             paused: Some(true),
             changed: i < 1823,
             note: None,
+            applied: true,
+            node: None,
             error: None,
         })
         .collect();
@@ -127,6 +129,7 @@ fn the_pause_result_counts_each_outcome_and_lists_every_product() {
             action: "pause",
             products,
             errors: 0,
+            unreachable: false,
         }),
     });
     let Some(Dialog::Message { title, lines, .. }) = &a.dialog else {

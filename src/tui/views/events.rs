@@ -88,6 +88,7 @@ impl EventsView {
 fn what(e: &WatchEvent) -> (&'static str, Style) {
     match (e.event, e.severity) {
         (EventKind::State, _) => ("state", Style::default()),
+        (EventKind::Master, _) => ("master", warning()),
         (EventKind::Cleared, _) => ("cleared", good()),
         (EventKind::Raised, Some(Severity::Critical)) => ("raised", critical()),
         (EventKind::Raised, Some(Severity::Warning)) => ("raised", warning()),

@@ -93,8 +93,12 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
                     .ops_per_sec
                     .map_or_else(|| "-".into(), |o| grouped(o.round() as i64)),
             ),
-            Text::from(n.stats.used_memory.clone().unwrap_or_else(|| "-".into())),
-            Text::from(n.stats.max_memory.clone().unwrap_or_else(|| "-".into())),
+            Text::from(memory_cell(&n.stats)),
+            Text::from(n.stats.memory.policy.clone().unwrap_or_else(|| "-".into())),
+            Text::from(n.stats.memory.evicted_keys.map_or_else(
+                || "-".into(),
+                |e| grouped(i64::try_from(e).unwrap_or(i64::MAX)),
+            )),
             Text::from(n.stats.version.clone().unwrap_or_else(|| "-".into())),
         ];
         (cells, style)
@@ -129,8 +133,20 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     frame.render_widget(Paragraph::new(lines).block(block), slow_area);
 }
 
+/// `2.3M/64.0M 4%`: used against `maxmemory` (`none` without a limit).
+fn memory_cell(stats: &crate::redis::info::NodeStats) -> String {
+    let Some(used) = stats.used_memory.clone() else {
+        return "-".into();
+    };
+    let max = stats.max_memory.clone().unwrap_or_else(|| "-".into());
+    match stats.memory.used_share() {
+        Some(share) => format!("{used}/{max} {:.0}%", share * 100.0),
+        None => format!("{used}/{max}"),
+    }
+}
+
 /// The nodes' columns: the node, whether it answers and whether it holds the deduction stay.
-const COLUMNS: [Column; 10] = [
+const COLUMNS: [Column; 11] = [
     Column::text("node", (9, 40), 0),
     Column::text("role", (4, 8), 3),
     Column::text("ok", (3, 3), 0),
@@ -138,7 +154,8 @@ const COLUMNS: [Column; 10] = [
     Column::text("deduct", (6, 7), 0),
     Column::text("scripts", (7, 7), 6),
     Column::number("ops/s", 2),
-    Column::number("memory", 1),
-    Column::number("max", 5),
+    Column::text("memory", (6, 22), 1),
+    Column::text("policy", (6, 14), 5),
+    Column::number("evicted", 4),
     Column::text("version", (7, 9), 7),
 ];

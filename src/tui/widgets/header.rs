@@ -84,12 +84,18 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     first.push(Span::styled(app.config.tz.name(), dim()));
     let half = width.saturating_sub(4) / 2;
     let mut second = vec![Span::raw(" ")];
-    second.extend(link(
-        "Redis",
-        &app.config.redis_label,
-        &app.redis_link(),
-        half,
-    ));
+    // Behind Sentinel: the primary followed now, and when it last changed.
+    let redis_label = match app.stock.report().and_then(|r| r.master.as_ref()) {
+        Some(m) => {
+            let since = m
+                .changed_at
+                .map(|at| format!(", since {}", app.config.tz.show(at)))
+                .unwrap_or_default();
+            format!("{} master {}{since}", app.config.redis_label, m.addr)
+        }
+        None => app.config.redis_label.clone(),
+    };
+    second.extend(link("Redis", &redis_label, &app.redis_link(), half));
     second.push(Span::raw(" │ "));
     second.extend(link("DB", &app.config.db_label, &app.db_link(), half));
     frame.render_widget(

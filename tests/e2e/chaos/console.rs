@@ -46,6 +46,7 @@ fn fix_options(h: &Handles, interleave: Interleave) -> FixOptions {
 fn preheat_options(h: &Handles, force: bool, interleave: Interleave) -> PreheatOptions {
     PreheatOptions {
         force,
+        accept_eviction: false,
         actor: ACTOR.into(),
         grace: h.grace,
         key_ttl_days: 7,

@@ -201,3 +201,12 @@ pub async fn dump_activity(store: &RedisStore, activity: &str) -> HashMap<String
         .map(|(k, v)| (k, v.expect("DUMP")))
         .collect()
 }
+
+/// Rows of the audit trail, over every activity.
+pub async fn audit_rows(db: &Db) -> i64 {
+    let rows: Vec<(i64,)> = db
+        .fetch_all_as("SELECT COUNT(*) FROM seckill_audit", &[])
+        .await
+        .expect("count");
+    rows[0].0
+}

@@ -9,6 +9,7 @@ pub mod db;
 pub mod fixtures;
 pub mod proxy;
 pub mod redis_server;
+pub mod sentinel;
 pub mod session;
 pub mod tmux;
 
@@ -73,5 +74,10 @@ impl Topo {
     /// Runs a command on every server.
     pub fn cli_all(&self, args: &[&str]) -> Vec<String> {
         self.servers().iter().map(|s| s.cli(args)).collect()
+    }
+
+    /// The ports of every server.
+    pub fn ports(&self) -> Vec<u16> {
+        self.servers().iter().map(|s| s.port).collect()
     }
 }

@@ -100,7 +100,7 @@ fn cli_output(port: u16, password: Option<&str>, args: &[&str]) -> Option<String
 }
 
 /// Spawns redis-server and waits for PONG; None when it exited (port taken) or never answered.
-fn spawn_ready(port: u16, args: &[String]) -> Option<Child> {
+pub(super) fn spawn_ready(port: u16, args: &[String]) -> Option<Child> {
     let mut child = Command::new("redis-server")
         .args(args)
         .stdout(Stdio::null())
@@ -172,7 +172,7 @@ impl RedisServer {
         self.child.as_ref().map(Child::id)
     }
 
-    fn try_cli(&self, args: &[&str]) -> Option<String> {
+    pub fn try_cli(&self, args: &[&str]) -> Option<String> {
         cli_output(self.port, password_of(&self.args).as_deref(), args)
     }
 
