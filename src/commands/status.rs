@@ -374,7 +374,10 @@ pub async fn run_compensation(ctx: &Ctx, cmd: CompensationCommand) -> Result<Out
                         .collect::<Vec<_>>(),
                 ));
             }
-            Outcome::ok(&r, text)
+            let failure = r
+                .unreachable
+                .then_some(seckill_console::error::ErrorKind::Unavailable);
+            Outcome::finished(&r, text, failure)
         }
     }
 }

@@ -460,8 +460,12 @@ pub struct NodeMemory<'a> {
     pub max: u64,
     pub policy: &'a str,
     pub evicted: u64,
-    /// `evicted` at the previous refresh of a live view (None: a one-shot read).
+    /// `evicted` at the previous refresh of a live view, or at the start of a one-shot read
+    /// (None: not known).
     pub evicted_before: Option<u64>,
+    /// No previous refresh to compare with (a one-shot `status`, a view's first refresh):
+    /// evicted keys at the limit count as evicting too.
+    pub first_look: bool,
 }
 
 /// Share of `maxmemory` above which a node warns.
@@ -471,21 +475,22 @@ pub const MEMORY_WARN: f64 = 0.80;
 pub const MEMORY_CRITICAL: f64 = 0.95;
 
 /// The memory alerts of one node while an activity is `live` on it:
-/// - `evicting` (critical) when its evicted keys grew since the previous refresh, or, for a
-///   one-shot read that has no previous one, when it has evicted keys and sits at its limit
-///   (above 95%: where eviction happens, so it is evicting now);
+/// - `evicting` (critical) when its evicted keys grew since the previous refresh (for a
+///   one-shot read: while it read), or, on a first look, when it has evicted keys and sits at
+///   its limit (above 95%: where eviction happens, so it is evicting now);
 /// - `memory_high`: warning above 80% of `maxmemory`, critical above 95% under `noeviction`.
 pub fn memory_alerts(m: &NodeMemory, live: bool) -> Vec<Alert> {
     let mut out = Vec::new();
     let share = (m.max > 0).then(|| m.used as f64 / m.max as f64);
     let at_limit = share.is_some_and(|s| s >= MEMORY_CRITICAL);
-    let grew = match m.evicted_before {
-        Some(before) => m.evicted > before,
-        None => m.evicted > 0 && at_limit,
-    };
-    if live && grew && m.policy != "noeviction" {
-        let since = match m.evicted_before {
-            Some(before) => format!("{} key(s) since the last refresh", m.evicted - before),
+    let grew_by = m
+        .evicted_before
+        .map(|before| m.evicted.saturating_sub(before))
+        .filter(|n| *n > 0);
+    let at_limit_evicting = m.first_look && m.evicted > 0 && at_limit;
+    if live && (grew_by.is_some() || at_limit_evicting) && m.policy != "noeviction" {
+        let since = match grew_by {
+            Some(n) => format!("{n} key(s) since the last look"),
             None => format!("{} key(s) so far, and it is at its limit", m.evicted),
         };
         out.push(Alert {
@@ -545,6 +550,7 @@ mod tests {
             policy: "volatile-lru",
             evicted: 0,
             evicted_before: None,
+            first_look: true,
         };
         assert!(memory_alerts(&base, true).is_empty());
         let kinds = |m: &NodeMemory, live| {
@@ -557,6 +563,7 @@ mod tests {
         let grew = NodeMemory {
             evicted: 5,
             evicted_before: Some(2),
+            first_look: false,
             ..base.clone()
         };
         assert_eq!(

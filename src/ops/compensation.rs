@@ -38,6 +38,9 @@ pub struct ResolveReport {
     pub resolutions: Vec<Resolution>,
     pub resolved: usize,
     pub still_pending: usize,
+    /// True when a node did not answer: its entries stay pending, named (exit 3).
+    #[serde(skip)]
+    pub unreachable: bool,
 }
 
 /// Which entries to resolve.
@@ -72,6 +75,7 @@ pub async fn resolve(
         resolutions: Vec::new(),
         resolved: 0,
         still_pending: 0,
+        unreachable: false,
     };
     let page = Page {
         redis,
@@ -202,7 +206,8 @@ impl Page<'_> {
             };
             verdicts.push((*e, k, verdict));
         }
-        let restored = self.restore(&verdicts).await?;
+        let (restored, unreachable) = self.restore(&verdicts).await?;
+        report.unreachable |= unreachable;
         self.close(verdicts, &restored, report).await
     }
 
@@ -256,32 +261,46 @@ impl Page<'_> {
     }
 
     /// Returns the stock of the entries to return, in one pipeline. A script's error (a
-    /// corrupt value in one product) belongs to its entry, which stays pending with it; only
-    /// an unreachable Redis stops the whole resolution.
+    /// corrupt value in one product) belongs to its entry, which stays pending with it; so
+    /// does a node that did not answer (the entries of the other nodes are resolved, and the
+    /// flag says one did not: exit 3); a refusal stops the whole resolution.
     async fn restore(
         &self,
         verdicts: &[(&Compensation, &ProductKeys, Verdict)],
-    ) -> Result<HashMap<String, std::result::Result<Restored, String>>> {
+    ) -> Result<(HashMap<String, std::result::Result<Restored, String>>, bool)> {
         let to_return: Vec<(&ProductKeys, &str)> = verdicts
             .iter()
             .filter(|(_, _, v)| *v == Verdict::Return)
             .map(|(e, k, _)| (*k, e.request_id.as_str()))
             .collect();
         let mut restored = HashMap::new();
-        for ((_, rid), r) in to_return
+        let mut unreachable = false;
+        for ((k, rid), r) in to_return
             .iter()
             .zip(restore_many(self.redis, &to_return).await)
         {
             let r = match r {
                 Ok(r) => Ok(r),
                 Err(err) => match super::repair::fatal(self.redis, &err) {
+                    Some(stop) if stop.kind == crate::error::ErrorKind::Unavailable => {
+                        unreachable = true;
+                        let node = self
+                            .redis
+                            .node_for_key(&k.stock)
+                            .map(|n| n.addr.clone())
+                            .unwrap_or_default();
+                        Err(format!(
+                            "not applied on {node}: {}; left pending",
+                            crate::redis::describe(&err)
+                        ))
+                    }
                     Some(stop) => return Err(stop),
                     None => Err(crate::redis::describe(&err)),
                 },
             };
             restored.insert(rid.to_string(), r);
         }
-        Ok(restored)
+        Ok((restored, unreachable))
     }
 
     /// Closes the entries decided, each with its audit row; leaves the others pending.

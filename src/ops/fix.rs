@@ -91,6 +91,8 @@ pub struct FixProduct {
     pub released: i64,
     pub attempts: u32,
     pub conflict: bool,
+    /// The Redis node of the product's keys.
+    pub node: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -246,11 +248,40 @@ pub async fn fix(
     audit::record_many(db, &audits)
         .await
         .map_err(|e| db.error(&e))?;
-    if let Some(err) = stop {
-        return Err(err);
+    for r in &mut rows {
+        r.node = redis
+            .node_for_key(&keys.product(activity, &product_id(&r.product)?).stock)
+            .ok()
+            .map(|n| n.addr.clone());
+    }
+    let Some(err) = stop else {
+        report.products = rows;
+        return Ok(finished(report));
+    };
+    // Stopped part way (a node stopped answering, or refused): every product is reported, those
+    // done as done and the others as not applied, with the reason; the exit is the error's.
+    for r in rows
+        .iter_mut()
+        .filter(|r| !r.conflict && !r.applied && r.error.is_none())
+    {
+        r.applied = false;
+        r.error = Some(format!(
+            "not applied{}: {} (a hold it left is finished by the next fix)",
+            r.node
+                .as_deref()
+                .map(|n| format!(" on {n}"))
+                .unwrap_or_default(),
+            err.message
+        ));
     }
     report.products = rows;
-    Ok(finished(report))
+    let mut report = finished(report);
+    report.failure = Some(err.kind);
+    Ok(report)
+}
+
+fn product_id(id: &str) -> Result<crate::domain::ProductId> {
+    crate::domain::ProductId::parse(id)
 }
 
 /// The products a fix looks at: the confirmed ones, or those the activity's books say need
@@ -328,6 +359,7 @@ fn row(v: &ProductView) -> FixProduct {
         released: 0,
         attempts: 0,
         conflict: matches!(plan, Plan::Busy(_)),
+        node: None,
         error,
     }
 }

@@ -180,6 +180,21 @@ async fn node_health(node: &crate::redis::node::Node, expected: Role) -> NodeHea
     health
 }
 
+/// Each primary's `evicted_keys` (INFO stats), for those that answer it.
+pub async fn evicted_keys(redis: &RedisStore) -> std::collections::HashMap<String, u64> {
+    let mut out = std::collections::HashMap::new();
+    let cmd = redis::cmd("INFO").arg("stats").clone();
+    for node in redis.primaries() {
+        if let Ok(v) = node.query(&cmd).await
+            && let Ok(text) = redis::from_redis_value::<String>(v)
+            && let Some(n) = info::stats_from_info(&text).memory.evicted_keys
+        {
+            out.insert(node.addr.clone(), n);
+        }
+    }
+    out
+}
+
 /// The database as `ping` saw it.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct DbHealth {

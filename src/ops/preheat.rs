@@ -480,6 +480,7 @@ async fn record_audit(
         "unchanged": report.unchanged,
         "products": report.products.len(),
         "reasons": report.reasons,
+        "accepted": report.accepted,
     })
     .to_string();
     rows.push(summary);

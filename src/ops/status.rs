@@ -96,11 +96,19 @@ pub async fn status(
         save: true,
         ..Scope::default()
     };
+    // Keys evicted at the start: a count that grows while this report reads is eviction now.
+    let evicted_at_start = health::evicted_keys(redis).await;
     let snap = snapshot::take(redis, db, keys, activity, opts.grace, &scope).await?;
     let compensation = compensation::summary(db, activity).await?;
     let outbox = outbox::summary(db, activity).await?;
     let nodes = health::redis_nodes(redis).await;
-    let mut report = build(&snap, compensation, outbox, (&nodes, None), opts);
+    let mut report = build(
+        &snap,
+        compensation,
+        outbox,
+        (&nodes, Some((&evicted_at_start, true))),
+        opts,
+    );
     report.master = redis.master().map(Box::new);
     Ok(report)
 }
@@ -122,7 +130,7 @@ pub async fn status_tracked(
         &snap,
         compensation,
         outbox,
-        (&nodes, Some(&tracker.evicted)),
+        (&nodes, Some((&tracker.evicted, tracker.evicted.is_empty()))),
         opts,
     );
     report.master = redis.master().map(Box::new);
@@ -178,7 +186,7 @@ pub fn build(
     snap: &Snapshot,
     compensation: QueueSummary,
     outbox: QueueSummary,
-    (nodes, evicted_before): (&[health::NodeHealth], Option<&HashMap<String, u64>>),
+    (nodes, evicted_before): (&[health::NodeHealth], EvictedBefore<'_>),
     opts: &StatusOptions,
 ) -> StatusReport {
     let products: Vec<ProductStatus> = snap.products.iter().map(|v| v.status.clone()).collect();
@@ -233,7 +241,8 @@ pub fn build(
             policy: m.policy.as_deref().unwrap_or("unknown"),
             evicted: m.evicted_keys.unwrap_or(0),
             // A view's first refresh has nothing to compare with: it weighs it as a one-shot read.
-            evicted_before: evicted_before.and_then(|b| b.get(&node.addr).copied()),
+            evicted_before: evicted_before.and_then(|(b, _)| b.get(&node.addr).copied()),
+            first_look: evicted_before.is_none_or(|(_, first)| first),
         };
         alerts.extend(alerts::memory_alerts(&memory, phase == Phase::Live));
     }
@@ -272,6 +281,10 @@ pub fn build(
         master: None,
     }
 }
+
+/// Each node's evicted keys at the last look (the previous refresh, or the start of this
+/// report), and whether this is the first look (no previous refresh).
+pub type EvictedBefore<'a> = Option<(&'a HashMap<String, u64>, bool)>;
 
 /// How far the orders' clock may run from Redis's before it is an alert of its own.
 pub const CLOCK_SKEW_ALERT_MS: i64 = 5_000;

@@ -20,9 +20,14 @@ use crate::domain::stock::parse_int;
 use chrono::{DateTime, Utc};
 use redis::{RedisResult, Value};
 
-/// Fields per HSET of a save, and the COUNT hint of a load's HSCAN: 200 took 1.2-1.6 ms of
-/// Redis on a slow machine (footprint benchmark, SLOWLOG), so 100.
+/// The COUNT hint of a load's HSCAN: 200 took 1.2-1.6 ms of Redis on a slow machine
+/// (footprint benchmark, SLOWLOG), so 100.
 const CHUNK: usize = 100;
+
+/// Fields per HSET of a save: 100 took 1.0-1.1 ms of Redis on a slow day (footprint
+/// benchmark, 2026-12-03), and SLOWLOG keeps only 32 arguments of a command, so a slow one
+/// could not even be replayed to tell a stall from its cost. 15 fields are 32 arguments.
+const SAVE_FIELDS: usize = 15;
 
 /// A checkpoint as stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -317,7 +322,7 @@ pub async fn save_many(
     let mut expire: Vec<Keyed> = Vec::new();
     for (k, c, expire_at) in saves {
         let tmp = format!("{}-{nonce}", k.books);
-        for chunk in to_fields(c, now).chunks(CHUNK) {
+        for chunk in to_fields(c, now).chunks(SAVE_FIELDS) {
             let mut cmd = redis::cmd("HSET");
             cmd.arg(&tmp);
             for (f, v) in chunk {

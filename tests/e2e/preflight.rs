@@ -153,21 +153,28 @@ async fn a_user_without_the_scripts_commands_is_refused_before_any_write() {
     lib.close().await;
 }
 
-/// One primary of a cluster hung (SIGSTOP): `pause` pauses every product the other nodes
-/// serve and names, per product, what was applied and what was not (exit 3); the database
-/// holds the pause of all of them, and once the node answers again `fix` writes the rest. Any
-/// other write refuses before writing (exit 3), naming the node.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hung_node_leaves_a_pause_reported_product_by_product() {
+/// A 3-primary cluster with activity `a` of six products p0..p5 (50 units, limit 2),
+/// imported and preheated.
+async fn six_products_on_a_cluster(a: &str) -> (crate::harness::RedisCluster, TestDb, Db, Console) {
     let cluster = crate::harness::RedisCluster::start();
     let db = TestDb::sqlite();
     let lib = db.open().await;
     let names: Vec<String> = (0..6).map(|i| format!("p{i}")).collect();
     let list: Vec<crate::harness::fixtures::P<'_>> =
         names.iter().map(|p| (p.as_str(), 50, 2)).collect();
-    import(&lib, "c2", &list, live_window()).await;
+    import(&lib, a, &list, live_window()).await;
     let c = Console::cluster(&cluster.seeds(), &db.url);
-    c.preheat("c2");
+    c.preheat(a);
+    (cluster, db, lib, c)
+}
+
+/// One primary of a cluster hung (SIGSTOP): `pause` pauses every product the other nodes
+/// serve and names, per product, what was applied and what was not (exit 3); the database
+/// holds the pause of all of them, and once the node answers again `fix` writes the rest. Any
+/// other write refuses before writing (exit 3), naming the node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_node_leaves_a_pause_reported_product_by_product() {
+    let (cluster, _db, lib, c) = six_products_on_a_cluster("c2").await;
     let k0 = crate::harness::fixtures::product_keys("c2", "p0");
     let hung = cluster.node_for(&k0.stock);
     let hung_addr = hung.addr();
@@ -220,4 +227,82 @@ async fn a_hung_node_leaves_a_pause_reported_product_by_product() {
 
 fn products_of(doc: &serde_json::Value) -> Vec<serde_json::Value> {
     doc["products"].as_array().cloned().unwrap_or_default()
+}
+
+/// A primary hangs after the check and before a fix's first write (the hook at
+/// `Stage::BeforeWrite`): the fix reports every product, those it wrote as applied and the
+/// others as not applied with the node and the reason, and its failure is `unavailable`
+/// (exit 3); once the node answers, a second fix settles the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fix_cut_short_by_a_hung_node_reports_each_product() {
+    use seckill_console::ops::fix::{FixOptions, fix};
+    use seckill_console::ops::snapshot::{Interleave, Stage};
+    let (cluster, _db, lib, c) = six_products_on_a_cluster("fx").await;
+    let names: Vec<String> = (0..6).map(|i| format!("p{i}")).collect();
+    let store = crate::harness::fixtures::cluster(&cluster.seeds()).await;
+    for p in &names {
+        let k = crate::harness::fixtures::product_keys("fx", p);
+        crate::harness::fixtures::redis_cmd(&store, &["INCRBY", &k.stock, "3"]).await;
+    }
+    let k0 = crate::harness::fixtures::product_keys("fx", "p0");
+    let hung = cluster.node_for(&k0.stock);
+    let (hung_addr, hung_port) = (hung.addr(), hung.port);
+    let opts = FixOptions {
+        product: None,
+        preview: false,
+        actor: "test".into(),
+        grace: Duration::from_secs(60),
+        confirmed: None,
+        key_ttl_days: 7,
+        interleave: Interleave::new(move |stage| {
+            Box::pin(async move {
+                if stage == Stage::BeforeWrite {
+                    let pid = std::process::Command::new("redis-cli")
+                        .args(["-p", &hung_port.to_string(), "INFO", "server"])
+                        .output()
+                        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                        .unwrap_or_default()
+                        .lines()
+                        .find_map(|l| l.strip_prefix("process_id:").map(|v| v.trim().to_string()))
+                        .unwrap_or_default();
+                    let _ = std::process::Command::new("kill")
+                        .args(["-STOP", &pid])
+                        .status();
+                }
+            })
+        }),
+    };
+    let id = seckill_console::domain::ActivityId::parse("fx").expect("id");
+    let report = fix(
+        &store,
+        &lib,
+        &seckill_console::redis::KeySpace::default(),
+        &id,
+        &opts,
+    )
+    .await
+    .expect("a report, not an error");
+    hung.signal("CONT");
+    assert_eq!(
+        report.failure,
+        Some(seckill_console::ErrorKind::Unavailable),
+        "{report:?}"
+    );
+    assert_eq!(report.products.len(), 6, "{report:?}");
+    let mut not_applied = 0;
+    for p in &report.products {
+        if p.node.as_deref() == Some(hung_addr.as_str()) {
+            assert!(!p.applied, "{p:?}");
+        }
+        if !p.applied {
+            not_applied += 1;
+            let e = p.error.as_deref().unwrap_or_default();
+            assert!(e.contains("not applied on 127.0.0.1:"), "{p:?}");
+        }
+    }
+    assert!(not_applied >= 1, "{report:?}");
+    // The rest, once the node answers.
+    c.ok("fix fx --yes");
+    crate::harness::assert_books(&c.reconcile("fx"), "after the hung node");
+    lib.close().await;
 }

@@ -57,6 +57,7 @@ pub fn preview_report() -> FixReport {
         released: 0,
         attempts: 0,
         conflict: false,
+        node: None,
         error: None,
     };
     FixReport {
@@ -469,6 +470,7 @@ fn compensation_resolve_one_and_all() {
             }],
             resolved: 1,
             still_pending: 0,
+            unreachable: false,
         }),
     });
     assert_eq!(cmds, vec![Command::RefreshNow]);
@@ -523,6 +525,7 @@ fn compensation_resolve_one_and_all() {
             resolutions: Vec::new(),
             resolved: 0,
             still_pending: 0,
+            unreachable: false,
         }),
     });
     a.update(code(KeyCode::Esc));
