@@ -51,6 +51,28 @@ pub fn redis_error(label: &str, err: &RedisError) -> Error {
             | ServerErrorKind::BusyLoading
             | ServerErrorKind::TryAgain,
         ) => Error::unavailable(format!("Redis at {label} is not serving: {detail}")),
+        // A primary demoted under the console (a failover in progress): nothing was written;
+        // the next call finds the new primary.
+        ErrorKind::Server(ServerErrorKind::ReadOnly) => Error::unavailable(format!(
+            "Redis at {label} answered READONLY: the node is a replica now (a failover?); nothing was written, try again"
+        )),
         _ => Error::internal(format!("Redis at {label} answered with an error: {detail}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_demoted_primary_is_unavailable_not_internal() {
+        let e = RedisError::from((
+            ErrorKind::Server(ServerErrorKind::ReadOnly),
+            "READONLY",
+            "You can't write against a read only replica.".to_string(),
+        ));
+        let mapped = redis_error("redis://x:1", &e);
+        assert_eq!(mapped.kind, Kind::Unavailable, "{}", mapped.message);
+        assert_eq!(mapped.kind.exit_code(), 3);
     }
 }
