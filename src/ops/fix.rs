@@ -182,7 +182,16 @@ pub async fn fix(
         .into_iter()
         .filter(|v| repair::plan(v) != Plan::Nothing)
         .collect();
-    let mut rows: Vec<FixProduct> = work.iter().map(row).collect();
+    let mut rows: Vec<FixProduct> = work
+        .iter()
+        .map(|v| FixProduct {
+            node: redis
+                .node_for_key(&v.keys.stock)
+                .ok()
+                .map(|n| n.addr.clone()),
+            ..row(v)
+        })
+        .collect();
     if let Some(plan) = &opts.confirmed {
         for r in &mut rows {
             if let Some(seen) = plan.get(&r.product)
@@ -248,12 +257,6 @@ pub async fn fix(
     audit::record_many(db, &audits)
         .await
         .map_err(|e| db.error(&e))?;
-    for r in &mut rows {
-        r.node = redis
-            .node_for_key(&keys.product(activity, &product_id(&r.product)?).stock)
-            .ok()
-            .map(|n| n.addr.clone());
-    }
     let Some(err) = stop else {
         report.products = rows;
         return Ok(finished(report));
@@ -278,10 +281,6 @@ pub async fn fix(
     let mut report = finished(report);
     report.failure = Some(err.kind);
     Ok(report)
-}
-
-fn product_id(id: &str) -> Result<crate::domain::ProductId> {
-    crate::domain::ProductId::parse(id)
 }
 
 /// The products a fix looks at: the confirmed ones, or those the activity's books say need

@@ -12,6 +12,24 @@ use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 const PIPELINE_CHUNK: usize = 2000;
 
 impl RedisStore {
+    /// The connection of `addr`; without one, every command of `group` is answered with why.
+    fn node_or_fail(
+        &self,
+        addr: &str,
+        group: &[(usize, Keyed)],
+        results: &mut [Option<RedisResult<Value>>],
+    ) -> Option<std::sync::Arc<super::node::Node>> {
+        match self.node(addr) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                for (i, _) in group {
+                    results[*i] = Some(Err(e.clone()));
+                }
+                None
+            }
+        }
+    }
+
     /// Sends each ASK-redirected command to the node it names, after ASKING, one pipeline per
     /// node; their answers go into `results`. Returns those the importing node answered with
     /// MOVED (the migration finished meanwhile): they go again after a slot-map refresh.
@@ -27,14 +45,8 @@ impl RedisStore {
         }
         let mut again = Vec::new();
         for (addr, group) in by_node {
-            let node = match self.node(&addr) {
-                Ok(n) => n,
-                Err(e) => {
-                    for (i, _) in group {
-                        results[i] = Some(Err(e.clone()));
-                    }
-                    continue;
-                }
+            let Some(node) = self.node_or_fail(&addr, &group, results) else {
+                continue;
             };
             let mut pipe = redis::pipe();
             pipe.ignore_errors();
@@ -98,14 +110,8 @@ impl RedisStore {
             }
             let mut jobs = Vec::new();
             for (addr, group) in groups {
-                let node = match self.node(&addr) {
-                    Ok(n) => n,
-                    Err(e) => {
-                        for (i, _) in group {
-                            results[i] = Some(Err(e.clone()));
-                        }
-                        continue;
-                    }
+                let Some(node) = self.node_or_fail(&addr, &group, &mut results) else {
+                    continue;
                 };
                 let mut group = group.into_iter().peekable();
                 while group.peek().is_some() {

@@ -99,24 +99,26 @@ impl RedisStore {
         commands: &[&str],
     ) -> RedisResult<Preflight> {
         let user = self.acl_user();
-        let mut denied = Vec::new();
-        let mut dryrun_works = true;
+        // Every command's DRYRUN in one pipeline: one round trip per node.
+        let mut pipe = redis::pipe();
+        pipe.ignore_errors();
         for c in commands {
-            let mut cmd = redis::cmd("ACL");
-            cmd.arg("DRYRUN").arg(&user);
+            let cmd = pipe.cmd("ACL").arg("DRYRUN").arg(&user);
             for w in c.split_whitespace() {
                 cmd.arg(if w == "$" { key } else { w });
             }
-            match node.query(&cmd).await {
-                Ok(Value::Okay) => {}
-                Ok(Value::SimpleString(s)) if s == "OK" => {}
+        }
+        let replies = node.pipeline(&pipe).await?;
+        let mut denied = Vec::new();
+        // An error reply (DRYRUN refused to this user, or unknown before Redis 7): the probe.
+        let mut dryrun_works = replies.len() == commands.len();
+        for (c, reply) in commands.iter().zip(&replies) {
+            match reply {
+                Value::Okay => {}
+                Value::SimpleString(s) if s == "OK" => {}
+                Value::ServerError(_) => dryrun_works = false,
                 // DRYRUN answers a denial as a bulk string that says why.
-                Ok(_) => denied.push((*c).to_string()),
-                Err(e) if super::node::is_connection_error(&e) => return Err(e),
-                Err(_) => {
-                    dryrun_works = false;
-                    break;
-                }
+                _ => denied.push((*c).to_string()),
             }
         }
         if dryrun_works {
