@@ -9,6 +9,7 @@ use crate::domain::order::OrderStatus;
 use crate::error::Result;
 use chrono::{DateTime, Utc};
 use std::collections::HashMap;
+use std::ops::{Bound, RangeBounds};
 
 /// Rows per page of an index walk.
 pub const PAGE: i64 = 1000;
@@ -193,47 +194,118 @@ pub struct Change {
     pub live: bool,
     /// When the order changed (`updated_at`).
     pub at: DateTime<Utc>,
+    /// When the order was written (`created_at`).
+    pub created: DateTime<Utc>,
 }
 
-/// One page of the activity's orders that changed at or after `since` (oldest change first),
-/// after `mark`: what changed, along the index on `updated_at`. Left out: live orders written
-/// before `since` (their change is a payment, which moves nothing in the books).
+/// Which changed orders a read of the feed takes: stamped within `lo` and `hi`, leaving out
+/// live orders created before `created_since` (when given: their change is a payment, which
+/// moves nothing in the books).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub lo: Bound<DateTime<Utc>>,
+    pub hi: Bound<DateTime<Utc>>,
+    pub created_since: Option<DateTime<Utc>>,
+}
+
+impl Span {
+    /// Every change stamped within `lo` and `hi`.
+    pub fn between(lo: Bound<DateTime<Utc>>, hi: Bound<DateTime<Utc>>) -> Self {
+        Span {
+            lo,
+            hi,
+            created_since: None,
+        }
+    }
+
+    /// Whether a change stamped `at` is within the span's stamps.
+    pub fn holds(&self, at: &DateTime<Utc>) -> bool {
+        (self.lo, self.hi).contains(at)
+    }
+
+    /// The `WHERE` clause after `activity_id = ?`, and its arguments.
+    fn clause(&self) -> (String, Vec<Arg>) {
+        let mut sql = String::new();
+        let mut args = Vec::new();
+        for (bound, incl, excl) in [(self.lo, ">=", ">"), (self.hi, "<=", "<")] {
+            match bound {
+                Bound::Included(t) => {
+                    sql.push_str(&format!(" AND updated_at {incl} ?"));
+                    args.push(Arg::Time(t));
+                }
+                Bound::Excluded(t) => {
+                    sql.push_str(&format!(" AND updated_at {excl} ?"));
+                    args.push(Arg::Time(t));
+                }
+                Bound::Unbounded => {}
+            }
+        }
+        if let Some(created) = self.created_since {
+            sql.push_str(&format!(" AND (created_at >= ? OR NOT {LIVE_SQL})"));
+            args.push(Arg::Time(created));
+        }
+        (sql, args)
+    }
+}
+
+/// One page of the activity's orders in `span` (oldest change first), after `mark`: what
+/// changed, along the index on `updated_at`.
 pub async fn changes_page(
     tx: &mut Tx,
     activity: &ActivityId,
-    since: DateTime<Utc>,
+    span: &Span,
     mark: Option<&Mark>,
 ) -> Result<Vec<Change>> {
+    let (clause, rest) = span.clause();
     let mut sql = format!(
-        "SELECT product_id, request_id, quantity, status, updated_at \
-         FROM seckill_order WHERE activity_id = ? AND updated_at >= ? \
-         AND (created_at >= ? OR NOT {LIVE_SQL})"
+        "SELECT product_id, request_id, quantity, status, updated_at, created_at \
+         FROM seckill_order WHERE activity_id = ?{clause}"
     );
-    let mut args = vec![
-        Arg::from(activity.as_str()),
-        Arg::Time(since),
-        Arg::Time(since),
-    ];
+    let mut args = vec![Arg::from(activity.as_str())];
+    args.extend(rest);
     if let Some((at, rid)) = mark {
         sql.push_str(" AND updated_at >= ? AND (updated_at > ? OR request_id > ?)");
         args.extend([Arg::Time(*at), Arg::Time(*at), Arg::from(rid.as_str())]);
     }
     sql.push_str(&format!(" ORDER BY updated_at, request_id LIMIT {PAGE}"));
-    type Row = (String, String, i64, String, DateTime<Utc>);
+    type Row = (String, String, i64, String, DateTime<Utc>, DateTime<Utc>);
     let rows: Vec<Row> = tx
         .fetch_all_as(&sql, &args)
         .await
         .map_err(|e| tx.db().error(&e))?;
     Ok(rows
         .into_iter()
-        .map(|(product, request_id, quantity, status, at)| Change {
-            product,
-            request_id,
-            quantity,
-            live: OrderStatus::spelled_live(&status),
-            at,
-        })
+        .map(
+            |(product, request_id, quantity, status, at, created)| Change {
+                product,
+                request_id,
+                quantity,
+                live: OrderStatus::spelled_live(&status),
+                at,
+                created,
+            },
+        )
         .collect())
+}
+
+/// How many orders of the activity changed within `span` (its `created_since` ignored),
+/// counted by the database along its index on `updated_at` alone: no row is read.
+pub async fn count_changes(tx: &mut Tx, activity: &ActivityId, span: &Span) -> Result<i64> {
+    let span = Span {
+        created_since: None,
+        ..*span
+    };
+    let (clause, rest) = span.clause();
+    let mut args = vec![Arg::from(activity.as_str())];
+    args.extend(rest);
+    let rows: Vec<(i64,)> = tx
+        .fetch_all_as(
+            &format!("SELECT COUNT(*) FROM seckill_order WHERE activity_id = ?{clause}"),
+            &args,
+        )
+        .await
+        .map_err(|e| tx.db().error(&e))?;
+    Ok(rows.into_iter().next().map_or(0, |(n,)| n))
 }
 
 /// The latest change of any order of the activity (an index seek): where a feed of changes

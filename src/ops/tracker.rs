@@ -15,8 +15,9 @@
 //! 2. for a product without books in memory, its checkpoint, if it is still valid;
 //! 3. the events since the books' position, up to the cut, applied ([`Books::apply`]);
 //! 4. in one read snapshot of the database: the orders that changed since the last refresh
-//!    (a page walk along the index on `updated_at`, re-reading a margin before the latest
-//!    change for commits that land late), the orders of the returns just seen, and the orders
+//!    (a page walk along the index on `updated_at`, from a margin before the latest change
+//!    for commits that land late; a tracker that stays open tallies the margin it already read
+//!    instead, [`super::feed`]), the orders of the returns just seen, and the orders
 //!    of deductions about to count as orphaned (IN lists: an order that landed later than the
 //!    margin is found before it could raise an alarm);
 //! 5. when due (every read of a command; every `verify_every` in the live view), the sum of
@@ -26,9 +27,10 @@
 //!    settled from scratch: both sides read to the end, in bounded pages;
 //! 7. the books are saved as the product's checkpoint (not in read-only mode).
 
+use super::feed::OrderFeed;
 use super::integrity;
 use super::snapshot::{self, Cost, Interleave, ProductAtCut, ProductView, Snapshot, Stage};
-use crate::db::cut::{self as db_cut, Change, Mark};
+use crate::db::cut::{self as db_cut, Change};
 use crate::db::{Db, Tx, activity as activities};
 use crate::domain::books::{Books, HashOf, MAX_BAD_ENTRIES, OrderState, stamp_to_redis};
 use crate::domain::events::{Event, EventId};
@@ -70,6 +72,9 @@ pub struct TrackerOptions {
     pub details: bool,
     /// Products whose ledger and buyers hash one refresh sweeps a page of each.
     pub sweep_products: usize,
+    /// The feed of changed orders counts the margin it read before instead of reading it
+    /// again (a tracker that stays open, [`super::feed`]).
+    pub count_margin: bool,
     /// Called between the reads (tests only).
     pub interleave: Interleave,
 }
@@ -91,6 +96,7 @@ impl TrackerOptions {
             fresh: false,
             details: false,
             sweep_products: 2,
+            count_margin: true,
             interleave: Interleave::default(),
         }
     }
@@ -101,6 +107,7 @@ impl TrackerOptions {
             verify_every: Duration::ZERO,
             details: true,
             sweep_products: 16,
+            count_margin: false,
             save_every: (!read_only).then_some(Duration::ZERO),
             ..Self::live(grace, read_only)
         }
@@ -187,6 +194,10 @@ pub struct Tracker {
     last_save: Option<Instant>,
     /// Changes (request, updated_at in µs) applied while inside the feed's margin.
     processed: HashSet<(String, i64), RidState>,
+    /// The feed of changed orders, with what it read inside the margin.
+    feed: OrderFeed,
+    /// The earliest change the last refresh left for its event (read again by the next).
+    redo: Option<chrono::DateTime<Utc>>,
     /// Requests whose order this tracker saw land, while inside the margin (their payment is
     /// the next change the feed shows, and moves nothing).
     backed_recently: RidMap<i64>,
@@ -205,12 +216,13 @@ impl Tracker {
     pub fn new(activity: ActivityId, opts: TrackerOptions) -> Self {
         Tracker {
             activity,
-            opts,
             kept: HashMap::new(),
             unkept: HashMap::new(),
             last_verify: None,
             last_save: None,
             processed: HashSet::default(),
+            feed: OrderFeed::new(opts.count_margin),
+            redo: None,
             backed_recently: RidMap::default(),
             // Commands each read once: starting from the clock, their sweeps go round the
             // products of an activity with more products than one sweep takes.
@@ -219,6 +231,7 @@ impl Tracker {
             clock: ClockSkew::default(),
             cost: RefreshCost::default(),
             evicted: HashMap::new(),
+            opts,
         }
     }
 
@@ -228,6 +241,9 @@ impl Tracker {
 
     /// The same books, read with other options from now on.
     pub fn with_options(mut self, opts: TrackerOptions) -> Self {
+        if opts.count_margin != self.opts.count_margin {
+            self.feed = OrderFeed::new(opts.count_margin);
+        }
         self.opts = opts;
         self
     }
@@ -273,6 +289,8 @@ impl Tracker {
             Err(e) => {
                 // A refresh that failed half way may have moved books half way: start over.
                 self.kept.clear();
+                self.feed = OrderFeed::new(self.opts.count_margin);
+                self.redo = None;
                 return Err(e);
             }
         };
@@ -625,7 +643,8 @@ impl Tracker {
         let Some(from) = self.feed_from(items, moving, margin) else {
             return Ok(());
         };
-        let all = self.walk_changes(tx, from).await?;
+        let all = self.feed.read(tx, &self.activity, from, self.redo).await?;
+        self.cost.changes += self.feed.cost.rows;
         let latest = all.iter().map(|d| d.at).max();
         for &i in moving {
             // Redis's clock at the cut, read before the database's snapshot began: one clock
@@ -649,7 +668,13 @@ impl Tracker {
         let index: HashMap<&str, usize> = moving.iter().map(|&i| (items[i].id(), i)).collect();
         let mut applied: Vec<(String, i64)> = Vec::new();
         let mut ask: HashMap<usize, Vec<&Change>> = HashMap::new();
+        let mut asked: Vec<&Change> = Vec::new();
         for c in &all {
+            // A payment of an order created before the margin moves nothing in the books (a
+            // feed that stays open reads it, to count its margin).
+            if c.live && c.created < from {
+                continue;
+            }
             let key = (c.request_id.clone(), c.at.timestamp_micros());
             if self.processed.contains(&key) {
                 continue;
@@ -661,14 +686,27 @@ impl Tracker {
                 applied.push(key);
             } else {
                 ask.entry(i).or_default().push(c);
+                asked.push(c);
             }
         }
-        applied.extend(self.place_from_ledger(redis, items, ask).await?);
+        let from_ledger = self.place_from_ledger(redis, items, ask).await?;
+        // A change left for its event is read again by the next refresh.
+        let placed: HashSet<(&str, i64)> = from_ledger
+            .iter()
+            .map(|(r, at)| (r.as_str(), *at))
+            .collect();
+        self.redo = asked
+            .iter()
+            .filter(|c| !placed.contains(&(c.request_id.as_str(), c.at.timestamp_micros())))
+            .map(|c| c.at)
+            .min();
+        applied.extend(from_ledger);
         // Remembered until the margin has moved past them.
         let keep = keep_from.timestamp_micros();
         self.processed.extend(applied);
         self.processed.retain(|(_, at)| *at >= keep);
         self.backed_recently.retain(|_, at| *at >= keep);
+        self.feed.forget_before(keep_from);
         Ok(())
     }
 
@@ -684,27 +722,6 @@ impl Tracker {
             .iter()
             .filter_map(|&i| self.kept.get(items[i].id())?.feed.map(|f| f.from(margin)))
             .min()
-    }
-
-    /// Every order of the activity that changed at or after `from`, in index pages.
-    async fn walk_changes(
-        &mut self,
-        tx: &mut Tx,
-        from: chrono::DateTime<Utc>,
-    ) -> Result<Vec<Change>> {
-        let mut mark: Option<Mark> = None;
-        let mut all: Vec<Change> = Vec::new();
-        loop {
-            let page = db_cut::changes_page(tx, &self.activity, from, mark.as_ref()).await?;
-            let full = page.len() >= usize::try_from(db_cut::PAGE).unwrap_or(usize::MAX);
-            mark = page.last().map(|d| (d.at, d.request_id.clone()));
-            all.extend(page);
-            if !full {
-                break;
-            }
-        }
-        self.cost.changes += all.len() as u64;
-        Ok(all)
     }
 
     /// Places one change in its product's books when the books alone know where it goes;
