@@ -207,11 +207,9 @@ impl OrderFeed {
 
     /// Notes the stamp of every change read (a feed that stays open).
     fn remember(&mut self, changes: &[Change]) {
-        if self.stays_open {
-            for c in changes {
-                self.seen
-                    .insert(self.ids.hash_one(c.request_id.as_str()), c.at);
-            }
+        for c in changes {
+            self.seen
+                .insert(self.ids.hash_one(c.request_id.as_str()), c.at);
         }
     }
 

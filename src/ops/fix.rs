@@ -270,10 +270,7 @@ pub async fn fix(
         r.applied = false;
         r.error = Some(format!(
             "not applied{}: {} (a hold it left is finished by the next fix)",
-            r.node
-                .as_deref()
-                .map(|n| format!(" on {n}"))
-                .unwrap_or_default(),
+            super::repair::on_node(r.node.as_deref()),
             err.message
         ));
     }

@@ -155,10 +155,7 @@ pub async fn set_paused(
                 }
                 row.error = Some(format!(
                     "not applied in Redis{}: {} (the database holds the {action}; `seckill-console fix {activity} --product {}` writes it to Redis)",
-                    row.node
-                        .as_deref()
-                        .map(|n| format!(" on {n}"))
-                        .unwrap_or_default(),
+                    super::repair::on_node(row.node.as_deref()),
                     crate::redis::describe(&e),
                     p.product_id
                 ));

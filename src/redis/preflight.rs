@@ -72,18 +72,18 @@ impl RedisStore {
                 _ => String::new(),
             },
         };
-        let stats = info::stats_from_info(&text);
-        Ok(match stats.server {
+        let mut server = info::stats_from_info(&text).server;
+        // ROLE's answer, as the fallback above spells it, names a Sentinel too.
+        if server.is_none() && text.contains("role:sentinel") {
+            server = Some(info::ServerRole::Sentinel);
+        }
+        Ok(match server {
             Some(info::ServerRole::Replica(of)) => Some(format!(
                 "node {} is a replica (of {}): a write there fails with READONLY; point the console at the primary (or at Sentinel with --redis-sentinel)",
                 node.addr,
                 of.as_deref().unwrap_or("an unnamed primary")
             )),
             Some(info::ServerRole::Sentinel) => Some(format!(
-                "node {} is a Sentinel, not a data node: use --redis-sentinel {} --sentinel-master NAME",
-                node.addr, node.addr
-            )),
-            _ if text.contains("role:sentinel") => Some(format!(
                 "node {} is a Sentinel, not a data node: use --redis-sentinel {} --sentinel-master NAME",
                 node.addr, node.addr
             )),

@@ -234,6 +234,11 @@ impl Repaired {
     }
 }
 
+/// " on NODE" for a product's report line, or nothing when its node is not known.
+pub fn on_node(node: Option<&str>) -> String {
+    node.map(|n| format!(" on {n}")).unwrap_or_default()
+}
+
 /// A Redis error that stops the whole repair (unreachable, timed out, no permission); other
 /// errors belong to one product and are reported on it.
 pub fn fatal(redis: &RedisStore, e: &RedisError) -> Option<Error> {
