@@ -734,7 +734,17 @@ fn main() {
     // (d) the slowlog of everything the console sent, beside the probe's.
     let console_calls = (sent.get() + all_calls(&server)).saturating_sub(probe_calls);
     let stolen_ms = steal_ms(redis_cpu()) - steal_before;
-    let logged = rt.block_on(slowlog(&server));
+    // The benchmark's own resets (SLOWLOG RESET, CONFIG ...) are not the console's.
+    let logged: Vec<Slow> = rt
+        .block_on(slowlog(&server))
+        .into_iter()
+        .filter(|e| {
+            let word = |i: usize| e.args.get(i).map(|a| a.to_ascii_uppercase());
+            !(word(0).as_deref() == Some(b"CONFIG".as_slice())
+                || (word(0).as_deref() == Some(b"SLOWLOG".as_slice())
+                    && word(1).as_deref() == Some(b"RESET".as_slice())))
+        })
+        .collect();
     let (probe_slow, slow): (Vec<_>, Vec<_>) = logged.into_iter().partition(|e| {
         e.args.first().is_some_and(|a| a == b"XREVRANGE")
             && e.args.get(4).is_some_and(|a| a == b"count")
