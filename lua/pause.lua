@@ -5,8 +5,8 @@
 -- not sales). Preheat and fix write the same two fields from the database, so a Redis that lost
 -- them gets them back.
 --
--- KEYS[1..5] stock, meta, buyers, ledger, events of one {A:P} (as deduct.lua; only the meta
---            hash is written)
+-- KEYS[1..5] stock, meta, buyers, ledger, events of one {A:P} (as deduct.lua; the meta hash is
+--            written, and an event of no units appended when the stream is there)
 -- ARGV[1] '1' to pause, '0' to resume
 -- ARGV[2] the generation of this pause or resume in the database (seckill_product.pause_gen):
 --         Redis keeps the newest, so two operators pressing at once end as the database does
@@ -32,5 +32,11 @@ if have > tonumber(gen) then
 end
 local was = (f[1] == '1') and '1' or '0'
 redis.call('HSET', KEYS[2], 'paused', want, 'pause_gen', gen)
+-- An event of no units, as every script's write appends one: a live view that asks only
+-- whether the stream moved sees the pause at once. A stream that is gone stays gone (the
+-- product's lost piece, for a repair to rebuild).
+if redis.call('TYPE', KEYS[5])['ok'] == 'stream' then
+  redis.call('XADD', KEYS[5], '*', 'a', '0|')
+end
 local present = (redis.call('EXISTS', KEYS[1]) == 1) and 1 or 0
 return {1, was, present}

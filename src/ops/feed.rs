@@ -97,9 +97,11 @@ impl OrderFeed {
         // What was read before: up to the latest stamp read, included (an order stamped alike
         // that lands late changes its count), or up to a change left for later, excluded.
         let counted = match (self.read_to, self.covers_from) {
+            // A change left at the latest stamp itself is read again too: the count of the
+            // stamps before it stands, the walk starts at it.
             (Some(to), Some(covers)) if covers <= from && from < to => match redo {
                 Some(r) if r <= from => None,
-                Some(r) if r < to => Some(Excluded(r)),
+                Some(r) if r <= to => Some(Excluded(r)),
                 _ => Some(Included(to)),
             },
             _ => None,
@@ -306,10 +308,19 @@ mod tests {
     }
 
     async fn read(feed: &mut OrderFeed, db: &Db, from: DateTime<Utc>) -> Vec<String> {
+        read_redo(feed, db, from, None).await
+    }
+
+    async fn read_redo(
+        feed: &mut OrderFeed,
+        db: &Db,
+        from: DateTime<Utc>,
+        redo: Option<DateTime<Utc>>,
+    ) -> Vec<String> {
         let a = ActivityId::parse("a").expect("id");
         let mut tx = db_cut::begin(db, &a).await.expect("snapshot");
         let mut got: Vec<String> = feed
-            .read(&mut tx, &a, from, None)
+            .read(&mut tx, &a, from, redo)
             .await
             .expect("read")
             .into_iter()
@@ -370,6 +381,31 @@ mod tests {
         let got = read(&mut feed, &db, at(3_000)).await;
         assert!(got.contains(&"late2".to_string()));
         assert!(read(&mut feed, &db, at(3_000)).await.is_empty());
+    }
+
+    /// An order read before its deduction's event (the cut older than the database's read)
+    /// is left for the next refresh, which reads it again even when it is the latest change
+    /// (a quiet product's first sale: the order was the one new row).
+    #[tokio::test]
+    async fn a_change_left_for_its_event_is_read_again_even_at_the_latest_stamp() {
+        let (_dir, db) = db().await;
+        let t0 = Utc::now() - Duration::seconds(60);
+        let at = |ms: i64| t0 + Duration::milliseconds(ms);
+        order(&db, "a", at(0)).await;
+        order(&db, "b", at(500)).await;
+        let mut feed = OrderFeed::new(true);
+        assert_eq!(read(&mut feed, &db, at(0)).await, vec!["a", "b"]);
+        order(&db, "first-sale", at(1_000)).await;
+        assert_eq!(read(&mut feed, &db, at(0)).await, vec!["first-sale"]);
+        // Left for its event: the next read, told so, gives it again, and only it.
+        assert_eq!(
+            read_redo(&mut feed, &db, at(0), Some(at(1_000))).await,
+            vec!["first-sale"]
+        );
+        assert!(
+            read(&mut feed, &db, at(0)).await.is_empty(),
+            "placed: not again"
+        );
     }
 
     #[tokio::test]

@@ -12,11 +12,6 @@ use crate::redis::reply::{bytes, is_wrong_type, pairs};
 use crate::redis::{Keyed, ProductKeys, RedisStore};
 use redis::{RedisResult, Value};
 
-/// The COUNT hint of a sweep page: small, because the sweep runs on every refresh of the live
-/// view: 100 took 1.6 ms of Redis on a million-entry ledger of a slow machine (footprint
-/// benchmark, SLOWLOG), 25 a quarter of that.
-const SWEEP_COUNT: usize = 25;
-
 /// Whether `raw` is what the scripts accept in `hash` (for `field`).
 fn readable(hash: HashOf, field: &str, raw: &[u8]) -> bool {
     match hash {
@@ -86,15 +81,27 @@ pub async fn recheck(
     Ok(())
 }
 
-/// Reads the next sweep page of the ledger and of the buyers hash of up to `budget`
+/// How much one sweep reads: a page of `count` entries (HSCAN's COUNT hint) of the ledger and
+/// of the buyers hash of `products` products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SweepBudget {
+    pub products: usize,
+    pub count: usize,
+}
+
+/// Reads the next sweep page of the ledger and of the buyers hash of up to `budget.products`
 /// products, starting at the `start`-th (round robin over calls), pipelined; returns where the
 /// next call starts.
 pub async fn sweep(
     redis: &RedisStore,
     items: &mut [(&ProductKeys, &mut Books)],
     start: usize,
-    budget: usize,
+    budget: SweepBudget,
 ) -> RedisResult<usize> {
+    let SweepBudget {
+        products: budget,
+        count,
+    } = budget;
     let n = items.len();
     if n == 0 || budget == 0 {
         return Ok(start);
@@ -112,7 +119,7 @@ pub async fn sweep(
                 .arg(key)
                 .arg(books.sweep.cursor(hash))
                 .arg("COUNT")
-                .arg(SWEEP_COUNT)
+                .arg(count)
                 .clone();
             Keyed::new(key, cmd)
         })

@@ -14,6 +14,7 @@ pub mod memory_gate;
 pub mod pause;
 pub mod preheat;
 pub mod progress;
+pub mod quiet;
 pub mod repair;
 pub mod report;
 pub mod snapshot;

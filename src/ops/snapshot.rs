@@ -20,11 +20,12 @@ use crate::domain::rid_hash::RidSet;
 use crate::domain::stock::{LedgerEntry, ProductStatus, State, StockValue, Truth};
 use crate::domain::{Activity, ActivityId, Product};
 use crate::error::{Error, Result};
-use crate::redis::cut::ProductCut;
-use crate::redis::events::{self, PAGE};
+use crate::redis::cut::{self, ProductCut};
+use crate::redis::events::{self, PAGE, Page};
 use crate::redis::ledger::{self, Lookup};
 use crate::redis::{KeySpace, ProductKeys, RedisStore};
 use chrono::{DateTime, Utc};
+use redis::RedisResult;
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
@@ -431,19 +432,36 @@ fn discrepancy_shown(books: &Books) -> Option<String> {
 /// if the snapshot already holds them, belong to after the cut. Read after the database
 /// snapshot was taken, so none is missed.
 async fn after_cut(redis: &RedisStore, items: &[&ProductAtCut]) -> Result<Vec<RidSet>> {
-    let asks: Vec<(&ProductKeys, EventId)> = items
+    // Which streams moved since their cut (a hundred to an XREAD on a single server); only
+    // those are read.
+    let cuts: Vec<(&ProductKeys, EventId)> = items
+        .iter()
+        .filter_map(|i| Some((&i.keys, i.cut.position?)))
+        .collect();
+    let moved = cut::moved_after(redis, &cuts)
+        .await
+        .map_err(|e| redis.error(&e))?;
+    let mut moved = moved.into_iter();
+    let ahead: Vec<&ProductAtCut> = items
+        .iter()
+        .copied()
+        .filter(|i| i.cut.position.is_some() && moved.next().unwrap_or(true))
+        .collect();
+    let asks: Vec<(&ProductKeys, EventId)> = ahead
         .iter()
         .map(|i| (&i.keys, i.cut.position.unwrap_or(EventId::ZERO)))
         .collect();
-    let mut out = Vec::with_capacity(items.len());
-    for (item, page) in items
+    let mut pages: HashMap<&str, RedisResult<Page>> = ahead
         .iter()
+        .map(|i| i.id())
         .zip(events::after_many(redis, &asks, PAGE).await)
-    {
-        if item.cut.position.is_none() {
+        .collect();
+    let mut out = Vec::with_capacity(items.len());
+    for item in items {
+        let Some(page) = pages.remove(item.id()) else {
             out.push(RidSet::default());
             continue;
-        }
+        };
         let page = page.map_err(|e| redis.error(&e))?;
         let mut evs = page.events;
         if page.more

@@ -28,7 +28,8 @@
 //! 7. the books are saved as the product's checkpoint (not in read-only mode).
 
 use super::feed::OrderFeed;
-use super::integrity;
+use super::integrity::{self, SweepBudget};
+use super::quiet::{QuietCost, QuietOptions, Watchlist};
 use super::snapshot::{self, Cost, Interleave, ProductAtCut, ProductView, Snapshot, Stage};
 use crate::db::cut::{self as db_cut, Change};
 use crate::db::{Db, Tx, activity as activities};
@@ -37,7 +38,7 @@ use crate::domain::events::{Event, EventId};
 use crate::domain::rid_hash::{RidMap, RidState};
 use crate::domain::{ActivityId, Product};
 use crate::error::Result;
-use crate::redis::checkpoint::{self, Checkpoint, Feed};
+use crate::redis::checkpoint::{self, Checkpoint, Digest, Feed};
 use crate::redis::cut;
 use crate::redis::events::{self, PAGE};
 use crate::redis::ledger;
@@ -70,11 +71,14 @@ pub struct TrackerOptions {
     /// Hand out every unbacked deduction and unledgered order with the snapshot (a fix needs
     /// them); else only the figures (the live view, which would copy them every second).
     pub details: bool,
-    /// Products whose ledger and buyers hash one refresh sweeps a page of each.
-    pub sweep_products: usize,
+    /// How much of the products' ledgers and buyers hashes one refresh sweeps.
+    pub sweep: SweepBudget,
     /// The feed of changed orders counts the margin it read before instead of reading it
     /// again (a tracker that stays open, [`super::feed`]).
     pub count_margin: bool,
+    /// Quiet products are asked whether they moved instead of being read whole each refresh
+    /// (a tracker that stays open, [`super::quiet`]); None: every product read whole.
+    pub quiet: Option<QuietOptions>,
     /// Called between the reads (tests only).
     pub interleave: Interleave,
 }
@@ -95,8 +99,18 @@ impl TrackerOptions {
             save_every: (!read_only).then_some(Duration::from_secs(10)),
             fresh: false,
             details: false,
-            sweep_products: 2,
+            // The sweep reads entries nobody else touches, the coldest memory of Redis: on a
+            // VM whose idle pages come back slowly an entry cost up to 60 us (HSCANs of 25
+            // at 1.4 ms after 40 s idle, 82 us warm; footprint benchmark, 2026-12-03). Four
+            // pages of 5 keep a refresh's sweep near a millisecond there, at the price of a
+            // slower round of a big hash (a million entries: 2.3 days at 1 Hz; one of 1,000:
+            // 200 s).
+            sweep: SweepBudget {
+                products: 2,
+                count: 5,
+            },
             count_margin: true,
+            quiet: Some(QuietOptions::default()),
             interleave: Interleave::default(),
         }
     }
@@ -106,8 +120,12 @@ impl TrackerOptions {
         TrackerOptions {
             verify_every: Duration::ZERO,
             details: true,
-            sweep_products: 16,
+            sweep: SweepBudget {
+                products: 16,
+                count: 25,
+            },
             count_margin: false,
+            quiet: None,
             save_every: (!read_only).then_some(Duration::ZERO),
             ..Self::live(grace, read_only)
         }
@@ -127,10 +145,14 @@ pub struct RefreshCost {
     pub resumed: u64,
     /// Products settled from scratch (no books, or books that did not add up).
     pub settled: u64,
+    /// Checkpoints written (products whose books moved since the last save).
+    pub saved: u64,
     /// True when this refresh compared the sums of live orders.
     pub verified: bool,
     /// What the settles read.
     pub settle: Cost,
+    /// Products read whole, asked or left resting ([`super::quiet`]).
+    pub quiet: QuietCost,
 }
 
 /// One product's books and where the feed of changed orders continues for it.
@@ -138,7 +160,24 @@ pub struct RefreshCost {
 struct Kept {
     books: Books,
     feed: Option<Feed>,
+    /// The product's checkpoint as loaded or last saved: books that did not move since are
+    /// not written again.
+    saved: Option<Saved>,
 }
+
+/// What a product's checkpoint in Redis holds, as far as a save needs to know.
+#[derive(Clone, Copy, Debug)]
+struct Saved {
+    digest: Digest,
+    /// When it was saved (ms).
+    at_ms: i64,
+}
+
+/// A checkpoint whose books did not move but whose feed position did (orders of other products
+/// landed) is written at most this often: a later reader then reads at most this much more of
+/// the activity's order changes again, where writing it would cost four commands per product
+/// on every read (every checkpoint of the activity shares the feed's position).
+const FEED_SAVE_EVERY_MS: i64 = 60_000;
 
 /// How far the orders' stamps run ahead of Redis's clock, from the orders seen landing: each
 /// landing gives its stamp less its deduction's Redis time (the clocks' offset plus however
@@ -198,6 +237,8 @@ pub struct Tracker {
     feed: OrderFeed,
     /// The earliest change the last refresh left for its event (read again by the next).
     redo: Option<chrono::DateTime<Utc>>,
+    /// The last cut of every product, for a tracker that asks quiet products only.
+    watch: Option<Watchlist>,
     /// Requests whose order this tracker saw land, while inside the margin (their payment is
     /// the next change the feed shows, and moves nothing).
     backed_recently: RidMap<i64>,
@@ -223,6 +264,7 @@ impl Tracker {
             processed: HashSet::default(),
             feed: OrderFeed::new(opts.count_margin),
             redo: None,
+            watch: opts.quiet.map(Watchlist::new),
             backed_recently: RidMap::default(),
             // Commands each read once: starting from the clock, their sweeps go round the
             // products of an activity with more products than one sweep takes.
@@ -239,10 +281,21 @@ impl Tracker {
         &self.activity
     }
 
+    /// Reads every product whole on the next refresh: keys may have changed without a script
+    /// (a node evicted keys, restarted, or another primary took over).
+    pub fn recut(&mut self) {
+        if let Some(w) = &mut self.watch {
+            w.recut();
+        }
+    }
+
     /// The same books, read with other options from now on.
     pub fn with_options(mut self, opts: TrackerOptions) -> Self {
         if opts.count_margin != self.opts.count_margin {
             self.feed = OrderFeed::new(opts.count_margin);
+        }
+        if opts.quiet != self.opts.quiet {
+            self.watch = opts.quiet.map(Watchlist::new);
         }
         self.opts = opts;
         self
@@ -274,9 +327,19 @@ impl Tracker {
             .iter()
             .map(|p| keys.product(&self.activity, &p.product_id))
             .collect();
-        let cuts = cut::read(redis, &pkeys)
-            .await
-            .map_err(|e| redis.error(&e))?;
+        let cuts = match &mut self.watch {
+            Some(watch) => {
+                let ids: Vec<&str> = products.iter().map(|p| p.product_id.as_str()).collect();
+                let kept = &self.kept;
+                let cuts = watch
+                    .read(redis, &ids, &pkeys, |id| kept.contains_key(id))
+                    .await;
+                self.cost.quiet = watch.cost;
+                cuts
+            }
+            None => cut::read(redis, &pkeys).await,
+        }
+        .map_err(|e| redis.error(&e))?;
         self.opts.interleave.at(Stage::Cut).await;
         let items: Vec<ProductAtCut> = products
             .into_iter()
@@ -289,6 +352,9 @@ impl Tracker {
             Err(e) => {
                 // A refresh that failed half way may have moved books half way: start over.
                 self.kept.clear();
+                if let Some(w) = &mut self.watch {
+                    w.forget();
+                }
                 self.feed = OrderFeed::new(self.opts.count_margin);
                 self.redo = None;
                 return Err(e);
@@ -423,13 +489,15 @@ impl Tracker {
                 _ => resettle.push(i),
             }
         }
+        // The event the books stand at is still there: asked of the stream, unless the cut
+        // just read it as the newest.
         let asks: Vec<(usize, &ProductKeys, EventId)> = moving
             .iter()
             .filter_map(|&i| {
                 let at = self.kept.get(items[i].id())?.books.position;
                 Some((i, &items[i].keys, at))
             })
-            .filter(|(_, _, at)| *at != EventId::ZERO)
+            .filter(|(i, _, at)| *at != EventId::ZERO && items[*i].cut.position != Some(*at))
             .collect();
         let pairs: Vec<(&ProductKeys, EventId)> = asks.iter().map(|(_, k, at)| (*k, *at)).collect();
         let mut gone: HashSet<usize> = HashSet::new();
@@ -464,14 +532,9 @@ impl Tracker {
         }
         let fail = |e: redis::RedisError| redis.error(&e);
         integrity::recheck(redis, &mut checks).await.map_err(fail)?;
-        self.sweep_next = integrity::sweep(
-            redis,
-            &mut checks,
-            self.sweep_next,
-            self.opts.sweep_products,
-        )
-        .await
-        .map_err(fail)?;
+        self.sweep_next = integrity::sweep(redis, &mut checks, self.sweep_next, self.opts.sweep)
+            .await
+            .map_err(fail)?;
         Ok(())
     }
 
@@ -487,7 +550,8 @@ impl Tracker {
         if missing.is_empty() {
             return Ok(());
         }
-        let asks: Vec<&ProductKeys> = missing.iter().map(|i| &i.keys).collect();
+        let asks: Vec<(&ProductKeys, Option<EventId>)> =
+            missing.iter().map(|i| (&i.keys, i.cut.position)).collect();
         let found = checkpoint::load_many(redis, &asks)
             .await
             .map_err(|e| redis.error(&e))?;
@@ -498,11 +562,16 @@ impl Tracker {
             // A checkpoint beyond the cut was written after a newer state than Redis holds.
             if item.cut.position.is_some_and(|at| c.books.position <= at) {
                 self.cost.resumed += 1;
+                let saved = Saved {
+                    digest: checkpoint::digest(&c, item.cut.meta.expire_at),
+                    at_ms: c.saved_ms.unwrap_or(0),
+                };
                 self.kept.insert(
                     item.id().to_string(),
                     Kept {
                         books: c.books,
                         feed: c.feed,
+                        saved: Some(saved),
                     },
                 );
             }
@@ -517,18 +586,23 @@ impl Tracker {
         items: &[ProductAtCut],
         moving: &[usize],
     ) -> Result<Vec<Vec<Event>>> {
-        let asks: Vec<(&ProductKeys, EventId)> = moving
+        // Only the products whose stream moved past their books are asked.
+        let ahead: Vec<(usize, EventId)> = moving
             .iter()
-            .map(|&i| {
+            .filter_map(|&i| {
                 let from = self
                     .kept
                     .get(items[i].id())
                     .map_or(EventId::ZERO, |k| k.books.position);
-                (&items[i].keys, from)
+                (items[i].cut.position != Some(from)).then_some((i, from))
             })
             .collect();
-        let mut out = Vec::with_capacity(moving.len());
-        for ((&i, (k, from)), page) in moving
+        let asks: Vec<(&ProductKeys, EventId)> = ahead
+            .iter()
+            .map(|&(i, from)| (&items[i].keys, from))
+            .collect();
+        let mut read: HashMap<usize, Vec<Event>> = HashMap::new();
+        for ((&(i, from), (k, _)), page) in ahead
             .iter()
             .zip(&asks)
             .zip(events::after_many(redis, &asks, PAGE).await)
@@ -546,11 +620,14 @@ impl Tracker {
                         .map_err(|e| redis.error(&e))?,
                 );
             }
-            evs.retain(|e| e.id > *from && e.id <= cut_at);
+            evs.retain(|e| e.id > from && e.id <= cut_at);
             self.cost.events += evs.len() as u64;
-            out.push(evs);
+            read.insert(i, evs);
         }
-        Ok(out)
+        Ok(moving
+            .iter()
+            .map(|i| read.remove(i).unwrap_or_default())
+            .collect())
     }
 
     /// Looks up the orders of backed deductions returned since the last refresh that the feed
@@ -907,6 +984,7 @@ impl Tracker {
                     Kept {
                         books,
                         feed: Some(Feed::seen(latest, item.cut.now_ms)),
+                        saved: None,
                     },
                 );
             } else {
@@ -926,26 +1004,52 @@ impl Tracker {
         if redis.read_only() || self.last_save.is_some_and(|t| t.elapsed() < every) {
             return Ok(());
         }
-        let saves: Vec<(&ProductKeys, Checkpoint, Option<i64>)> = items
-            .iter()
-            .filter_map(|item| {
-                let kept = self.kept.get(item.id())?;
-                // Books of an incident (a million orders after a key loss) are settled again
-                // by the next reader rather than written to Redis in full.
-                if kept.books.unbacked.len() + kept.books.unledgered.len() > MAX_SAVED {
-                    return None;
-                }
-                let checkpoint = Checkpoint {
-                    books: kept.books.clone(),
-                    feed: kept.feed,
-                };
-                Some((&item.keys, checkpoint, item.cut.meta.expire_at))
-            })
-            .collect();
+        let now_ms = Utc::now().timestamp_millis();
+        let mut saves: Vec<(&ProductKeys, Checkpoint, Option<i64>)> = Vec::new();
+        let mut digests: Vec<(&str, Digest)> = Vec::new();
+        for item in items {
+            let Some(kept) = self.kept.get(item.id()) else {
+                continue;
+            };
+            // Books of an incident (a million orders after a key loss) are settled again by
+            // the next reader rather than written to Redis in full.
+            if kept.books.unbacked.len() + kept.books.unledgered.len() > MAX_SAVED {
+                continue;
+            }
+            let checkpoint = Checkpoint {
+                books: kept.books.clone(),
+                feed: kept.feed,
+                saved_ms: None,
+            };
+            let digest = checkpoint::digest(&checkpoint, item.cut.meta.expire_at);
+            // Nothing new since the checkpoint was read or written: the next reader would
+            // find the same (a status of 100,000 quiet products wrote 400,000 commands).
+            if let Some(s) = kept.saved
+                && s.digest.books == digest.books
+                && (s.digest.feed == digest.feed || now_ms - s.at_ms < FEED_SAVE_EVERY_MS)
+            {
+                continue;
+            }
+            digests.push((item.id(), digest));
+            saves.push((&item.keys, checkpoint, item.cut.meta.expire_at));
+        }
+        self.cost.saved = saves.len() as u64;
         // A checkpoint only spares the next reader work: a user allowed only reads (or a
         // failing node) costs that, not this read.
-        if let Err(e) = checkpoint::save_many(redis, &saves).await {
-            tracing::warn!(error = %crate::redis::describe(&e), "the books were not saved as checkpoints");
+        match checkpoint::save_many(redis, &saves).await {
+            Ok(()) => {
+                for (id, digest) in digests {
+                    if let Some(k) = self.kept.get_mut(id) {
+                        k.saved = Some(Saved {
+                            digest,
+                            at_ms: now_ms,
+                        });
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %crate::redis::describe(&e), "the books were not saved as checkpoints");
+            }
         }
         self.last_save = Some(Instant::now());
         Ok(())

@@ -35,6 +35,9 @@ pub struct Checkpoint {
     pub books: Books,
     /// Where the feed of changed orders continues.
     pub feed: Option<Feed>,
+    /// When it was saved (the saving console's clock, ms); None when not read
+    /// from Redis. [`to_fields`] writes the time of the save it is given instead.
+    pub saved_ms: Option<i64>,
 }
 
 /// Where a feed of changed orders stands: the latest change applied (the app servers' clock,
@@ -119,7 +122,7 @@ fn parse_unbacked(v: &str) -> Option<Unbacked> {
 pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
     let mut books = Books::default();
     let (mut pos, mut live, mut since) = (None, None, None);
-    let (mut seen_by, mut margin_read) = (None, false);
+    let (mut seen_by, mut margin_read, mut saved_ms) = (None, false, None);
     for (k, v) in fields {
         let k = std::str::from_utf8(k).ok()?;
         let v = std::str::from_utf8(v).ok()?;
@@ -137,7 +140,7 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
             "seen_by" if v.is_empty() => {}
             "seen_by" => seen_by = Some(v.parse::<i64>().ok()?),
             "margin_read" => margin_read = v == "1",
-            "saved" => {}
+            "saved" => saved_ms = v.parse::<i64>().ok(),
             "sweep" => books.sweep = parse_sweep(v)?,
             _ => match k.split_once('|') {
                 Some(("u", rid)) if !rid.is_empty() => {
@@ -168,7 +171,11 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
         seen_by_ms: seen_by,
         margin_read: margin_read && seen_by.is_some(),
     });
-    Some(Checkpoint { books, feed })
+    Some(Checkpoint {
+        books,
+        feed,
+        saved_ms,
+    })
 }
 
 /// The fields of a checkpoint.
@@ -263,19 +270,51 @@ fn scanned(r: RedisResult<Value>) -> RedisResult<Option<(u64, Fields)>> {
     Ok(Some((cursor, parts.get(1).map(pairs).unwrap_or_default())))
 }
 
-/// Reads the checkpoint of each product and keeps those still valid: the event they stand at
-/// is in the stream (a stream rolled back past it, or lost, makes it useless). The first
+/// The fields that say where the feed of changed orders stands (the rest are the books).
+const FEED_FIELDS: [&str; 3] = ["since", "seen_by", "margin_read"];
+
+/// What a save of `c` with expiry `expire_at` would write, as two numbers: the books' fields
+/// and the feed's (the time of the save left out). Equal numbers, the same fields: a reader
+/// that changed nothing compares them with the checkpoint's and writes nothing. The fields'
+/// hashes are added, so their order (the books' maps) does not matter.
+pub fn digest(c: &Checkpoint, expire_at: Option<i64>) -> Digest {
+    use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+    let hasher = BuildHasherDefault::<DefaultHasher>::default();
+    let mut d = Digest {
+        books: hasher.hash_one(expire_at),
+        feed: 0,
+    };
+    for field in to_fields(c, 0).iter().filter(|(f, _)| f != "saved") {
+        let sum = if FEED_FIELDS.contains(&field.0.as_str()) {
+            &mut d.feed
+        } else {
+            &mut d.books
+        };
+        *sum = sum.wrapping_add(hasher.hash_one(field));
+    }
+    d
+}
+
+/// A checkpoint's [`digest`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Digest {
+    pub books: u64,
+    pub feed: u64,
+}
+
+/// Reads the checkpoint of each `(product, the position its cut read, if any)` and keeps
+/// those still valid: the event they stand at is in the stream (a stream rolled back past it, or lost, makes it useless). The first
 /// HSCAN page of every product goes in one pipeline; bigger checkpoints are read on, page by
 /// page.
 pub async fn load_many(
     redis: &RedisStore,
-    keys: &[&ProductKeys],
+    keys: &[(&ProductKeys, Option<EventId>)],
 ) -> RedisResult<Vec<Option<Checkpoint>>> {
     let first = redis
-        .pipeline(keys.iter().map(|k| hscan(k, 0)).collect())
+        .pipeline(keys.iter().map(|(k, _)| hscan(k, 0)).collect())
         .await;
     let mut parsed: Vec<Option<Checkpoint>> = Vec::with_capacity(keys.len());
-    for (k, r) in keys.iter().zip(first) {
+    for ((k, _), r) in keys.iter().zip(first) {
         let Some((mut cursor, mut fields)) = scanned(r)? else {
             parsed.push(None);
             continue;
@@ -293,20 +332,28 @@ pub async fn load_many(
         fields.dedup_by(|a, b| a.0 == b.0);
         parsed.push(from_fields(&fields).filter(|c| c.books.position != EventId::ZERO));
     }
-    let asks: Vec<(&ProductKeys, EventId)> = keys
-        .iter()
-        .zip(&parsed)
-        .map(|(k, c)| (*k, c.as_ref().map_or(EventId::ZERO, |c| c.books.position)))
+    // Whether the event each stands at is still in its stream: asked, unless the caller's
+    // cut just read it as the newest.
+    let asked: Vec<usize> = (0..keys.len())
+        .filter(|&i| {
+            parsed[i]
+                .as_ref()
+                .is_some_and(|c| keys[i].1 != Some(c.books.position))
+        })
         .collect();
-    let mut out = Vec::with_capacity(keys.len());
-    for (c, found) in parsed
-        .into_iter()
+    let asks: Vec<(&ProductKeys, EventId)> = asked
+        .iter()
+        .filter_map(|&i| Some((keys[i].0, parsed[i].as_ref()?.books.position)))
+        .collect();
+    for (&i, found) in asked
+        .iter()
         .zip(super::events::exist_many(redis, &asks).await)
     {
-        let found = found?;
-        out.push(c.filter(|_| found));
+        if !found? {
+            parsed[i] = None;
+        }
     }
-    Ok(out)
+    Ok(parsed)
 }
 
 /// Writes each product's checkpoint: into a key of this save's own, then renamed over the
@@ -405,6 +452,7 @@ mod tests {
                 seen_by_ms: Some(1_700_000_001_500),
                 margin_read: true,
             }),
+            saved_ms: Some(9),
         };
         let fields: Vec<(Vec<u8>, Vec<u8>)> = to_fields(&c, 9)
             .into_iter()

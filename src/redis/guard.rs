@@ -22,6 +22,8 @@ pub const READ_COMMANDS: &[&str] = &[
     "HSCAN",
     "XRANGE",
     "XREVRANGE",
+    // Never sent with BLOCK: the live view asks which streams moved and goes on.
+    "XREAD",
     "XLEN",
     "SCAN",
     "PING",

@@ -46,6 +46,12 @@ impl Node {
         }
     }
 
+    /// How many connections this node has opened: a new one means the last was lost (a
+    /// restart, a failover, a timeout), and whatever was read before may have changed.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Relaxed)
+    }
+
     /// The failure of a moment ago, as this call's error: the server is not asked again
     /// until [`Node::quiet_for`] has passed since it failed.
     fn recent_failure(&self) -> Option<RedisError> {

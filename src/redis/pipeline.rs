@@ -4,12 +4,17 @@
 use super::errors::server_error_kind;
 use super::guard::{is_read_command, refusal};
 use super::{Keyed, RedisStore};
+use futures::StreamExt;
 use futures::future::join_all;
 use redis::{ErrorKind, RedisError, RedisResult, ServerErrorKind, Value};
 
 /// Commands per pipeline chunk: big enough to amortise round trips, small enough that one chunk
 /// answers well inside the response timeout.
 const PIPELINE_CHUNK: usize = 2000;
+
+/// Chunks of one node in flight at once: enough to keep the node busy while a reply travels
+/// back, few enough that the last one sent is answered well inside the response timeout.
+const IN_FLIGHT: usize = 3;
 
 impl RedisStore {
     /// The connection of `addr`; without one, every command of `group` is answered with why.
@@ -108,11 +113,12 @@ impl RedisStore {
                     "no node serves the slot",
                 ))));
             }
-            let mut jobs = Vec::new();
+            let mut per_node = Vec::new();
             for (addr, group) in groups {
                 let Some(node) = self.node_or_fail(&addr, &group, &mut results) else {
                     continue;
                 };
+                let mut chunks = Vec::new();
                 let mut group = group.into_iter().peekable();
                 while group.peek().is_some() {
                     let mut pipe = redis::pipe();
@@ -124,13 +130,25 @@ impl RedisStore {
                         slots.push(item.slot);
                         pipe.add_command(item.cmd);
                     }
-                    let node = node.clone();
-                    jobs.push(async move {
-                        let outcome = node.pipeline(&pipe).await;
-                        (index, slots, pipe, outcome)
-                    });
+                    chunks.push((index, slots, pipe));
                 }
+                // A few chunks in flight per node, not all: the response timeout runs from each
+                // chunk's send, and a chunk queued behind a hundred others on the one
+                // connection would outlive it (100,000 products timed out at the default 1 s).
+                per_node.push(
+                    futures::stream::iter(chunks)
+                        .map(move |(index, slots, pipe)| {
+                            let node = node.clone();
+                            async move {
+                                let outcome = node.pipeline(&pipe).await;
+                                (index, slots, pipe, outcome)
+                            }
+                        })
+                        .buffer_unordered(IN_FLIGHT)
+                        .collect::<Vec<_>>(),
+                );
             }
+            let done: Vec<_> = join_all(per_node).await.into_iter().flatten().collect();
             let mut retry: Vec<(usize, Keyed)> = Vec::new();
             let mut again_later = false;
             let mut moved: Vec<(u16, String)> = Vec::new();
@@ -138,7 +156,7 @@ impl RedisStore {
             // which answers it only after ASKING. The slot map is right as it is: a refresh
             // would send the command back to the migrating node.
             let mut asked: Vec<(usize, Keyed, String)> = Vec::new();
-            for (index, slots, pipe, outcome) in join_all(jobs).await {
+            for (index, slots, pipe, outcome) in done {
                 let resend = |j: usize| -> Option<Keyed> {
                     let cmd = pipe.cmd_iter().nth(j)?.clone();
                     Some(Keyed {

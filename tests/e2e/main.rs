@@ -23,6 +23,7 @@ mod operators;
 mod partial_loss;
 mod preflight;
 mod preheat;
+mod quiet;
 mod read_only;
 mod reconcile;
 mod reshard;

@@ -210,3 +210,33 @@ pub async fn audit_rows(db: &Db) -> i64 {
         .expect("count");
     rows[0].0
 }
+
+/// `INFO commandstats` summed over every primary: per command (lower case), its calls and
+/// microseconds since the last `CONFIG RESETSTAT`.
+pub async fn commandstats(store: &RedisStore) -> HashMap<String, (u64, u64)> {
+    let mut out: HashMap<String, (u64, u64)> = HashMap::new();
+    let info = redis::cmd("INFO").arg("commandstats").clone();
+    for (_, reply) in store.on_nodes(&store.primaries(), &info).await {
+        let Ok(redis::Value::BulkString(b)) = reply else {
+            continue;
+        };
+        for line in String::from_utf8_lossy(&b).lines() {
+            let Some((name, rest)) = line
+                .strip_prefix("cmdstat_")
+                .and_then(|l| l.split_once(':'))
+            else {
+                continue;
+            };
+            let field = |key: &str| -> u64 {
+                rest.split(',')
+                    .find_map(|kv| kv.strip_prefix(key))
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0)
+            };
+            let e = out.entry(name.to_string()).or_default();
+            e.0 += field("calls=");
+            e.1 += field("usec=");
+        }
+    }
+    out
+}

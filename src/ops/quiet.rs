@@ -1,0 +1,267 @@
+//! Which products a live refresh reads whole, and which it only asks "did you move?".
+//!
+//! A cut reads seven commands per product ([`crate::redis::cut`]); on 10,000 quiet products
+//! that was 84,000 commands and 181 ms of Redis a second, to learn that nothing happened. Every
+//! write of the scripts appends an event to the product's stream (a pause too), so one XREAD of
+//! the streams after the positions of the last cut tells which products a script wrote: a
+//! hundred streams in one command on a single server (about 0.6 us of Redis a stream), one
+//! each in a cluster, where each stream sits in a slot of its own. A product that did not move
+//! keeps its last cut, at the new instant; one that moved is read whole in the same refresh.
+//!
+//! What the stream cannot show is a write outside the scripts: a key evicted, deleted or set
+//! by hand, a node restored from an older snapshot. Each product is therefore still read whole
+//! at least every `full_every` (in turns, so the refreshes share the work), every product is
+//! read whole after the node set changes, a connection is opened again (a restart, perhaps from
+//! an older snapshot) or a node evicts keys ([`Watchlist::recut`], from the status poll's INFO),
+//! and a product whose last cut showed anything wrong (a lost piece,
+//! an unreadable value) is read whole on every refresh until it is right again.
+//!
+//! Products that moved recently are read whole on every refresh (they are selling: a probe
+//! would only add a command). Products quiet for a while are asked every other refresh, half
+//! of them each time: such a product's first sale shows one refresh later, and until then the
+//! product shows its last cut at that cut's own instant (its books stand there), not a
+//! figure of one instant with the stock of another.
+
+use crate::domain::events::EventId;
+use crate::domain::stock::StockValue;
+use crate::redis::cut::{self, Clocks, ProductCut};
+use crate::redis::{ProductKeys, RedisStore};
+use redis::RedisResult;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+use std::time::{Duration, Instant};
+
+/// How the live view spreads its reads over quiet products.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QuietOptions {
+    /// Refreshes after a product last moved during which it is read whole every refresh.
+    pub hot: u64,
+    /// Refreshes a product stays quiet before it is asked only every other refresh.
+    pub slow_after: u64,
+    /// Every product is read whole at least this often (what the streams cannot show).
+    pub full_every: Duration,
+}
+
+impl Default for QuietOptions {
+    fn default() -> Self {
+        QuietOptions {
+            hot: 10,
+            slow_after: 30,
+            full_every: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What the last refresh did, per kind of read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QuietCost {
+    /// Products read whole.
+    pub whole: u64,
+    /// Products asked whether their stream moved (and found it had not).
+    pub asked: u64,
+    /// Products neither read nor asked: shown at their last cut.
+    pub resting: u64,
+}
+
+/// The last whole cut of a product and how long it has been quiet.
+#[derive(Clone, Debug)]
+struct Known {
+    cut: ProductCut,
+    /// The refresh that last saw it move.
+    moved_at: u64,
+    /// When it was last read whole.
+    whole_at: Instant,
+    /// Its turn: which refreshes ask it, and when its whole read falls due.
+    lane: u64,
+}
+
+/// What one refresh does with a product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Plan {
+    Whole,
+    Ask,
+    Rest,
+}
+
+/// The live view's memory of every product's last cut.
+#[derive(Debug)]
+pub struct Watchlist {
+    opts: QuietOptions,
+    known: HashMap<String, Known>,
+    refresh: u64,
+    /// The primaries at the last refresh and how many connections each had opened: another
+    /// set (a failover, a reshard) or a new connection (a restart, perhaps from an older
+    /// snapshot) reads every product whole.
+    primaries: Vec<(String, u64)>,
+    recut: bool,
+    pub cost: QuietCost,
+}
+
+/// True when the cut shows nothing wrong: a stock that is a number, a readable meta hash with
+/// its limit and counters, every key there, a stream position.
+fn sound(c: &ProductCut) -> bool {
+    matches!(c.stock, StockValue::Value(_))
+        && c.meta.corrupt.is_none()
+        && c.keys.foreign.is_none()
+        && c.position.is_some()
+        && c.active().is_some()
+        && c.lost().is_empty()
+}
+
+/// The same cut, the read's instant aside.
+fn same(a: &ProductCut, b: &ProductCut) -> bool {
+    a.stock == b.stock && a.meta == b.meta && a.position == b.position && a.keys == b.keys
+}
+
+impl Watchlist {
+    pub fn new(opts: QuietOptions) -> Self {
+        Watchlist {
+            opts,
+            known: HashMap::new(),
+            refresh: 0,
+            primaries: Vec::new(),
+            recut: false,
+            cost: QuietCost::default(),
+        }
+    }
+
+    /// Reads every product whole on the next refresh (keys may have gone without a script:
+    /// eviction, a restart, a failover).
+    pub fn recut(&mut self) {
+        self.recut = true;
+    }
+
+    /// Forgets every cut (the books they stood for were dropped).
+    pub fn forget(&mut self) {
+        self.known.clear();
+    }
+
+    fn plan(&self, id: &str, carried: bool, now: Instant) -> Plan {
+        let Some(k) = self.known.get(id).filter(|_| carried) else {
+            return Plan::Whole;
+        };
+        let quiet_for = self.refresh.saturating_sub(k.moved_at);
+        let due = now.duration_since(k.whole_at) >= self.opts.full_every;
+        if quiet_for <= self.opts.hot || due || !sound(&k.cut) {
+            Plan::Whole
+        } else if quiet_for <= self.opts.slow_after
+            || self.refresh.wrapping_add(k.lane).is_multiple_of(2)
+        {
+            Plan::Ask
+        } else {
+            Plan::Rest
+        }
+    }
+
+    /// The cut of every product for this refresh: `carried(id)` says whether the caller
+    /// holds books standing at the product's last cut (without them a product is read whole).
+    pub async fn read(
+        &mut self,
+        redis: &RedisStore,
+        ids: &[&str],
+        keys: &[ProductKeys],
+        carried: impl Fn(&str) -> bool,
+    ) -> RedisResult<Vec<ProductCut>> {
+        self.refresh += 1;
+        self.cost = QuietCost::default();
+        let primaries: Vec<(String, u64)> = redis
+            .primaries()
+            .iter()
+            .map(|n| (n.addr.clone(), n.generation()))
+            .collect();
+        if std::mem::take(&mut self.recut) || primaries != self.primaries {
+            self.known.clear();
+            self.primaries = primaries;
+        }
+        let now = Instant::now();
+        let mut plans: Vec<Plan> = ids
+            .iter()
+            .map(|id| self.plan(id, carried(id), now))
+            .collect();
+
+        let asked: Vec<usize> = (0..ids.len()).filter(|&i| plans[i] == Plan::Ask).collect();
+        if !asked.is_empty() {
+            // Asked products are sound, so their last cut has a position.
+            let asks: Vec<(&ProductKeys, EventId)> = asked
+                .iter()
+                .map(|&i| {
+                    let at = self.known.get(ids[i]).and_then(|k| k.cut.position);
+                    (&keys[i], at.unwrap_or(EventId::ZERO))
+                })
+                .collect();
+            let moved = cut::moved_after(redis, &asks).await?;
+            for (&i, moved) in asked.iter().zip(moved) {
+                if moved {
+                    plans[i] = Plan::Whole;
+                }
+            }
+        }
+
+        let whole: Vec<usize> = (0..ids.len())
+            .filter(|&i| plans[i] == Plan::Whole)
+            .collect();
+        let wanted: Vec<ProductKeys> = whole.iter().map(|&i| keys[i].clone()).collect();
+        let fresh = cut::read(redis, &wanted).await?;
+        let clocks = if whole.len() < ids.len() {
+            Some(Clocks::read(redis).await)
+        } else {
+            None
+        };
+
+        let mut out: Vec<Option<ProductCut>> = vec![None; ids.len()];
+        for (&i, c) in whole.iter().zip(fresh) {
+            let lane = BuildHasherDefault::<DefaultHasher>::default().hash_one(ids[i]);
+            let before = self.known.get(ids[i]);
+            let moved = before.is_none_or(|k| !same(&k.cut, &c));
+            let moved_at = match before {
+                Some(k) if !moved && sound(&c) => k.moved_at,
+                _ => self.refresh,
+            };
+            // Whole reads fall due in turns, not all in the same refresh a period after the
+            // first: a product first seen starts part of the way into its period.
+            let whole_at = match before {
+                Some(_) => now,
+                None => {
+                    let period = u64::try_from(self.opts.full_every.as_millis()).unwrap_or(0);
+                    let into = Duration::from_millis(lane.checked_rem(period).unwrap_or(0));
+                    now.checked_sub(into).unwrap_or(now)
+                }
+            };
+            self.known.insert(
+                ids[i].to_string(),
+                Known {
+                    cut: c.clone(),
+                    moved_at,
+                    whole_at,
+                    lane,
+                },
+            );
+            out[i] = Some(c);
+        }
+        self.cost.whole = whole.len() as u64;
+        for (i, plan) in plans.iter().enumerate() {
+            let Some(k) = self.known.get(ids[i]) else {
+                continue;
+            };
+            match plan {
+                Plan::Whole => {}
+                Plan::Ask => {
+                    // No script wrote since the cut: the product stands as it did, now.
+                    let mut c = k.cut.clone();
+                    if let Some(clocks) = &clocks {
+                        c.now_ms = clocks.of(redis, &keys[i]);
+                    }
+                    self.cost.asked += 1;
+                    out[i] = Some(c);
+                }
+                Plan::Rest => {
+                    self.cost.resting += 1;
+                    out[i] = Some(k.cut.clone());
+                }
+            }
+        }
+        out.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| {
+            redis::RedisError::from((redis::ErrorKind::Client, "a product was left without a cut"))
+        })
+    }
+}

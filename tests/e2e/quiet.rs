@@ -1,0 +1,334 @@
+//! The live view's quiet products (issue 22, item 1): a product nothing happened to costs a
+//! share of one XREAD per refresh, not a read of its keys; whatever a script writes (a sale, a
+//! pause) shows within two refreshes; a write outside the scripts shows at the product's next
+//! whole read, or at once on the signal that comes with it. A `status` where nothing happened
+//! writes nothing, and a read far bigger than one reply's timeout is sent in windows. Checked
+//! with Redis's own command counts (`INFO commandstats`) on a private server, standalone and
+//! cluster.
+
+use crate::harness::Topo;
+use crate::harness::fixtures::{buy, commandstats, import, live_window, product_keys, redis_cmd};
+use seckill_console::db::Db;
+use seckill_console::domain::ActivityId;
+use seckill_console::domain::stock::State;
+use seckill_console::ops::pause::set_paused;
+use seckill_console::ops::preheat::{PreheatOptions, preheat};
+use seckill_console::ops::progress::Silent;
+use seckill_console::ops::quiet::QuietOptions;
+use seckill_console::ops::snapshot::Snapshot;
+use seckill_console::ops::tracker::{Tracker, TrackerOptions};
+use seckill_console::redis::{KeySpace, RedisStore};
+use std::collections::HashMap;
+use std::time::Duration;
+
+const PRODUCTS: usize = 40;
+
+/// Calls per command on every primary since the last reset (`INFO commandstats`).
+async fn calls(store: &RedisStore) -> HashMap<String, u64> {
+    commandstats(store)
+        .await
+        .into_iter()
+        .map(|(name, (calls, _))| (name, calls))
+        .collect()
+}
+
+async fn reset_stats(store: &RedisStore) {
+    let reset = redis::cmd("CONFIG").arg("RESETSTAT").clone();
+    for (addr, r) in store.on_nodes(&store.primaries(), &reset).await {
+        r.unwrap_or_else(|e| panic!("CONFIG RESETSTAT on {addr}: {e}"));
+    }
+}
+
+fn product(snap: &Snapshot, id: &str) -> seckill_console::domain::stock::ProductStatus {
+    snap.products
+        .iter()
+        .find(|v| v.product.product_id.as_str() == id)
+        .map(|v| v.status.clone())
+        .unwrap_or_else(|| panic!("{id} not in the snapshot"))
+}
+
+struct Sale {
+    store: RedisStore,
+    db: Db,
+    keys: KeySpace,
+    id: ActivityId,
+    name: String,
+}
+
+impl Sale {
+    async fn open(topo: &Topo, db: Db, name: &str) -> Self {
+        let store = topo.store().await;
+        let ids: Vec<String> = (0..PRODUCTS).map(|i| format!("q{i:02}")).collect();
+        let products: Vec<(&str, i64, i64)> = ids.iter().map(|p| (p.as_str(), 100, 5)).collect();
+        import(&db, name, &products, live_window()).await;
+        let id = ActivityId::parse(name).expect("id");
+        let keys = KeySpace::default();
+        let r = preheat(
+            &store,
+            &db,
+            &keys,
+            &id,
+            &PreheatOptions {
+                force: false,
+                accept_eviction: false,
+                actor: "test".into(),
+                grace: Duration::from_secs(3600),
+                key_ttl_days: 7,
+                interleave: Default::default(),
+            },
+            &Silent,
+        )
+        .await
+        .expect("preheat");
+        assert_eq!(r.decision, "go");
+        Sale {
+            store,
+            db,
+            keys,
+            id,
+            name: name.to_string(),
+        }
+    }
+
+    fn tracker(&self, full_every: Duration) -> Tracker {
+        let mut opts = TrackerOptions::live(Duration::from_secs(3600), false);
+        opts.quiet = Some(QuietOptions {
+            hot: 1,
+            slow_after: 3,
+            full_every,
+        });
+        Tracker::new(self.id.clone(), opts)
+    }
+
+    async fn refresh(&self, t: &mut Tracker) -> Snapshot {
+        t.refresh(&self.store, &self.db, &self.keys)
+            .await
+            .expect("refresh")
+    }
+
+    /// Refreshes until every product has been quiet long enough to be asked every other time.
+    async fn settle(&self, t: &mut Tracker) {
+        for _ in 0..6 {
+            self.refresh(t).await;
+        }
+        assert_eq!(t.cost.quiet.whole, 0, "still reading whole: {:?}", t.cost);
+    }
+}
+
+async fn quiet_products_cost_a_share_of_an_xread(topo: Topo) {
+    let tdb = crate::harness::TestDb::sqlite();
+    let sale = Sale::open(&topo, tdb.open().await, "quiet1").await;
+    let mut t = sale.tracker(Duration::from_secs(3600));
+    sale.settle(&mut t).await;
+
+    // A quiet refresh: no product's keys read, half of them asked, the rest resting.
+    reset_stats(&sale.store).await;
+    let snap = sale.refresh(&mut t).await;
+    let c = calls(&sale.store).await;
+    let q = t.cost.quiet;
+    assert_eq!(q.whole, 0, "{q:?}");
+    assert_eq!(q.asked + q.resting, PRODUCTS as u64, "{q:?}");
+    assert!(
+        q.asked > 0 && q.resting > 0,
+        "half asked, half resting: {q:?}"
+    );
+    for read in ["get", "hmget", "type", "xrevrange", "xrange"] {
+        assert_eq!(c.get(read), None, "a quiet refresh sent {read}: {c:?}");
+    }
+    let xreads = c.get("xread").copied().unwrap_or(0);
+    if sale.store.is_cluster() {
+        assert_eq!(xreads, q.asked, "one XREAD per asked product: {c:?}");
+    } else {
+        assert_eq!(xreads, 1, "one XREAD for every asked product: {c:?}");
+    }
+    assert!(
+        snap.products.iter().all(|v| v.status.state == State::Ok),
+        "a preheated, quiet activity is ok"
+    );
+
+    // A sale shows within two refreshes, with its figures.
+    let before = product(&snap, "q07");
+    buy(&sale.store, &sale.db, &sale.name, "q07", "r1", "u1", 2).await;
+    let mut seen = None;
+    for _ in 0..2 {
+        let snap = sale.refresh(&mut t).await;
+        let p = product(&snap, "q07");
+        if p.redis_remaining != before.redis_remaining {
+            seen = Some(p);
+            break;
+        }
+    }
+    let p = seen.expect("the sale of q07 did not show within two refreshes");
+    assert_eq!(p.redis_remaining, Some(98));
+    assert_eq!(p.db_sold, 2);
+    assert_eq!(p.state, State::Ok, "{p:?}");
+
+    // A pause (another console's: the pause script appends an event) shows within two.
+    let only = vec!["q11".to_string()];
+    set_paused(
+        &sale.store,
+        &sale.db,
+        &sale.keys,
+        &sale.id,
+        Some(&only),
+        true,
+        ("other", "test"),
+    )
+    .await
+    .expect("pause");
+    let mut paused = false;
+    for _ in 0..2 {
+        let snap = sale.refresh(&mut t).await;
+        if product(&snap, "q11").paused {
+            paused = true;
+            break;
+        }
+    }
+    assert!(paused, "the pause of q11 did not show within two refreshes");
+
+    // A stock set by hand leaves no event: shown once the product is read whole, at once on
+    // a signal (the node evicted keys, a connection opened again).
+    sale.settle(&mut t).await;
+    let k = product_keys(&sale.name, "q20");
+    redis_cmd(&sale.store, &["INCRBY", &k.stock, "5"]).await;
+    t.recut();
+    let snap = sale.refresh(&mut t).await;
+    assert_eq!(t.cost.quiet.whole, PRODUCTS as u64, "{:?}", t.cost);
+    let p = product(&snap, "q20");
+    assert_eq!(p.redis_remaining, Some(105));
+    assert_ne!(
+        p.state,
+        State::Ok,
+        "a stock raised by hand is never ok: {p:?}"
+    );
+    sale.db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quiet_products_cost_a_share_of_an_xread_standalone() {
+    quiet_products_cost_a_share_of_an_xread(Topo::standalone()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quiet_products_cost_a_share_of_an_xread_cluster() {
+    quiet_products_cost_a_share_of_an_xread(Topo::cluster()).await;
+}
+
+/// Without a signal, a write outside the scripts shows at the product's next whole read:
+/// every product is read whole at least once per `full_every`, in turns.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_hand_written_stock_shows_within_the_whole_read_period() {
+    let topo = Topo::standalone();
+    let tdb = crate::harness::TestDb::sqlite();
+    let sale = Sale::open(&topo, tdb.open().await, "quiet2").await;
+    let period = Duration::from_secs(2);
+    let mut t = sale.tracker(period);
+    for _ in 0..6 {
+        sale.refresh(&mut t).await;
+    }
+    let k = product_keys(&sale.name, "q03");
+    redis_cmd(&sale.store, &["SET", &k.stock, "77"]).await;
+    let started = std::time::Instant::now();
+    let mut whole = 0;
+    let shown = loop {
+        let snap = sale.refresh(&mut t).await;
+        whole += t.cost.quiet.whole;
+        let p = product(&snap, "q03");
+        if p.redis_remaining == Some(77) {
+            break p;
+        }
+        assert!(
+            started.elapsed() < period + Duration::from_secs(5),
+            "a stock set by hand did not show within the period of {period:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_ne!(shown.state, State::Ok, "{shown:?}");
+    // The whole reads were spread: not every product at once on every refresh.
+    assert!(whole >= 1, "the product was read whole");
+    sale.db.close().await;
+}
+
+/// A `status` of products where nothing happened since the last one writes no checkpoint: the
+/// first saves the books, the second finds them as saved and writes nothing (it sent 400,000
+/// writes for 100,000 quiet products).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_status_where_nothing_happened_writes_nothing() {
+    use seckill_console::ops::status::{StatusOptions, status};
+    let topo = Topo::standalone();
+    let tdb = crate::harness::TestDb::sqlite();
+    let sale = Sale::open(&topo, tdb.open().await, "quiet3").await;
+    buy(&sale.store, &sale.db, &sale.name, "q01", "r1", "u1", 1).await;
+    let opts = StatusOptions {
+        grace: Duration::from_secs(3600),
+        compensation_alert: Duration::from_secs(60),
+        outbox_alert: Duration::from_secs(60),
+    };
+    let writes = ["hset", "rename", "pexpire", "pexpireat", "persist", "del"];
+    let mut written = Vec::new();
+    for _ in 0..3 {
+        reset_stats(&sale.store).await;
+        let r = status(&sale.store, &sale.db, &sale.keys, &sale.id, &opts)
+            .await
+            .expect("status");
+        assert!(r.all_ok(), "{:?}", r.alerts);
+        let c = calls(&sale.store).await;
+        written.push(
+            writes
+                .iter()
+                .map(|w| c.get(*w).copied().unwrap_or(0))
+                .sum::<u64>(),
+        );
+    }
+    assert!(
+        written[0] > 0,
+        "the first status saves the books: {written:?}"
+    );
+    assert_eq!(
+        written[1..],
+        [0, 0],
+        "nothing happened, nothing written: {written:?}"
+    );
+    // A sale since: that product's checkpoint only.
+    buy(&sale.store, &sale.db, &sale.name, "q02", "r2", "u2", 1).await;
+    reset_stats(&sale.store).await;
+    status(&sale.store, &sale.db, &sale.keys, &sale.id, &opts)
+        .await
+        .expect("status");
+    let c = calls(&sale.store).await;
+    assert_eq!(c.get("rename"), Some(&1), "one checkpoint written: {c:?}");
+    sale.db.close().await;
+}
+
+/// 600,000 commands through one store whose replies may take 300 ms: sent all at once, the
+/// last of them waited behind the rest past the timeout; in windows, every one is answered.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_bigger_than_the_response_timeout_goes_in_windows() {
+    use seckill_console::redact::SecretUrl;
+    use seckill_console::redis::{Keyed, RedisSettings, RedisTarget};
+    let server = crate::harness::RedisServer::start();
+    let store = RedisStore::connect(RedisSettings {
+        target: RedisTarget::Standalone(SecretUrl::new(server.url())),
+        connect_timeout: Duration::from_secs(2),
+        response_timeout: Duration::from_millis(300),
+        tls_ca: None,
+        read_only: true,
+    })
+    .await
+    .expect("connect");
+    let n = 600_000;
+    let cmds: Vec<Keyed> = (0..n)
+        .map(|i| {
+            let key = format!("k{}", i % 1_000);
+            Keyed::new(&key, redis::cmd("STRLEN").arg(&key).clone())
+        })
+        .collect();
+    let replies = store.pipeline(cmds).await;
+    let failed: Vec<String> = replies
+        .iter()
+        .filter_map(|r| r.as_ref().err().map(|e| e.to_string()))
+        .take(3)
+        .collect();
+    assert_eq!(replies.len(), n);
+    assert!(failed.is_empty(), "replies lost: {failed:?}");
+}
