@@ -17,10 +17,10 @@
 //! an unreadable value) is read whole on every refresh until it is right again.
 //!
 //! Products that moved recently are read whole on every refresh (they are selling: a probe
-//! would only add a command). Products quiet for a while are asked every other refresh, half
-//! of them each time: such a product's first sale shows one refresh later, and until then the
-//! product shows its last cut at that cut's own instant (its books stand there), not a
-//! figure of one instant with the stock of another.
+//! would only add a command). Products quiet for a while are asked every fourth refresh, a
+//! quarter of them each time: such a product's first sale shows up to three refreshes later,
+//! and until then the product shows its last cut at that cut's own instant (its books stand
+//! there), not a figure of one instant with the stock of another.
 
 use crate::domain::events::EventId;
 use crate::domain::stock::StockValue;
@@ -36,8 +36,11 @@ use std::time::{Duration, Instant};
 pub struct QuietOptions {
     /// Refreshes after a product last moved during which it is read whole every refresh.
     pub hot: u64,
-    /// Refreshes a product stays quiet before it is asked only every other refresh.
+    /// Refreshes a product stays quiet before it is asked only every `slow_every` refreshes.
     pub slow_after: u64,
+    /// How often a product quiet for longer than `slow_after` is asked (in turns: a share of
+    /// them each refresh).
+    pub slow_every: u64,
     /// Every product is read whole at least this often (what the streams cannot show).
     pub full_every: Duration,
 }
@@ -47,6 +50,10 @@ impl Default for QuietOptions {
         QuietOptions {
             hot: 10,
             slow_after: 30,
+            // Asking a stream costs Redis 0.6 us warm but 2.1 us on this machine's cold memory
+            // (TUI benchmark, 2026-12-03: 10,000 products asked every other refresh took 10.7
+            // ms a refresh of XREAD alone); every fourth refresh keeps that near 5 ms.
+            slow_every: 4,
             full_every: Duration::from_secs(60),
         }
     }
@@ -69,7 +76,7 @@ struct Known {
     cut: ProductCut,
     /// The refresh that last saw it move.
     moved_at: u64,
-    /// When it was last read whole.
+    /// When it was last read whole (see [`Watchlist::turn`]).
     whole_at: Instant,
     /// Its turn: which refreshes ask it, and when its whole read falls due.
     lane: u64,
@@ -94,6 +101,10 @@ pub struct Watchlist {
     /// snapshot) reads every product whole.
     primaries: Vec<(String, u64)>,
     recut: bool,
+    /// Where the periods of whole reads are counted from.
+    base: Instant,
+    /// Products whose cut differs from the one before (first reads not counted), this refresh.
+    moved: Vec<String>,
     pub cost: QuietCost,
 }
 
@@ -121,6 +132,8 @@ impl Watchlist {
             refresh: 0,
             primaries: Vec::new(),
             recut: false,
+            base: Instant::now(),
+            moved: Vec::new(),
             cost: QuietCost::default(),
         }
     }
@@ -136,16 +149,36 @@ impl Watchlist {
         self.known.clear();
     }
 
+    /// The products whose cut changed at the last refresh (a product read for the first
+    /// time is not among them).
+    pub fn moved(&self) -> &[String] {
+        &self.moved
+    }
+
+    /// Which period of whole reads `at` falls in, for a product of `lane`: each product's
+    /// periods are offset by its lane, so their whole reads fall due in turns rather than all
+    /// in one refresh (the reads of a product's first ten refreshes would otherwise set every
+    /// product's clock alike). A product is read whole once its last whole read lies in an
+    /// earlier period.
+    fn turn(&self, at: Instant, lane: u64) -> u128 {
+        let period = self.opts.full_every.as_millis().max(1);
+        let since = at.saturating_duration_since(self.base).as_millis();
+        (since + u128::from(lane) % period) / period
+    }
+
     fn plan(&self, id: &str, carried: bool, now: Instant) -> Plan {
         let Some(k) = self.known.get(id).filter(|_| carried) else {
             return Plan::Whole;
         };
         let quiet_for = self.refresh.saturating_sub(k.moved_at);
-        let due = now.duration_since(k.whole_at) >= self.opts.full_every;
+        let due = self.turn(k.whole_at, k.lane) < self.turn(now, k.lane);
         if quiet_for <= self.opts.hot || due || !sound(&k.cut) {
             Plan::Whole
         } else if quiet_for <= self.opts.slow_after
-            || self.refresh.wrapping_add(k.lane).is_multiple_of(2)
+            || self
+                .refresh
+                .wrapping_add(k.lane)
+                .is_multiple_of(self.opts.slow_every.max(1))
         {
             Plan::Ask
         } else {
@@ -164,6 +197,7 @@ impl Watchlist {
     ) -> RedisResult<Vec<ProductCut>> {
         self.refresh += 1;
         self.cost = QuietCost::default();
+        self.moved.clear();
         let primaries: Vec<(String, u64)> = redis
             .primaries()
             .iter()
@@ -213,20 +247,14 @@ impl Watchlist {
             let lane = BuildHasherDefault::<DefaultHasher>::default().hash_one(ids[i]);
             let before = self.known.get(ids[i]);
             let moved = before.is_none_or(|k| !same(&k.cut, &c));
+            if moved && before.is_some() {
+                self.moved.push(ids[i].to_string());
+            }
             let moved_at = match before {
                 Some(k) if !moved && sound(&c) => k.moved_at,
                 _ => self.refresh,
             };
-            // Whole reads fall due in turns, not all in the same refresh a period after the
-            // first: a product first seen starts part of the way into its period.
-            let whole_at = match before {
-                Some(_) => now,
-                None => {
-                    let period = u64::try_from(self.opts.full_every.as_millis()).unwrap_or(0);
-                    let into = Duration::from_millis(lane.checked_rem(period).unwrap_or(0));
-                    now.checked_sub(into).unwrap_or(now)
-                }
-            };
+            let whole_at = now;
             self.known.insert(
                 ids[i].to_string(),
                 Known {

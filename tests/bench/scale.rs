@@ -123,6 +123,23 @@ async fn run(
         .expect("/usr/bin/time seckill-console");
     let redis_cpu = cpu_seconds(pid) - cpu0;
     let after = commandstats(store).await;
+    if std::env::var("BENCH_TOP").is_ok() {
+        let mut top: Vec<(String, u64, u64)> = after
+            .iter()
+            .map(|(name, (calls, usec))| {
+                let (c0, u0) = before.get(name).copied().unwrap_or((0, 0));
+                (name.clone(), calls - c0, usec - u0)
+            })
+            .filter(|(_, calls, _)| *calls > 0)
+            .collect();
+        top.sort_by_key(|(_, _, usec)| std::cmp::Reverse(*usec));
+        for (name, calls, usec) in top.iter().take(8) {
+            println!(
+                "    {command}: {name} {calls} calls, {:.0} ms",
+                *usec as f64 / 1000.0
+            );
+        }
+    }
     let writes = WRITES
         .iter()
         .map(|w| {
@@ -312,6 +329,7 @@ fn main() {
                 .await
                 .expect("conn");
             let _: () = redis::cmd("FLUSHALL")
+                .arg("ASYNC")
                 .query_async(&mut c)
                 .await
                 .expect("flush");

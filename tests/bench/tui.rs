@@ -16,14 +16,15 @@
 //!     threads) over the wall time of the window. The redis-server's own CPU is reported
 //!     beside it but not counted: it is another process (on another machine in production).
 //!     The window starts once the products have been quiet long enough to be asked only every
-//!     other refresh (`BENCH_WARM`, default 45 s: `ops::quiet`'s 10 + 30 refreshes and some).
+//!     fourth refresh (`BENCH_WARM`, default 45 s: `ops::quiet`'s 10 + 30 refreshes and some).
 //!     Redis's time per refresh is redis-server's CPU (`/proc`) over the window, per second
 //!     (one refresh a second), with the commands it ran (`INFO commandstats`).
 //! (b2) The same loop while 100 of the 10,000 products sell 1,000 units a second in all (a
 //!     seller in a child process: `deduct.lua`, then the order and its outbox row in SQLite, as
 //!     an app server does). The console's Redis time per refresh is redis-server's CPU less
-//!     the scripts' own time (`INFO commandstats` of EVALSHA, measured in the same window), so
-//!     the sellers' round trips are counted against the console (conservative).
+//!     the scripts' own time (`INFO commandstats` of EVALSHA, measured in the same window) and
+//!     less what the seller's requests cost Redis besides (their round trips: the same seller
+//!     run alone for the same time before the loop starts, its CPU less its scripts' time).
 //! (c) Redis stopped with SIGSTOP for 5 s while that loop runs: a view-switch key every
 //!     500 ms; measured from sending the key (as the input thread does) to the end of the
 //!     frame that shows the new view. Then: the header shows "stale", and after SIGCONT a
@@ -390,7 +391,7 @@ impl Window {
 /// The seller of (b2), in a child process of its own (its CPU is not the console's): `deduct.lua`
 /// on the first SELLING products in turn, SELL_RATE a second, each sale's order and outbox row
 /// written to SQLite every 10 ms, as an app server does; for `secs` seconds.
-async fn seller(redis_url: &str, db_url: &str, secs: u64) {
+async fn seller(redis_url: &str, db_url: &str, secs: u64, prefix: &str) {
     use seckill_console::db::orders::{NewOrder, insert_with_outbox};
     use seckill_console::domain::order::OrderStatus;
     use seckill_console::redis::stock::{Deducted, deduct};
@@ -411,7 +412,7 @@ async fn seller(redis_url: &str, db_url: &str, secs: u64) {
         for _ in 0..per_tick {
             n += 1;
             let product = format!("sku-{:05}", n % SELLING as u64);
-            let (rid, user) = (format!("sell-{n}"), format!("seller-{n}"));
+            let (rid, user) = (format!("{prefix}-{n}"), format!("{prefix}-u{n}"));
             let k = harness::fixtures::product_keys("bench", &product);
             if let Ok(Deducted::Remaining(_)) = deduct(&store, &k, &rid, &user, "1").await {
                 orders.push(NewOrder {
@@ -429,6 +430,18 @@ async fn seller(redis_url: &str, db_url: &str, secs: u64) {
             insert_with_outbox(&db, &orders).await.expect("orders");
         }
     }
+}
+
+/// The seller of (b2) in a child process, for `secs` seconds; `prefix` keeps its request ids
+/// apart from another run's.
+fn spawn_seller(server: &RedisServer, db: &TestDb, secs: u64, prefix: &str) -> std::process::Child {
+    std::process::Command::new(std::env::current_exe().expect("exe"))
+        .env(
+            "BENCH_SELLER",
+            format!("{} {} {secs} {prefix}", server.url(), db.url),
+        )
+        .spawn()
+        .expect("seller")
 }
 
 async fn live_bench(secs: u64, warm: u64) -> bool {
@@ -476,6 +489,24 @@ async fn live_bench(secs: u64, warm: u64) -> bool {
     }
     lib.close().await;
 
+    // (b2)'s baseline: the seller alone, before the loop starts: what its requests cost
+    // Redis besides the scripts' own time.
+    let seller_other = {
+        let mut seller = spawn_seller(&server, &db, secs + 5, "base");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let m = Window::measure(&store, server.pid().map(|p| p.to_string()), secs).await;
+        let _ = seller.kill();
+        let _ = seller.wait();
+        let scripts = m.stats.usec("evalsha") as f64 / 1e6;
+        println!(
+            "(b2 baseline) the seller alone for {:.1} s: {} deductions; redis-server {:.1} ms of CPU a second, the scripts {:.1} ms",
+            m.wall,
+            m.stats.calls_of("evalsha"),
+            m.redis_cpu.unwrap_or(f64::NAN) / m.wall * 1000.0,
+            scripts / m.wall * 1000.0
+        );
+        m.redis_cpu.map(|r| ((r - scripts) / m.wall).max(0.0))
+    };
     let config = resolve(&[Layer {
         redis: Some(server.url()),
         db: Some(db.url.clone()),
@@ -571,13 +602,7 @@ async fn live_bench(secs: u64, warm: u64) -> bool {
         let quiet_ok = share < CPU_TARGET && redis_ms.is_some_and(|ms| ms <= REDIS_QUIET_TARGET_MS);
 
         // (b2)
-        let mut seller = std::process::Command::new(std::env::current_exe().expect("exe"))
-            .env(
-                "BENCH_SELLER",
-                format!("{} {} {}", server.url(), db.url, secs + 10),
-            )
-            .spawn()
-            .expect("seller");
+        let mut seller = spawn_seller(&server, &db, secs + 10, "sell");
         // The sellers' products moving: read whole every refresh from here on.
         tokio::time::sleep(Duration::from_secs(5)).await;
         let (snaps0, sold0) = {
@@ -593,7 +618,11 @@ async fn live_bench(secs: u64, warm: u64) -> bool {
         let _ = seller.kill();
         let _ = seller.wait();
         let scripts_s = stats.usec("evalsha") as f64 / 1e6;
-        let console_ms = redis_cpu.map(|r| (r - scripts_s).max(0.0) / wall * 1000.0);
+        // What the sellers cost Redis besides their scripts (their round trips), from the
+        // baseline run without the console, is not the console's.
+        let console_ms = redis_cpu
+            .zip(seller_other)
+            .map(|(r, other)| ((r - scripts_s) / wall - other).max(0.0) * 1000.0);
         println!(
             "(b2) the same loop for {wall:.1} s while {SELLING} of the products sell {SELL_RATE} units a second in all ({} deductions in the window; the screen's sold units rose by {sold}; {snaps} snapshots)",
             stats.calls_of("evalsha")
@@ -604,10 +633,11 @@ async fn live_bench(secs: u64, warm: u64) -> bool {
         );
         if let (Some(r), Some(ms)) = (redis_cpu, console_ms) {
             println!(
-                "    redis-server {:.1} ms of CPU a second, of which the scripts {:.1} ms: the console's {ms:.2} ms per refresh; most: {}",
+                "    redis-server {:.1} ms of CPU a second, of which the scripts {:.1} ms and the sellers' round trips {:.1} ms (baseline without the console): the console's {ms:.2} ms per refresh; most: {}",
                 r / wall * 1000.0,
                 scripts_s / wall * 1000.0,
-                stats.top(6)
+                seller_other.unwrap_or(f64::NAN) * 1000.0,
+                stats.top(16)
             );
         }
         println!(
@@ -718,8 +748,13 @@ fn main() {
         .expect("runtime");
     if let Ok(args) = std::env::var("BENCH_SELLER") {
         let parts: Vec<&str> = args.split(' ').collect();
-        if let [redis_url, db_url, secs] = parts.as_slice() {
-            rt.block_on(seller(redis_url, db_url, secs.parse().unwrap_or(30)));
+        if let [redis_url, db_url, secs, prefix] = parts.as_slice() {
+            rt.block_on(seller(
+                redis_url,
+                db_url,
+                secs.parse().unwrap_or(30),
+                prefix,
+            ));
         }
         return;
     }

@@ -696,6 +696,7 @@ async fn case(topo: &Topo, seed: u64, grace: Duration) {
         opts.quiet = Some(QuietOptions {
             hot: 0,
             slow_after: u64::MAX,
+            slow_every: 1,
             full_every: Duration::from_secs(3600),
         });
         opts.interleave = hook;

@@ -95,6 +95,7 @@ impl Sale {
         opts.quiet = Some(QuietOptions {
             hot: 1,
             slow_after: 3,
+            slow_every: 2,
             full_every,
         });
         Tracker::new(self.id.clone(), opts)
@@ -176,15 +177,21 @@ async fn quiet_products_cost_a_share_of_an_xread(topo: Topo) {
     )
     .await
     .expect("pause");
-    let mut paused = false;
+    let mut paused = None;
     for _ in 0..2 {
         let snap = sale.refresh(&mut t).await;
-        if product(&snap, "q11").paused {
-            paused = true;
+        let p = product(&snap, "q11");
+        if p.paused {
+            paused = Some(p);
             break;
         }
     }
-    assert!(paused, "the pause of q11 did not show within two refreshes");
+    let p = paused.expect("the pause of q11 did not show within two refreshes");
+    // The database's side too: the live view keeps the product rows, and reads again the row
+    // of a product that moved.
+    assert!(p.db_paused, "{p:?}");
+    assert_eq!(p.pause_reason, "test");
+    assert_eq!(p.state, State::Paused, "{p:?}");
 
     // A stock set by hand leaves no event: shown once the product is read whole, at once on
     // a signal (the node evicted keys, a connection opened again).
