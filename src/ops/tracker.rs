@@ -192,9 +192,10 @@ struct Saved {
 }
 
 /// A checkpoint whose books did not move but whose feed position did (orders of other products
-/// landed) is written at most this often (plus its [`feed_turn`]): a later reader then reads at most this much more of
-/// the activity's order changes again, where writing it would cost four commands per product
-/// on every read (every checkpoint of the activity shares the feed's position).
+/// landed) is written at most this often (plus its [`feed_turn`]): a later reader then reads at
+/// most this much more of the activity's order changes again, where writing it would cost four
+/// commands per product on every read (every checkpoint of the activity shares the feed's
+/// position).
 const FEED_SAVE_EVERY_MS: i64 = 60_000;
 
 /// A product's share of a further [`FEED_SAVE_EVERY_MS`], from its id: the feed's position moves
@@ -326,6 +327,7 @@ impl Tracker {
         }
         if opts.quiet != self.opts.quiet {
             self.watch = opts.quiet.map(Watchlist::new);
+            self.rows = None;
         }
         self.opts = opts;
         self
