@@ -244,6 +244,19 @@ pub async fn moved_after(
     redis: &RedisStore,
     asks: &[(&ProductKeys, EventId)],
 ) -> RedisResult<Vec<bool>> {
+    let mut out = Vec::with_capacity(asks.len());
+    // A window at a time, as the cut reads them: a cluster's 100,000 XREADs are not built at
+    // once.
+    for window in asks.chunks(WINDOW) {
+        out.extend(moved_window(redis, window).await?);
+    }
+    Ok(out)
+}
+
+async fn moved_window(
+    redis: &RedisStore,
+    asks: &[(&ProductKeys, EventId)],
+) -> RedisResult<Vec<bool>> {
     let per = if redis.is_cluster() { 1 } else { MOVED_BATCH };
     let batches: Vec<&[(&ProductKeys, EventId)]> = asks.chunks(per).collect();
     let cmds: Vec<Keyed> = batches
