@@ -616,9 +616,10 @@ impl Tracker {
         if !self.opts.load_checkpoints || self.opts.fresh {
             return Ok(());
         }
+        // A product whose stream has no event has no checkpoint worth reading (see `save`).
         let missing: Vec<&ProductAtCut> = items
             .iter()
-            .filter(|i| !self.kept.contains_key(i.id()))
+            .filter(|i| !self.kept.contains_key(i.id()) && i.cut.position != Some(EventId::ZERO))
             .collect();
         if missing.is_empty() {
             return Ok(());
@@ -1087,6 +1088,11 @@ impl Tracker {
             // Books of an incident (a million orders after a key loss) are settled again by
             // the next reader rather than written to Redis in full.
             if kept.books.unbacked.len() + kept.books.unledgered.len() > MAX_SAVED {
+                continue;
+            }
+            // Books before the first event spare a reader nothing (there is no event to
+            // read), and a loader ignores them: a product not yet sold has no checkpoint.
+            if kept.books.position == EventId::ZERO {
                 continue;
             }
             let checkpoint = Checkpoint {

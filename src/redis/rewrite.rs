@@ -10,7 +10,7 @@
 use super::RedisStore;
 use super::keys::ProductKeys;
 use super::reply::{bytes, script_keys, text, unexpected, unknown_reply};
-use super::scripts::{FREEZE, HOLDINGS, RECORD, SET_STOCK};
+use super::scripts::{FIRST, FREEZE, HOLDINGS, RECORD, SET_STOCK};
 use redis::{ErrorKind, RedisError, RedisResult, Value};
 
 /// Why a product is not the console's to write now.
@@ -205,6 +205,46 @@ pub async fn set_stock_many(
         .collect();
     redis
         .eval_each(&SET_STOCK, &calls)
+        .await
+        .into_iter()
+        .map(|r| r.and_then(parse_set_stock))
+        .collect()
+}
+
+/// A product's first write (`first.lua`): its stock, its expiry and its meta fields.
+pub struct FirstWrite<'a> {
+    pub keys: &'a ProductKeys,
+    pub stock: i64,
+    pub expire_at: Option<i64>,
+    pub meta: Vec<(&'static str, String)>,
+}
+
+/// Runs many first writes, pipelined per node; results keep the input order. The replies
+/// read as `set_stock.lua`'s: applied, or a conflict (a key of the product exists) that
+/// wrote nothing.
+pub async fn first_write_many(
+    redis: &RedisStore,
+    writes: &[FirstWrite<'_>],
+) -> Vec<RedisResult<SetStock>> {
+    let calls: Vec<(Vec<String>, Vec<Vec<u8>>)> = writes
+        .iter()
+        .map(|w| {
+            let mut args = Vec::with_capacity(2 + 2 * w.meta.len());
+            args.push(w.stock.to_string().into_bytes());
+            args.push(
+                w.expire_at
+                    .map(|t| t.to_string().into_bytes())
+                    .unwrap_or_default(),
+            );
+            for (k, v) in &w.meta {
+                args.push(k.as_bytes().to_vec());
+                args.push(v.as_bytes().to_vec());
+            }
+            (script_keys(w.keys), args)
+        })
+        .collect();
+    redis
+        .eval_each(&FIRST, &calls)
         .await
         .into_iter()
         .map(|r| r.and_then(parse_set_stock))

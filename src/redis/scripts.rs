@@ -45,6 +45,10 @@ pub static RESTORE: LuaScript = LuaScript::new("restore", include_str!("../../lu
 pub static SET_STOCK: LuaScript =
     LuaScript::new("set_stock", include_str!("../../lua/set_stock.lua"));
 
+/// A product's first write (preheat of a product Redis holds nothing of): every key in one
+/// light call, only while none exists.
+pub static FIRST: LuaScript = LuaScript::new("first", include_str!("../../lua/first.lua"));
+
 /// Records deductions that live orders prove and the ledger lacks (preheat after a key loss,
 /// fix of sales Redis forgot).
 pub static RECORD: LuaScript = LuaScript::new("record", include_str!("../../lua/record.lua"));
@@ -69,9 +73,10 @@ pub static HOLDINGS: LuaScript = LuaScript::new("holdings", include_str!("../../
 pub static PROBE: LuaScript = LuaScript::new("probe", include_str!("../../lua/probe.lua"));
 
 /// Every script the console loads on every node.
-pub fn all() -> [&'static LuaScript; 10] {
+pub fn all() -> [&'static LuaScript; 11] {
     [
-        &DEDUCT, &RESTORE, &SET_STOCK, &RECORD, &PAUSE, &TOPUP, &UNLOCK, &FREEZE, &HOLDINGS, &PROBE,
+        &DEDUCT, &RESTORE, &SET_STOCK, &FIRST, &RECORD, &PAUSE, &TOPUP, &UNLOCK, &FREEZE,
+        &HOLDINGS, &PROBE,
     ]
 }
 

@@ -6,9 +6,15 @@
 //! 2. the worker (`seckill-console load`, the real binary) running the same script at 256 in
 //!    flight on the same product and server, 1,000,000 requests, writing each sale's order and
 //!    outbox row to SQLite; its peak memory is sampled from /proc;
-//! 3. `redis-benchmark` running a bare 8-line deduct script the same way (the cost of safety).
+//! 3. `redis-benchmark` running a bare 8-line deduct script the same way (the cost of safety);
+//! 4. all sales (issue 22), three rounds, each on an activity of its own whose one product has
+//!    a unit for every request: `redis-benchmark` of `deduct.lua`, the same script without its
+//!    event (the deduction as it was before the stream: what the stream costs a sale), and the
+//!    worker, every request a sale with its order written to SQLite. Medians of the three and
+//!    the median of the per-round ratios.
 //!
-//! Run with `scripts/bench worker`. Set BENCH_REQUESTS to change the request count.
+//! Run with `scripts/bench worker`. Set BENCH_REQUESTS to change the hot product's request
+//! count, BENCH_SALES the all-sales rounds' (300,000 by default).
 
 #[path = "../e2e/harness/mod.rs"]
 #[allow(unused_imports)]
@@ -70,6 +76,75 @@ fn redis_benchmark(server: &RedisServer, requests: usize, sha: &str, keys: &[Str
         .unwrap_or_else(|| panic!("cannot read redis-benchmark output: {text}"))
 }
 
+/// Runs the worker (`load`, the real binary) on `activity` with `requests` buyers at 256 in
+/// flight; its JSON summary and its peak resident memory (kB, sampled from /proc).
+fn run_worker(
+    bin: &str,
+    server: &RedisServer,
+    db_url: &str,
+    activity: &str,
+    requests: usize,
+) -> (serde_json::Value, u64) {
+    let mut child = Command::new(bin)
+        .args([
+            "--redis",
+            &server.url(),
+            "--db",
+            db_url,
+            "--json",
+            "load",
+            activity,
+        ])
+        .args([
+            "--buyers",
+            &requests.to_string(),
+            "--concurrency",
+            "256",
+            "--repeat-share",
+            "0",
+            "--pay-share",
+            "1",
+            "--yes",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("load");
+    let pid = child.id();
+    let mut peak_kb = 0u64;
+    while child.try_wait().ok().flatten().is_none() {
+        if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status"))
+            && let Some(kb) = status
+                .lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse::<u64>().ok())
+        {
+            peak_kb = peak_kb.max(kb);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().expect("load output");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("load JSON");
+    (doc, peak_kb)
+}
+
+/// `deduct.lua` as it was before the event stream: the same checks and writes, no XADD (the
+/// ledger entry takes the time instead of the event id).
+fn without_event(script: &str) -> String {
+    let line = "local at = call('XADD', KEYS[5], '*', 'd', qty .. '|' .. rid)";
+    assert!(
+        script.contains(line),
+        "deduct.lua no longer has its XADD line"
+    );
+    script.replace(line, "local at = call('TIME')[1]")
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
 fn main() {
     let requests: usize = std::env::var("BENCH_REQUESTS")
         .ok()
@@ -115,47 +190,7 @@ fn main() {
 
     reset();
     let started = Instant::now();
-    let mut child = Command::new(bin)
-        .args([
-            "--redis",
-            &server.url(),
-            "--db",
-            &db.url,
-            "--json",
-            "load",
-            "hot",
-        ])
-        .args([
-            "--buyers",
-            &requests.to_string(),
-            "--concurrency",
-            "256",
-            "--repeat-share",
-            "0",
-            "--pay-share",
-            "1",
-            "--yes",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("load");
-    let pid = child.id();
-    let mut peak_kb = 0u64;
-    while child.try_wait().ok().flatten().is_none() {
-        if let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            && let Some(kb) = status
-                .lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse::<u64>().ok())
-        {
-            peak_kb = peak_kb.max(kb);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().expect("load output");
-    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("load JSON");
+    let (doc, peak_kb) = run_worker(bin, &server, &db.url, "hot", requests);
     let worker_rate = doc["ops_per_sec"].as_f64().unwrap_or(0.0);
     let p99 = doc["p99_ms"].as_f64().unwrap_or(f64::MAX);
     let took = started.elapsed();
@@ -200,5 +235,87 @@ fn main() {
     println!(
         "worker peak memory: {mb:.1} MB over {requests} requests (target < 100 MB: {})",
         if mb < 100.0 { "met" } else { "MISSED" }
+    );
+    all_sales(bin, &server, &db.url, dir.path(), &console);
+}
+
+/// Issue 22's all-sales rounds: every request a sale (a product with a unit for each), the
+/// worker against `redis-benchmark` of the same script, and the script against itself without
+/// its event.
+fn all_sales(
+    bin: &str,
+    server: &RedisServer,
+    db_url: &str,
+    dir: &std::path::Path,
+    console: &dyn Fn(&[&str]) -> String,
+) {
+    let sales: usize = std::env::var("BENCH_SALES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(300_000);
+    let no_event_sha = server
+        .cli(&["SCRIPT", "LOAD", &without_event(DEDUCT.body)])
+        .trim()
+        .to_string();
+    println!();
+    println!(
+        "all sales: {sales} requests per run, one product of {sales} units (a unit for every request), three rounds"
+    );
+    println!(
+        "{:<6} {:>16} {:>16} {:>12} {:>8} {:>10} {:>10}",
+        "round", "redis-benchmark", "without event", "worker", "ratio", "p99 ms", "sold"
+    );
+    let (mut bench, mut bare, mut worker, mut ratios) = (vec![], vec![], vec![], vec![]);
+    for round in 1..=3 {
+        // An activity of its own each round: the orders of the round before stay in the
+        // database, and a preheat of the same activity would count them as sold.
+        let id = format!("sales{round}");
+        let (s, e) = live_window();
+        let file = write_file(
+            dir,
+            &format!("{id}.toml"),
+            &activity_toml(&id, &[("item", sales as i64, 1)], s, e),
+        );
+        console(&["activity", "import", file.to_str().expect("utf8")]);
+        let keys = product_keys(&id, "item");
+        let script_keys: Vec<String> = keys.script_keys().iter().map(|k| k.to_string()).collect();
+        let reset = || {
+            server.cli(&["FLUSHALL"]);
+            console(&["preheat", &id]);
+        };
+        reset();
+        let b = redis_benchmark(server, sales, DEDUCT.sha(), &script_keys);
+        reset();
+        server.cli(&["SCRIPT", "LOAD", &without_event(DEDUCT.body)]);
+        let n = redis_benchmark(server, sales, &no_event_sha, &script_keys);
+        reset();
+        let (doc, _) = run_worker(bin, server, db_url, &id, sales);
+        let w = doc["ops_per_sec"].as_f64().unwrap_or(0.0);
+        let sold = doc["sold"].as_i64().unwrap_or(0);
+        println!(
+            "{round:<6} {b:>16.0} {n:>16.0} {w:>12.0} {:>8.3} {:>10} {sold:>10}",
+            w / b,
+            doc["p99_ms"]
+        );
+        // Every request a sale: a run that sold out early or refused buyers measures another
+        // path.
+        assert!(
+            sold as f64 >= sales as f64 * 0.99,
+            "round {round}: the worker sold {sold} of {sales}: not the all-sales path"
+        );
+        ratios.push(w / b);
+        bench.push(b);
+        bare.push(n);
+        worker.push(w);
+    }
+    let (b, n, w, r) = (median(bench), median(bare), median(worker), median(ratios));
+    println!("median: redis-benchmark {b:.0}/s, without the event {n:.0}/s, the worker {w:.0}/s");
+    println!(
+        "worker / redis-benchmark, all sales: {r:.3} (median of the rounds' ratios; target >= 0.9: {})",
+        if r >= 0.9 { "met" } else { "MISSED" }
+    );
+    println!(
+        "deduct.lua / the same without its event: {:.3} (what the stream costs a sale)",
+        b / n
     );
 }

@@ -512,3 +512,89 @@ async fn preheat_refuses_an_ended_activity_and_unknown_ids() {
     c.run(&["preheat", "no{pe"]).expect_code(2);
     lib.close().await;
 }
+
+/// Redis's `used_memory` (INFO memory), bytes.
+fn used_memory(server: &crate::harness::RedisServer) -> i64 {
+    let info = server.cli(&["INFO", "memory"]);
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("used_memory in INFO memory")
+}
+
+/// Issue 22, item 4: what a preheated product costs Redis before its first sale, measured as
+/// the growth of `used_memory` over 3,000 products (15,000 keys): within the figure the
+/// preheat gate's memory check uses (1,200 B; 5.4 KB before, when preheat wrote the stream's
+/// first entry). The stream exists (the witness the scripts check) but
+/// holds nothing until the first sale, which then appends its event as before.
+#[tokio::test]
+async fn a_preheated_product_takes_about_a_kilobyte_before_its_first_sale() {
+    use seckill_console::ops::memory_gate::BYTES_PER_PRODUCT;
+    let topo = Topo::standalone();
+    let Topo::Standalone(server) = &topo else {
+        unreachable!()
+    };
+    let store = topo.store().await;
+    let db = TestDb::sqlite();
+    let c = Console::new(&topo, &db);
+    let lib = db.open().await;
+    let n = 3000i64;
+    let products: Vec<(String, i64, i64)> =
+        (0..n).map(|i| (format!("p{i:05}"), 1000 + i, 2)).collect();
+    let refs: Vec<(&str, i64, i64)> = products
+        .iter()
+        .map(|(p, s, l)| (p.as_str(), *s, *l))
+        .collect();
+    import(&lib, "mem", &refs, live_window()).await;
+    // The scripts are loaded before the first figure: their cache is not the products'.
+    c.run(&["ping"]).expect_code(0);
+    server.cli(&["SCRIPT", "FLUSH"]);
+    let before = used_memory(server);
+    c.run(&["--json", "preheat", "mem"]).expect_code(0);
+    // The key tables grow by rehashing in steps; the old table is freed when it is done.
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let after = used_memory(server);
+    // The script cache preheat filled, measured on its own and left out.
+    let scripts = {
+        let with = used_memory(server);
+        server.cli(&["SCRIPT", "FLUSH"]);
+        with - used_memory(server)
+    };
+    let per_product = (after - before - scripts) / n;
+    println!("per product before its first sale: {per_product} bytes (scripts {scripts} B)");
+    // Issue 22's target (<= 1 KB) is measured at scale by the scale benchmark; here, on
+    // fewer keys, the key tables weigh more, and the check is the gate's own figure.
+    assert!(
+        per_product <= 1200,
+        "a preheated product takes {per_product} bytes of Redis before its first sale (5.4 KB while preheat wrote the stream's first entry)"
+    );
+    assert!(
+        per_product as u64 <= BYTES_PER_PRODUCT,
+        "the gate's memory rule ({BYTES_PER_PRODUCT} B a product) is below the measured {per_product} B"
+    );
+
+    // The stream is there and empty; the first sale appends the first event and the product
+    // reads as sold.
+    let k = crate::harness::fixtures::product_keys("mem", "p00007");
+    let t = crate::harness::fixtures::redis_cmd(&store, &["TYPE", &k.events]).await;
+    assert_eq!(t, Value::SimpleString("stream".into()));
+    let len = crate::harness::fixtures::redis_cmd(&store, &["XLEN", &k.events]).await;
+    assert_eq!(len, Value::Int(0));
+    crate::harness::fixtures::buy(&store, &lib, "mem", "p00007", "r1", "u1", 2).await;
+    let len = crate::harness::fixtures::redis_cmd(&store, &["XLEN", &k.events]).await;
+    assert_eq!(len, Value::Int(1));
+    let r = c.run(&["--json", "status", "mem"]);
+    r.expect_code(0);
+    let doc = r.json();
+    let p = doc["products"]
+        .as_array()
+        .expect("products")
+        .iter()
+        .find(|p| p["product"] == "p00007")
+        .expect("p00007 listed")
+        .clone();
+    assert_eq!(p["redis_remaining"], 1005, "{p}");
+    assert_eq!(p["db_sold"], 2, "{p}");
+    assert_eq!(p["state"], "ok", "{p}");
+    lib.close().await;
+}

@@ -863,11 +863,11 @@ fn letters_typed_ahead_pause_nothing() {
     assert!(s.contains("Pause alpha of tui-lazy?"), "{s}");
     tmux.keys("Escape");
     std::thread::sleep(Duration::from_millis(300));
+    // A first preheat leaves `paused` out: absent reads as 0, not paused.
     let paused = redis.cli(&["HGET", "seckill:{tui-lazy:alpha}:meta", "paused"]);
-    assert_eq!(
-        paused.trim(),
-        "0",
-        "alpha was paused by letters typed ahead"
+    assert!(
+        ["", "0"].contains(&paused.trim()),
+        "alpha was paused by letters typed ahead: paused is {paused:?}"
     );
 }
 

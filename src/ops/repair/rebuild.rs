@@ -23,8 +23,8 @@ use crate::error::Result;
 use crate::redis::ProductKeys;
 use crate::redis::ledger;
 use crate::redis::rewrite::{
-    Frozen, NewStock, RecordMode, Recorded, Rewrite, SetStock, StockWrite, freeze_many, record,
-    set_stock_many, write_holdings,
+    FirstWrite, Frozen, NewStock, RecordMode, Recorded, Rewrite, SetStock, StockWrite,
+    first_write_many, freeze_many, record, set_stock_many, write_holdings,
 };
 
 /// Rebuilds the products `which` (index into `outcomes`, and why), all under `token`.
@@ -122,7 +122,34 @@ async fn write_fresh(
         .iter()
         .map(|(i, _)| (*i, settings(&outcomes[*i].last)))
         .collect();
-    let writes: Vec<StockWrite<'_>> = plans
+    // One light call each (`first.lua`): it writes only while none of the product's keys
+    // exists. A product whose cut reads as empty but holds a key all the same (a meta hash of
+    // fields the cut does not read, left by a top-up of a flushed product) takes the general
+    // write of the same values, `set_stock.lua`, whose guards are what the cut read.
+    let writes: Vec<FirstWrite<'_>> = plans
+        .iter()
+        .map(|(i, s)| {
+            let v = &outcomes[*i].last;
+            FirstWrite {
+                keys: &v.keys,
+                stock: v.product.initial_stock,
+                expire_at: s.expire_at,
+                meta: first_fields(v, s),
+            }
+        })
+        .collect();
+    let results = first_write_many(t.redis, &writes).await;
+    drop(writes);
+    let mut stop = None;
+    let mut general: Vec<&(usize, Settings)> = Vec::new();
+    for (plan, r) in plans.iter().zip(results) {
+        if matches!(r, Ok(SetStock::Conflict(_))) {
+            general.push(plan);
+            continue;
+        }
+        fresh_outcome(t, &mut outcomes[plan.0].done, r, &mut stop);
+    }
+    let writes: Vec<StockWrite<'_>> = general
         .iter()
         .map(|(i, s)| {
             let v = &outcomes[*i].last;
@@ -143,8 +170,6 @@ async fn write_fresh(
                 },
                 reset_meta: false,
                 expire_at: s.expire_at,
-                // What was read (empty, or the trace a top-up left): a top-up or another
-                // preheat since then makes this write a conflict, read again.
                 rev: v.cut.meta.rev_raw.clone(),
                 token: None,
                 meta,
@@ -153,27 +178,54 @@ async fn write_fresh(
         .collect();
     let results = set_stock_many(t.redis, &writes).await;
     drop(writes);
-    let mut stop = None;
-    for ((i, _), r) in plans.iter().zip(results) {
-        let d = &mut outcomes[*i].done;
-        d.attempts += 1;
-        match r {
-            Ok(SetStock::Applied { stock, change, .. }) => {
-                d.rewritten = true;
-                d.change += change;
-                d.stock_after = Some(stock);
-            }
-            Ok(SetStock::Conflict(_)) | Ok(SetStock::Held(_)) | Ok(SetStock::OffsetMoved(_)) => {
-                // Someone wrote it meanwhile (another preheat): read it again.
-                d.again = true;
-            }
-            Err(e) => match fatal(t.redis, &e) {
-                Some(err) => stop = stop.or(Some(err)),
-                None => d.error = Some(crate::redis::describe(&e)),
-            },
-        }
+    for ((i, _), r) in general.iter().zip(results) {
+        fresh_outcome(t, &mut outcomes[*i].done, r, &mut stop);
     }
     stop.map_or(Ok(()), Err)
+}
+
+/// The meta fields of a first write: the database's, `deducted` 0 and the caller's. A field
+/// that reads as 0 when absent is left out: every product carries each one it holds until the
+/// sale's keys expire.
+fn first_fields(
+    v: &crate::ops::snapshot::ProductView,
+    s: &Settings,
+) -> Vec<(&'static str, String)> {
+    let mut meta = database_fields(&v.product, &v.cut.meta);
+    meta.push(("deducted", "0".to_string()));
+    meta.extend(s.meta.iter().cloned());
+    let set = |name: &str| meta.iter().any(|(f, v)| *f == name && v != "0");
+    if !set("paused") && !set("pause_gen") {
+        meta.retain(|(f, _)| *f != "paused" && *f != "pause_gen");
+    }
+    meta
+}
+
+/// What a fresh product's write did, on its outcome.
+fn fresh_outcome(
+    t: &Target<'_>,
+    d: &mut super::Repaired,
+    r: redis::RedisResult<SetStock>,
+    stop: &mut Option<crate::error::Error>,
+) {
+    d.attempts += 1;
+    match r {
+        Ok(SetStock::Applied { stock, change, .. }) => {
+            d.rewritten = true;
+            d.change += change;
+            d.stock_after = Some(stock);
+        }
+        Ok(SetStock::Conflict(_)) | Ok(SetStock::Held(_)) | Ok(SetStock::OffsetMoved(_)) => {
+            // Someone wrote it meanwhile (another preheat): read it again.
+            d.again = true;
+        }
+        Err(e) => match fatal(t.redis, &e) {
+            Some(err) => {
+                stop.get_or_insert(err);
+            }
+            None => d.error = Some(crate::redis::describe(&e)),
+        },
+    }
 }
 
 /// The meta fields every write of a product carries from the database: initial stock, limit
