@@ -207,6 +207,12 @@ impl Watchlist {
             self.known.clear();
             self.primaries = primaries;
         }
+        // Products taken out of the activity are forgotten (only then is the check paid: the
+        // same products each refresh leave `known` no larger than `ids`).
+        if self.known.len() > ids.len() {
+            let now_listed: std::collections::HashSet<&str> = ids.iter().copied().collect();
+            self.known.retain(|id, _| now_listed.contains(id.as_str()));
+        }
         let now = Instant::now();
         let mut plans: Vec<Plan> = ids
             .iter()

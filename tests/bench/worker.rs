@@ -286,7 +286,6 @@ fn all_sales(
         reset();
         let b = redis_benchmark(server, sales, DEDUCT.sha(), &script_keys);
         reset();
-        server.cli(&["SCRIPT", "LOAD", &without_event(DEDUCT.body)]);
         let n = redis_benchmark(server, sales, &no_event_sha, &script_keys);
         reset();
         let (doc, _) = run_worker(bin, server, db_url, &id, sales);

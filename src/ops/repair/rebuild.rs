@@ -170,6 +170,8 @@ async fn write_fresh(
                 },
                 reset_meta: false,
                 expire_at: s.expire_at,
+                // What was read (empty, or the trace a top-up left): a top-up or another
+                // preheat since then makes this write a conflict, read again.
                 rev: v.cut.meta.rev_raw.clone(),
                 token: None,
                 meta,
