@@ -1,5 +1,6 @@
 //! `status`, `reconcile`, `fix` and `compensation list | resolve`.
 
+use super::progress::SettleLine;
 use super::{Ctx, Outcome, table};
 use crate::cli::CompensationCommand;
 use chrono::Utc;
@@ -10,6 +11,7 @@ use seckill_console::domain::zone::Zone;
 use seckill_console::error::{Error, ErrorKind, Result};
 use seckill_console::ops::compensation::{Which, resolve};
 use seckill_console::ops::fix::{FixOptions, FixReport, fix};
+use seckill_console::ops::progress::SettleGauge;
 use seckill_console::ops::status::{StatusOptions, StatusReport, status};
 use std::io::{BufRead, IsTerminal, Write};
 
@@ -21,14 +23,20 @@ pub(crate) fn options(ctx: &Ctx) -> StatusOptions {
         grace: ctx.config.grace,
         compensation_alert: ctx.config.compensation_alert,
         outbox_alert: ctx.config.outbox_alert,
+        gauge: Default::default(),
     }
 }
 
-async fn report(ctx: &Ctx, activity: &str) -> Result<StatusReport> {
+async fn report(ctx: &Ctx, activity: &str, label: &str) -> Result<StatusReport> {
     let activity = ActivityId::parse(activity)?;
     let db = ctx.db().await?;
     let redis = ctx.redis().await?;
-    let report = status(&redis, &db, &ctx.config.keys, &activity, &options(ctx)).await?;
+    let mut opts = options(ctx);
+    opts.gauge = SettleGauge::new();
+    let line = SettleLine::start(label, &opts.gauge);
+    let report = status(&redis, &db, &ctx.config.keys, &activity, &opts).await;
+    drop(line);
+    let report = report?;
     db.close().await;
     Ok(report)
 }
@@ -131,13 +139,13 @@ fn render(r: &StatusReport, title: &str, ctx_tz: Zone) -> String {
 }
 
 pub async fn run_status(ctx: &Ctx, activity: &str) -> Result<Outcome> {
-    let r = report(ctx, activity).await?;
+    let r = report(ctx, activity, "status").await?;
     let text = render(&r, "status", ctx.config.tz);
     Outcome::ok(&r, text)
 }
 
 pub async fn run_reconcile(ctx: &Ctx, activity: &str, fail_on_drift: bool) -> Result<Outcome> {
-    let r = report(ctx, activity).await?;
+    let r = report(ctx, activity, "reconcile").await?;
     let text = render(&r, "reconcile", ctx.config.tz);
     let drifted = fail_on_drift && !r.all_ok();
     Outcome::finished(&r, text, drifted.then_some(ErrorKind::CheckFailed))

@@ -93,7 +93,7 @@ pub async fn redis_ready(
     let key_on = |addr: &str| {
         (0..20_000).find_map(|n| {
             let product = ProductId::parse(&format!("probe{n}")).ok()?;
-            let key = keys.product(activity, &product).stock;
+            let key = keys.product(activity, &product).stock.clone();
             let node = redis.node_for_key(&key).ok()?;
             (node.addr == addr).then_some(key)
         })

@@ -10,6 +10,7 @@
 //! 4. the differences between the two sides, looked for only where they can be
 //!    ([`crate::domain::books::Settle`]).
 
+use super::progress::SettleGauge;
 use super::tracker::{Tracker, TrackerOptions};
 use crate::db::cut::{self as db_cut, Mark};
 use crate::db::{Db, Tx, activity as activities};
@@ -104,6 +105,8 @@ pub struct Scope {
     pub save: bool,
     /// Called between the reads (the model test changes the world there); none in the console.
     pub interleave: Interleave,
+    /// Counts a settle from scratch as it reads; none by default.
+    pub gauge: SettleGauge,
 }
 
 /// A point between the reads of a snapshot.
@@ -175,6 +178,7 @@ pub async fn take(
     let mut opts = TrackerOptions::once(grace, read_only || !scope.save);
     opts.fresh = scope.full;
     opts.interleave = scope.interleave.clone();
+    opts.gauge = scope.gauge.clone();
     let mut tracker = Tracker::new(activity_id.clone(), opts);
     let snap = tracker.refresh_products(redis, db, keys, products).await?;
     let c = tracker.cost;
@@ -201,12 +205,18 @@ pub(crate) async fn settle(
     tx: &mut Tx,
     activity: &ActivityId,
     items: &[&ProductAtCut],
-    hook: &Interleave,
+    (hook, gauge): (&Interleave, &SettleGauge),
     cost: &mut Cost,
 ) -> Result<Vec<(Books, bool)>> {
     let ids: Vec<&str> = items.iter().map(|i| i.id()).collect();
     let keys: Vec<ProductKeys> = items.iter().map(|i| i.keys.clone()).collect();
+    gauge.start(0);
     let (sold, after) = sold_and_after(redis, tx, activity, items, hook, cost).await?;
+    let expected = items.iter().zip(&sold).fold(0u64, |sum, (i, &l)| {
+        let active = i.cut.active().unwrap_or(0);
+        sum.saturating_add(u64::try_from(l.max(0).saturating_add(active.max(0))).unwrap_or(0))
+    });
+    gauge.start(expected);
     let mut settles: Vec<Option<Settle>> = items
         .iter()
         .zip(after)
@@ -219,7 +229,18 @@ pub(crate) async fn settle(
             Some(s)
         })
         .collect();
-    run(redis, tx, activity, (&ids, &keys), &mut settles, hook, cost).await?;
+    let ran = run(
+        redis,
+        tx,
+        activity,
+        (&ids, &keys),
+        &mut settles,
+        (hook, gauge),
+        cost,
+    )
+    .await;
+    gauge.finish();
+    ran?;
     cost.lead = settles.iter().flatten().filter_map(|s| s.lead).min();
     Ok(settles
         .into_iter()
@@ -524,13 +545,14 @@ pub(crate) async fn run(
     activity: &ActivityId,
     (ids, keys): (&[&str], &[ProductKeys]),
     settles: &mut [Option<Settle>],
-    hook: &Interleave,
+    (hook, gauge): (&Interleave, &SettleGauge),
     cost: &mut Cost,
 ) -> Result<()> {
     let mut hscan: Vec<u64> = vec![0; settles.len()];
     let mut marks: Vec<Option<Mark>> = vec![None; settles.len()];
     loop {
         hook.at(Stage::Round).await;
+        gauge.read(settles.iter().flatten().map(|s| s.read).sum());
         let mut want: HashMap<Next, Vec<usize>> = HashMap::new();
         for (i, s) in settles.iter().enumerate() {
             if let Some(next) = s.as_ref().map(Settle::next)

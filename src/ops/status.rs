@@ -21,6 +21,8 @@ pub struct StatusOptions {
     pub grace: Duration,
     pub compensation_alert: Duration,
     pub outbox_alert: Duration,
+    /// Counts a settle from scratch as it reads (a terminal's progress line); none by default.
+    pub gauge: super::progress::SettleGauge,
 }
 
 /// Sums over the activity's products.
@@ -94,6 +96,7 @@ pub async fn status(
     // The books are saved as checkpoints, so the next read starts where this one ended.
     let scope = Scope {
         save: true,
+        gauge: opts.gauge.clone(),
         ..Scope::default()
     };
     // Keys evicted at the start: a count that grows while this report reads is eviction now.

@@ -115,7 +115,11 @@ impl Watcher {
         }
         self.alerts = r.alerts.iter().map(|a| (key(a), a.clone())).collect();
         for p in &r.products {
-            let before = self.states.insert(p.product.clone(), p.state);
+            // In place once known: no allocation per product per poll.
+            let before = match self.states.get_mut(&p.product) {
+                Some(s) => Some(std::mem::replace(s, p.state)),
+                None => self.states.insert(p.product.clone(), p.state),
+            };
             if self.started
                 && let Some(b) = before.filter(|b| *b != p.state)
             {

@@ -59,16 +59,23 @@ impl KeySpace {
     /// All keys of one product.
     pub fn product(&self, activity: &ActivityId, product: &ProductId) -> ProductKeys {
         let base = format!("{}:{}", self.prefix, Self::tag(activity, product));
-        ProductKeys {
+        let key = |suffix: &str| {
+            let mut k = String::with_capacity(base.len() + 1 + suffix.len());
+            k.push_str(&base);
+            k.push(':');
+            k.push_str(suffix);
+            k
+        };
+        ProductKeys(std::sync::Arc::new(ProductKeyNames {
             product: product.to_string(),
-            stock: format!("{base}:stock"),
-            meta: format!("{base}:meta"),
-            buyers: format!("{base}:buyers"),
-            ledger: format!("{base}:ledger"),
-            events: format!("{base}:events"),
-            books: format!("{base}:books"),
-            lock: format!("{base}:{LOCK_SUFFIX}"),
-        }
+            stock: key("stock"),
+            meta: key("meta"),
+            buyers: key("buyers"),
+            ledger: key("ledger"),
+            events: key("events"),
+            books: key("books"),
+            lock: key(LOCK_SUFFIX),
+        }))
     }
 
     /// The SCAN pattern that matches every key of `activity` and no other activity's: ids cannot
@@ -88,9 +95,23 @@ impl KeySpace {
     }
 }
 
-/// The keys of one product of one activity.
+/// The keys of one product of one activity, shared: a live view hands the same keys to every
+/// refresh (building them again was an eighth of its CPU on 10,000 quiet products), and a
+/// clone is a count.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ProductKeys {
+pub struct ProductKeys(std::sync::Arc<ProductKeyNames>);
+
+impl std::ops::Deref for ProductKeys {
+    type Target = ProductKeyNames;
+
+    fn deref(&self) -> &ProductKeyNames {
+        &self.0
+    }
+}
+
+/// The names of a product's keys.
+#[derive(Debug, PartialEq, Eq)]
+pub struct ProductKeyNames {
     /// The product these keys belong to.
     pub product: String,
     /// String, an integer: remaining stock.
@@ -112,7 +133,7 @@ pub struct ProductKeys {
     pub lock: String,
 }
 
-impl ProductKeys {
+impl ProductKeyNames {
     /// The KEYS argument of every product script (deduct, restore, set_stock, record).
     pub fn script_keys(&self) -> [&str; 5] {
         [
@@ -152,7 +173,7 @@ mod tests {
         assert_eq!(pat, "seckill:{a1:*");
         for other in ["a10", "a1-b", "b1"] {
             let (o, p) = ids(other, "p1");
-            let key = KeySpace::default().product(&o, &p).stock;
+            let key = KeySpace::default().product(&o, &p).stock.clone();
             assert!(!key.starts_with(pat.trim_end_matches('*')), "{key}");
         }
     }

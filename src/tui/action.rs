@@ -114,6 +114,9 @@ pub enum Action {
     Overview(Fetched<Vec<Overview>>),
     /// A status snapshot of an activity.
     Status(ActivityId, Fetched<StatusReport>),
+    /// The status poll of an activity is settling books from scratch beside the polls: about
+    /// this share read so far (the last snapshot stays on screen meanwhile).
+    Settling(ActivityId, u8),
     /// The compensation queue of an activity.
     Compensation(ActivityId, Fetched<Vec<Compensation>>),
     /// The console's own recent writes.

@@ -3,7 +3,7 @@
 //! is an Action too, never silently ignored.
 
 use super::action::Action;
-use crossterm::event::{self, Event, KeyEventKind};
+use crossterm::event::{self, Event, KeyCode, KeyEvent, KeyEventKind, KeyModifiers};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -50,6 +50,20 @@ impl Drop for Sentinel {
     }
 }
 
+/// A terminal sends Alt+key as Esc then the key, so an Esc typed just before a key (Esc to
+/// close a form, then `0` for the event log) arrives as Alt+`0` when both bytes land in one
+/// read. The console binds no Alt key, so such a key is split back into the Esc and the plain
+/// key the operator typed; otherwise the form would take the `0` as a digit and stay open.
+fn split_alt(k: KeyEvent) -> (Option<KeyEvent>, KeyEvent) {
+    if k.modifiers.contains(KeyModifiers::ALT) && matches!(k.code, KeyCode::Char(_)) {
+        let esc = KeyEvent::new_with_kind(KeyCode::Esc, KeyModifiers::NONE, k.kind);
+        let plain = KeyEvent::new_with_kind(k.code, k.modifiers - KeyModifiers::ALT, k.kind);
+        (Some(esc), plain)
+    } else {
+        (None, k)
+    }
+}
+
 /// Starts reading the terminal.
 pub fn spawn(tx: UnboundedSender<Action>) -> std::io::Result<Input> {
     let stop = Arc::new(AtomicBool::new(false));
@@ -62,7 +76,15 @@ pub fn spawn(tx: UnboundedSender<Action>) -> std::io::Result<Input> {
                 let action = match event::poll(POLL) {
                     Ok(false) => continue,
                     Ok(true) => match event::read() {
-                        Ok(Event::Key(k)) if k.kind != KeyEventKind::Release => Action::Key(k),
+                        Ok(Event::Key(k)) if k.kind != KeyEventKind::Release => {
+                            let (esc, key) = split_alt(k);
+                            if let Some(esc) = esc
+                                && tx.send(Action::Key(esc)).is_err()
+                            {
+                                break;
+                            }
+                            Action::Key(key)
+                        }
                         Ok(Event::Resize(w, h)) => Action::Resize(w, h),
                         Ok(_) => continue,
                         Err(e) => Action::InputClosed(format!("the terminal input failed: {e}")),
@@ -79,4 +101,22 @@ pub fn spawn(tx: UnboundedSender<Action>) -> std::io::Result<Input> {
         stop,
         handle: Some(handle),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_alt_key_is_the_esc_typed_before_it() {
+        let alt0 = KeyEvent::new(KeyCode::Char('0'), KeyModifiers::ALT);
+        let (esc, key) = split_alt(alt0);
+        assert_eq!(esc.map(|e| e.code), Some(KeyCode::Esc));
+        assert_eq!(key.code, KeyCode::Char('0'));
+        assert!(key.modifiers.is_empty());
+        let plain = KeyEvent::new(KeyCode::Char('5'), KeyModifiers::NONE);
+        assert_eq!(split_alt(plain), (None, plain));
+        let alt_up = KeyEvent::new(KeyCode::Up, KeyModifiers::ALT);
+        assert_eq!(split_alt(alt_up), (None, alt_up));
+    }
 }

@@ -176,6 +176,7 @@ impl Executor {
                             grace,
                             compensation_alert,
                             outbox_alert,
+                            gauge: Default::default(),
                         };
                         let r =
                             crate::ops::report::report(&redis, &db, &keys, &activity, None, &opts)

@@ -1,6 +1,7 @@
 //! Pollers: background tasks that read Redis and the database at the refresh interval and send
 //! whole snapshots to the loop. One poll at a time per poller (the next waits for the last),
-//! each bounded by a deadline, each in its own task so that even a panic only costs one
+//! each bounded by a deadline (the status poll's, on reads that stopped coming: a settle from
+//! scratch runs on while it reads), each in its own task so that even a panic only costs one
 //! snapshot. A change of activity or a "refresh now" wakes them early.
 
 use super::action::Action;
@@ -11,7 +12,8 @@ use crate::db::{activity, audit, compensation};
 use crate::domain::{ActivityId, Phase};
 use crate::error::{Error, Result};
 use crate::ops::health;
-use crate::ops::status::{StatusOptions, glance, status_tracked};
+use crate::ops::progress::SettleGauge;
+use crate::ops::status::{StatusOptions, StatusReport, glance, status_tracked};
 use crate::ops::tracker::{Tracker, TrackerOptions};
 use chrono::Utc;
 use std::collections::HashMap;
@@ -53,6 +55,7 @@ pub fn spawn(
         grace: config.grace,
         compensation_alert: config.compensation_alert,
         outbox_alert: config.outbox_alert,
+        gauge: Default::default(),
     };
     let keys = config.keys.clone();
     let mut tasks = Vec::new();
@@ -62,24 +65,33 @@ pub fn spawn(
     {
         let (s, tx, opts, keys) = (services.clone(), tx.clone(), opts.clone(), keys.clone());
         let trackers = Trackers::new(config.read_only);
+        let selected = wake.activity.clone();
         tasks.push(tokio::spawn(every(refresh, wake.clone(), move |current| {
             let (s, tx, opts, keys) = (s.clone(), tx.clone(), opts.clone(), keys.clone());
-            let trackers = trackers.clone();
+            let (trackers, selected) = (trackers.clone(), selected.clone());
             async move {
                 let Some(id) = current else { return true };
                 let a = id.clone();
-                let result = guarded(async move {
-                    let redis = s.redis().await?;
-                    let db = s.db().await?;
+                let gauge = trackers.gauge.clone();
+                let refresh = async move {
                     let mut t = trackers.take(&a, opts.grace);
-                    let r = status_tracked(&mut t, &redis, &db, &keys, &opts).await;
-                    // Only a refresh that finished hands its books on (one cut short by the
-                    // deadline may have moved them half way).
+                    let r = async {
+                        let redis = s.redis().await?;
+                        let db = s.db().await?;
+                        status_tracked(&mut t, &redis, &db, &keys, &opts).await
+                    }
+                    .await;
+                    // Only a refresh that finished hands its books on (one cut short may have
+                    // moved them half way).
                     trackers.keep(t);
                     r
-                })
-                .await;
-                tx.send(Action::Status(id, Fetched::now(result))).is_ok()
+                };
+                let settling = |p| tx.send(Action::Settling(id.clone(), p)).is_ok();
+                let bounds = (SETTLING_EVERY, POLL_DEADLINE);
+                match settled(refresh, (&gauge, bounds), &selected, &id, settling).await {
+                    Some(result) => tx.send(Action::Status(id, Fetched::now(result))).is_ok(),
+                    None => !tx.is_closed(),
+                }
             }
         })));
     }
@@ -202,6 +214,62 @@ where
     }
 }
 
+/// How often a poll that settles beside the polls says how far it read.
+const SETTLING_EVERY: Duration = Duration::from_secs(1);
+
+/// Runs the status refresh in its own task. A refresh normally ends within [`POLL_DEADLINE`];
+/// one that settles books from scratch (a cold start on a big sale: 14 s for a million units on
+/// this machine) runs on for as long as its pages keep coming, and `settling` is told how far
+/// it read every second, so that it always finishes instead of being cut at the deadline and
+/// started again from nothing. A refresh that reads nothing for [`POLL_DEADLINE`] is a hang and
+/// ends as an error; one whose activity the operator left is dropped (None).
+async fn settled<Fut>(
+    refresh: Fut,
+    (gauge, (tick, deadline)): (&SettleGauge, (Duration, Duration)),
+    selected: &watch::Receiver<Option<ActivityId>>,
+    id: &ActivityId,
+    mut settling: impl FnMut(u8) -> bool,
+) -> Option<Result<StatusReport>>
+where
+    Fut: Future<Output = Result<StatusReport>> + Send + 'static,
+{
+    let mut task = tokio::spawn(refresh);
+    let mut last_read = gauge.total_read();
+    let mut moved_at = tokio::time::Instant::now();
+    loop {
+        match tokio::time::timeout(tick, &mut task).await {
+            Ok(Ok(result)) => return Some(result),
+            Ok(Err(e)) => {
+                return Some(Err(Error::internal(format!(
+                    "the poll stopped unexpectedly: {e}"
+                ))));
+            }
+            Err(_) => {}
+        }
+        if selected.borrow().as_ref() != Some(id) {
+            task.abort();
+            return None;
+        }
+        let read = gauge.total_read();
+        if read != last_read {
+            (last_read, moved_at) = (read, tokio::time::Instant::now());
+        }
+        if moved_at.elapsed() >= deadline {
+            task.abort();
+            return Some(Err(Error::unavailable(format!(
+                "no answer within {} s",
+                deadline.as_secs()
+            ))));
+        }
+        if let Some(p) = gauge.percent()
+            && !settling(p)
+        {
+            task.abort();
+            return None;
+        }
+    }
+}
+
 /// The tracker of the activity the Stock poller follows, shared between its polls. A poll
 /// takes it out and puts it back when it finished.
 #[derive(Clone)]
@@ -209,6 +277,8 @@ struct Trackers {
     kept: Arc<std::sync::Mutex<HashMap<ActivityId, Tracker>>>,
     /// A read-only console keeps its books in memory only.
     read_only: bool,
+    /// How far the running settle from scratch has read.
+    gauge: SettleGauge,
 }
 
 impl Trackers {
@@ -216,6 +286,7 @@ impl Trackers {
         Trackers {
             kept: Arc::default(),
             read_only,
+            gauge: SettleGauge::new(),
         }
     }
 
@@ -225,7 +296,9 @@ impl Trackers {
             .ok()
             .and_then(|mut m| m.remove(id))
             .unwrap_or_else(|| {
-                Tracker::new(id.clone(), TrackerOptions::live(grace, self.read_only))
+                let mut opts = TrackerOptions::live(grace, self.read_only);
+                opts.gauge = self.gauge.clone();
+                Tracker::new(id.clone(), opts)
             })
     }
 
@@ -310,5 +383,77 @@ mod tests {
         // Half preheated, or live: every product with a problem.
         assert_eq!(overview_alerts(Phase::Upcoming, false, 1, 1), 1);
         assert_eq!(overview_alerts(Phase::Live, false, 2, 0), 2);
+    }
+
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    const BOUNDS: (Duration, Duration) = (Duration::from_millis(20), Duration::from_millis(300));
+
+    fn snapshot() -> StatusReport {
+        crate::tui::tests::fixtures::report(0, 0)
+    }
+
+    /// A refresh that reads a page every `every` for `pages` pages, then answers.
+    async fn reading(gauge: SettleGauge, pages: u64, every: Duration) -> Result<StatusReport> {
+        gauge.start(pages);
+        for p in 1..=pages {
+            tokio::time::sleep(every).await;
+            gauge.read(p);
+        }
+        gauge.finish();
+        Ok(snapshot())
+    }
+
+    #[tokio::test]
+    async fn a_settle_that_reads_on_outlives_the_deadline_and_says_how_far_it_is() {
+        let gauge = SettleGauge::new();
+        let id = ActivityId::parse("big").expect("id");
+        let (_tx, rx) = watch::channel(Some(id.clone()));
+        // 20 pages 50 ms apart: a second in all, three deadlines of 300 ms.
+        let refresh = reading(gauge.clone(), 20, Duration::from_millis(50));
+        let mut said = Vec::new();
+        let out = settled(refresh, (&gauge, BOUNDS), &rx, &id, |p| {
+            said.push(p);
+            true
+        })
+        .await;
+        assert!(matches!(out, Some(Ok(_))), "{out:?}");
+        assert!(said.len() > 5, "{said:?}");
+        assert!(said.windows(2).all(|w| w[0] <= w[1]), "{said:?}");
+        assert!(said.iter().any(|&p| p > 0 && p < 100), "{said:?}");
+    }
+
+    #[tokio::test]
+    async fn a_refresh_that_reads_nothing_for_the_deadline_is_a_hang() {
+        let gauge = SettleGauge::new();
+        let id = ActivityId::parse("big").expect("id");
+        let (_tx, rx) = watch::channel(Some(id.clone()));
+        let ended = Arc::new(AtomicBool::new(false));
+        let flag = ended.clone();
+        let hung = async move {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            flag.store(true, Ordering::SeqCst);
+            Ok(snapshot())
+        };
+        let out = settled(hung, (&gauge, BOUNDS), &rx, &id, |_| true).await;
+        let Some(Err(e)) = out else {
+            panic!("not an error: {out:?}")
+        };
+        assert!(e.message.contains("no answer within"), "{}", e.message);
+        assert!(!ended.load(Ordering::SeqCst));
+    }
+
+    #[tokio::test]
+    async fn leaving_the_activity_drops_its_settle() {
+        let gauge = SettleGauge::new();
+        let id = ActivityId::parse("big").expect("id");
+        let (tx, rx) = watch::channel(Some(id.clone()));
+        let refresh = reading(gauge.clone(), 100, Duration::from_millis(20));
+        let out = settled(refresh, (&gauge, BOUNDS), &rx, &id, |_| {
+            let _ = tx.send(Some(ActivityId::parse("other").expect("id")));
+            true
+        })
+        .await;
+        assert!(out.is_none(), "{out:?}");
     }
 }

@@ -200,7 +200,14 @@ impl App {
             }
             Action::Status(id, f) => {
                 self.now = self.now.max(f.at);
+                self.stock.settling = None;
                 self.on_status(id, f)
+            }
+            Action::Settling(id, percent) => {
+                if self.activity.as_ref() == Some(&id) {
+                    self.stock.settling = Some(percent);
+                }
+                Vec::new()
             }
             Action::Busiest(counts) => self.on_busiest(counts),
             Action::ToggleBell => {

@@ -660,7 +660,7 @@ fn main() {
     server.cli(&["CONFIG", "RESETSTAT"]);
     let preempted_before = preemptions(&server);
     let steal_before = steal_ms(redis_cpu());
-    let probe = Probe::start(server.url(), product_keys("fp", "item").events);
+    let probe = Probe::start(server.url(), product_keys("fp", "item").events.clone());
     let spaced = || {
         std::thread::sleep(MARGIN + Duration::from_millis(100));
         status(&server, &db)

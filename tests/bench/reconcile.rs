@@ -78,6 +78,7 @@ fn main() {
                 grace: Duration::from_secs(60),
                 compensation_alert: Duration::from_secs(30),
                 outbox_alert: Duration::from_secs(3600),
+                gauge: Default::default(),
             };
             let mut runs = Vec::new();
             for _ in 0..3 {

@@ -294,6 +294,7 @@ fn main() {
                 grace,
                 compensation_alert: Duration::from_secs(30),
                 outbox_alert: Duration::from_secs(60),
+                gauge: Default::default(),
             };
             let cold = run(&server, &store, &db, &id, "status").await;
             println!("  {}: first status (no checkpoint yet): {}", db.name(), cold.line());

@@ -169,7 +169,9 @@ fn a_write_outside_the_scripts_is_removed_exactly(sale: &Sale, topo: &Topo, what
     sale.open("incr");
     let load = sale.load("incr", "12000");
     std::thread::sleep(Duration::from_secs(2));
-    let key = crate::harness::fixtures::product_keys("incr", "p1").stock;
+    let key = crate::harness::fixtures::product_keys("incr", "p1")
+        .stock
+        .clone();
     // One server, following the cluster's redirect to the key's owner.
     let out = topo.servers()[0].cli(&["-c", "INCRBY", &key, "7"]);
     assert!(out.trim().parse::<i64>().is_ok(), "{what}: INCRBY: {out}");

@@ -24,7 +24,8 @@ pub async fn stocks(
         .map(|p| {
             let k = KeySpace::default()
                 .product(&a, &ProductId::parse(p).expect("valid"))
-                .stock;
+                .stock
+                .clone();
             Keyed::new(k.clone(), redis::cmd("GET").arg(k).clone())
         })
         .collect();

@@ -270,6 +270,7 @@ async fn a_status_where_nothing_happened_writes_nothing() {
         grace: Duration::from_secs(3600),
         compensation_alert: Duration::from_secs(60),
         outbox_alert: Duration::from_secs(60),
+        gauge: Default::default(),
     };
     let writes = ["hset", "rename", "pexpire", "pexpireat", "persist", "del"];
     let mut written = Vec::new();

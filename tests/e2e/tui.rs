@@ -1302,3 +1302,56 @@ fn an_evicting_redis_raises_evicting_in_the_tui() {
         s.contains("allkeys-lru")
     });
 }
+
+/// A cold start on a sale whose settle from scratch outlives a poll's 10 s deadline (30,000
+/// orders; Redis 40 ms away through the proxy, so each of the settle's 150-odd rounds waits on
+/// Redis): the header says how far the settle read while it runs, and the Stock view fills once
+/// it ends. Before, the poll was cut at 10 s and its books thrown away, and the view never
+/// warmed up (issue 22, item 5).
+#[test]
+fn a_cold_settle_longer_than_a_poll_finishes_and_says_how_far_it_read() {
+    use crate::harness::proxy::{Mode, Proxy};
+    let redis = RedisServer::start();
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let c = Console::redis(&redis.url(), &db.url);
+    c.import_file_preheat(dir.path(), "tui-cold", &[("big", 100_000, 1)]);
+    let units = 30_000;
+    c.ok(&[
+        "load",
+        "tui-cold",
+        "--buyers",
+        &units.to_string(),
+        "--concurrency",
+        "32",
+        "--repeat-share",
+        "0",
+        "--pay-share",
+        "1",
+        "--yes",
+    ]);
+    let proxy = Proxy::start(&redis.addr());
+    proxy.set(Mode::Delay(Duration::from_millis(40)));
+    let command = format!(
+        "cd {} && {} --redis redis://{} --db {} --refresh 1; sleep 60",
+        dir.path().display(),
+        crate::harness::cli::binary(),
+        proxy.addr(),
+        db.url
+    );
+    let tmux = Tmux::start("seckill-cold", 120, 30, &command);
+    tmux.keys("2");
+    let started = Instant::now();
+    tmux.wait("the settle's progress", Duration::from_secs(30), |s| {
+        s.contains("settling ") && s.contains("% read")
+    });
+    tmux.wait("the settled stock", Duration::from_secs(120), |s| {
+        s.contains("1/1 products") && s.contains("of 100,000 sold") && !s.contains("settling")
+    });
+    let s = tmux.screen();
+    assert!(
+        started.elapsed() > Duration::from_secs(10),
+        "the settle ended within one poll's deadline: the drill shows nothing\n{s}"
+    );
+    assert!(!s.contains("no answer within"), "{s}");
+}

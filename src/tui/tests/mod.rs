@@ -4,7 +4,7 @@
 mod columns;
 mod dry_run;
 mod events;
-mod fixtures;
+pub(super) mod fixtures;
 mod names;
 mod paging;
 mod smaller;

@@ -197,7 +197,12 @@ fn waiting(app: &App) -> String {
         (Link::Down(e), _) => format!("Redis does not answer ({e}); retrying"),
         (_, Link::Down(e)) => format!("the database does not answer ({e}); retrying"),
         (Link::Degraded(e), _) => format!("some Redis nodes do not answer ({e})"),
-        _ => "reading its products from the database and their keys from Redis (a poll gives up after 10 s and says why)".into(),
+        _ => match app.stock.settling {
+            Some(p) => format!(
+                "settling its books from scratch, {p}% read (every event and live order once; a cold start of a big sale takes a while and goes on until it ends)"
+            ),
+            None => "reading its products from the database and their keys from Redis (a poll gives up after 10 s without a read and says why)".into(),
+        },
     };
     format!("Waiting {secs}s for the first snapshot of {id}: {on}.")
 }

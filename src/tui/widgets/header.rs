@@ -15,11 +15,19 @@ pub fn age_text(app: &App) -> (String, Style) {
     if app.activity.is_none() {
         return ("no activity selected".into(), dim());
     }
-    match app.data_age() {
+    let (text, style) = match app.data_age() {
+        None if app.stock.settling.is_some() => (String::new(), warning()),
         None if app.stock.feed.error.is_some() => ("no data: see below".into(), critical()),
         None => ("waiting for data".into(), dim()),
         Some(age) if app.is_stale() => (format!("stale {}s", age.as_secs()), critical()),
         Some(age) => (format!("data {}s old", age.as_secs()), good()),
+    };
+    // A cold settle of a big sale runs beside the polls for longer than a poll's deadline:
+    // the header says how far it read, so old or absent numbers are not taken for a hang.
+    match app.stock.settling {
+        Some(p) if text.is_empty() => (format!("settling {p}%"), style),
+        Some(p) => (format!("{text}, settling {p}%"), style),
+        None => (text, style),
     }
 }
 

@@ -288,6 +288,7 @@ pub async fn read_status(w: &World) -> Result<StatusReport, Violation> {
             grace: w.grace,
             compensation_alert: Duration::from_secs(3600),
             outbox_alert: Duration::from_secs(3600),
+            gauge: Default::default(),
         },
     )
     .await
