@@ -75,7 +75,7 @@ async fn import(ctx: &Ctx, file: &std::path::Path) -> Result<Outcome> {
             )
         }
     );
-    Outcome::ok(&report, text)
+    Outcome::ok(report, text)
 }
 
 /// Redis, opened only when an import cuts a stock (to know whether the product's keys exist).
@@ -132,7 +132,7 @@ async fn list(ctx: &Ctx) -> Result<Outcome> {
             v
         }).collect::<Vec<_>>()
     });
-    Outcome::ok(&doc, text)
+    Outcome::ok(doc, text)
 }
 
 async fn show(ctx: &Ctx, id: &str) -> Result<Outcome> {
@@ -178,5 +178,5 @@ async fn show(ctx: &Ctx, id: &str) -> Result<Outcome> {
         "total_stock": total,
         "products": products,
     });
-    Outcome::ok(&doc, text)
+    Outcome::ok(doc, text)
 }

@@ -84,7 +84,8 @@ pub async fn run_pause(ctx: &Ctx, args: PauseArgs, pause: bool) -> Result<Outcom
     } else {
         ErrorKind::CheckFailed
     };
-    Outcome::finished(&r, text, r.failed().then_some(failure))
+    let failure = r.failed().then_some(failure);
+    Outcome::finished(r, text, failure)
 }
 
 fn render_pause(r: &PauseReport) -> String {
@@ -168,7 +169,7 @@ pub async fn run_topup(ctx: &Ctx, args: TopupArgs) -> Result<Outcome> {
     db.close().await;
     let r = r?;
     let text = render_topup(&r);
-    Outcome::ok(&r, text)
+    Outcome::ok(r, text)
 }
 
 fn render_topup(r: &TopupReport) -> String {
@@ -297,7 +298,7 @@ pub async fn run_audit(ctx: &Ctx, args: AuditArgs) -> Result<Outcome> {
             &rows,
         )
     };
-    Outcome::ok(&doc, text)
+    Outcome::ok(doc, text)
 }
 
 #[cfg(test)]

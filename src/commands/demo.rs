@@ -153,5 +153,5 @@ pub async fn run_demo(ctx: &Ctx, args: DemoArgs) -> Result<Outcome> {
     drop(dir);
     outcome?;
     let text = "demo stopped: its redis-server and temporary files are gone\n".to_string();
-    Outcome::ok(&serde_json::json!({ "demo": "stopped" }), text)
+    Outcome::ok(serde_json::json!({ "demo": "stopped" }), text)
 }

@@ -25,35 +25,57 @@ use serde::Serialize;
 /// `--fail-on-drift`), that failure's kind. A no-go report is a document *and* exit 4: the
 /// exit code comes from the kind, as for every error, never from a number set by hand.
 pub struct Outcome {
-    pub doc: serde_json::Value,
+    pub doc: Doc,
     pub text: String,
     pub failure: Option<ErrorKind>,
 }
 
+/// A command's JSON document, written straight from its value when printed: a report of
+/// 100,000 products is never held a second time as a JSON tree nor as one string (46 MB of
+/// text, 100 MB of tree).
+pub enum Doc {
+    /// Nothing more to print (`watch` streamed its lines).
+    Streamed,
+    Value(Box<dyn Json>),
+}
+
+/// A value that writes itself as pretty JSON.
+pub trait Json: Send {
+    fn write_pretty(&self, out: &mut dyn std::io::Write) -> serde_json::Result<()>;
+}
+
+impl<T: Serialize + Send> Json for T {
+    fn write_pretty(&self, out: &mut dyn std::io::Write) -> serde_json::Result<()> {
+        serde_json::to_writer_pretty(out, self)
+    }
+}
+
 impl Outcome {
     /// A successful result.
-    pub fn ok<T: Serialize>(doc: &T, text: String) -> Result<Self> {
+    pub fn ok<T: Serialize + Send + 'static>(doc: T, text: String) -> Result<Self> {
         Self::finished(doc, text, None)
     }
 
     /// A command that printed its own output as it went (`watch`): nothing more to print.
     pub fn silent() -> Self {
         Outcome {
-            doc: serde_json::Value::Null,
+            doc: Doc::Streamed,
             text: String::new(),
             failure: None,
         }
     }
 
     /// A result whose verdict may be a failure of this kind.
-    pub fn finished<T: Serialize>(
-        doc: &T,
+    pub fn finished<T: Serialize + Send + 'static>(
+        doc: T,
         text: String,
         failure: Option<ErrorKind>,
     ) -> Result<Self> {
-        let doc = serde_json::to_value(doc)
-            .map_err(|e| Error::internal(format!("cannot encode the result as JSON: {e}")))?;
-        Ok(Outcome { doc, text, failure })
+        Ok(Outcome {
+            doc: Doc::Value(Box::new(doc)),
+            text,
+            failure,
+        })
     }
 
     /// The process exit code: 0, or the failure's.
@@ -82,12 +104,11 @@ pub async fn run(cli: Cli) -> i32 {
     let ctx = Ctx { config };
     match dispatch(&ctx, cli.command).await {
         Ok(out) => {
-            if json && out.doc.is_null() {
-                // Streamed already, one line per event.
-            } else if json {
-                match serde_json::to_string_pretty(&out.doc) {
-                    Ok(s) => println!("{s}"),
-                    Err(e) => return report_error(&Error::internal(e.to_string()), true),
+            if json {
+                if let Doc::Value(doc) = &out.doc
+                    && let Err(e) = print_json(doc.as_ref())
+                {
+                    return report_error(&e, true);
                 }
             } else {
                 print!("{}", out.text);
@@ -161,7 +182,25 @@ async fn migrate_command(ctx: &Ctx) -> Result<Outcome> {
         report.already_applied.len()
     );
     db.close().await;
-    Outcome::ok(&report, text)
+    Outcome::ok(report, text)
+}
+
+/// Writes the document to stdout as it serializes, through one buffer. A reader that went
+/// away (`| head`) ends the output quietly: what it wanted it has.
+fn print_json(doc: &dyn Json) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let written = doc
+        .write_pretty(&mut out)
+        .map_err(std::io::Error::from)
+        .and_then(|()| writeln!(out))
+        .and_then(|()| out.flush());
+    match written {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(Error::internal(format!(
+            "cannot write the result as JSON: {e}"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Prints an error (one JSON object with `error` and `kind`, or one line) and returns its code.

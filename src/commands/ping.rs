@@ -64,5 +64,5 @@ pub async fn run(ctx: &Ctx) -> Result<Outcome> {
         "database": database,
         "ok": all_ok,
     });
-    Outcome::finished(&doc, text, (!all_ok).then_some(ErrorKind::CheckFailed))
+    Outcome::finished(doc, text, (!all_ok).then_some(ErrorKind::CheckFailed))
 }

@@ -119,7 +119,7 @@ pub async fn run_preheat(
         ));
     }
     let failure = report.failure;
-    Outcome::finished(&report, text, failure)
+    Outcome::finished(report, text, failure)
 }
 
 fn yes(b: bool) -> String {
@@ -144,5 +144,5 @@ pub async fn run_cleanup(ctx: &Ctx, activity: &str, force: bool) -> Result<Outco
         "cleanup {}: deleted {} of {} keys matching {}\n",
         report.activity, report.keys_deleted, report.keys_found, report.pattern
     );
-    Outcome::ok(&report, text)
+    Outcome::ok(report, text)
 }

@@ -29,11 +29,11 @@ pub async fn run_report(ctx: &Ctx, args: ReportArgs) -> Result<Outcome> {
     match args.format {
         ReportFormat::Json => {
             let text = serde_json::to_string_pretty(&r).unwrap_or_default() + "\n";
-            Outcome::ok(&r, text)
+            Outcome::ok(r, text)
         }
         ReportFormat::Markdown => {
             let text = markdown(&r, ctx.config.tz);
-            Outcome::ok(&r, text)
+            Outcome::ok(r, text)
         }
     }
 }

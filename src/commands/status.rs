@@ -141,14 +141,14 @@ fn render(r: &StatusReport, title: &str, ctx_tz: Zone) -> String {
 pub async fn run_status(ctx: &Ctx, activity: &str) -> Result<Outcome> {
     let r = report(ctx, activity, "status").await?;
     let text = render(&r, "status", ctx.config.tz);
-    Outcome::ok(&r, text)
+    Outcome::ok(r, text)
 }
 
 pub async fn run_reconcile(ctx: &Ctx, activity: &str, fail_on_drift: bool) -> Result<Outcome> {
     let r = report(ctx, activity, "reconcile").await?;
     let text = render(&r, "reconcile", ctx.config.tz);
     let drifted = fail_on_drift && !r.all_ok();
-    Outcome::finished(&r, text, drifted.then_some(ErrorKind::CheckFailed))
+    Outcome::finished(r, text, drifted.then_some(ErrorKind::CheckFailed))
 }
 
 fn render_fix(r: &FixReport) -> String {
@@ -260,7 +260,7 @@ pub async fn run_fix(
         if plan.products.is_empty() {
             db.close().await;
             let text = render_fix(&plan);
-            return Outcome::ok(&plan, text);
+            return Outcome::ok(plan, text);
         }
         if !confirm(&activity, &plan)? {
             db.close().await;
@@ -274,7 +274,7 @@ pub async fn run_fix(
     db.close().await;
     let text = render_fix(&r);
     let failure = r.failure;
-    Outcome::finished(&r, text, failure)
+    Outcome::finished(r, text, failure)
 }
 
 pub async fn run_compensation(ctx: &Ctx, cmd: CompensationCommand) -> Result<Outcome> {
@@ -326,7 +326,7 @@ pub async fn run_compensation(ctx: &Ctx, cmd: CompensationCommand) -> Result<Out
                     v
                 }).collect::<Vec<_>>(),
             });
-            Outcome::ok(&doc, text)
+            Outcome::ok(doc, text)
         }
         CompensationCommand::Resolve {
             activity,
@@ -385,7 +385,7 @@ pub async fn run_compensation(ctx: &Ctx, cmd: CompensationCommand) -> Result<Out
             let failure = r
                 .unreachable
                 .then_some(seckill_console::error::ErrorKind::Unavailable);
-            Outcome::finished(&r, text, failure)
+            Outcome::finished(r, text, failure)
         }
     }
 }

@@ -298,9 +298,9 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
             "no request was answered: {} errors, {} unknown outcomes; check Redis and the keys (status)\n",
             stats.errors, stats.unknown
         ));
-        return Outcome::finished(&stats, text, Some(ErrorKind::CheckFailed));
+        return Outcome::finished(stats, text, Some(ErrorKind::CheckFailed));
     }
-    Outcome::ok(&stats, text)
+    Outcome::ok(stats, text)
 }
 
 pub async fn run_dry_run(ctx: &Ctx, args: DryRunArgs) -> Result<Outcome> {
@@ -366,7 +366,7 @@ pub async fn run_dry_run(ctx: &Ctx, args: DryRunArgs) -> Result<Outcome> {
     let _ = progress.await;
     end_progress();
     db.close().await;
-    let runs = result?;
+    let mut runs = result?;
     let mut text = stats_table(&runs);
     if let Some(r) = runs.iter().find(|r| !r.paused_products.is_empty()) {
         text.push_str(&format!(
@@ -383,9 +383,11 @@ pub async fn run_dry_run(ctx: &Ctx, args: DryRunArgs) -> Result<Outcome> {
         }
     }
     let failure = (!runs.iter().all(|r| r.ok)).then_some(ErrorKind::CheckFailed);
-    if runs.len() == 1 {
-        Outcome::finished(&runs[0], text, failure)
+    if runs.len() == 1
+        && let Some(one) = runs.pop()
+    {
+        Outcome::finished(one, text, failure)
     } else {
-        Outcome::finished(&runs, text, failure)
+        Outcome::finished(runs, text, failure)
     }
 }

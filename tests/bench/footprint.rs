@@ -868,9 +868,17 @@ fn main() {
         lagging.iter().map(|r| r.0).collect::<Vec<_>>(),
         balanced.iter().map(|r| r.0).collect::<Vec<_>>()
     );
+    let mb = |runs: &[(f64, f64)]| {
+        runs.iter()
+            .map(|r| format!("{:.0}", r.1 / 1024.0))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
     println!(
-        "    peak memory {peak_mb:.0} MB (target < 200 MB: {})",
-        verdict(peak_mb < 200.0)
+        "    peak memory {peak_mb:.0} MB (target < 200 MB: {}); each run (MB): lagging [{}], balanced [{}]",
+        verdict(peak_mb < 200.0),
+        mb(&lagging),
+        mb(&balanced)
     );
     println!("(b) the TUI, headless, 1 Hz, {refreshes} refreshes once warm");
     println!(

@@ -16,7 +16,7 @@
 //!     threads) over the wall time of the window. The redis-server's own CPU is reported
 //!     beside it but not counted: it is another process (on another machine in production).
 //!     The window starts once the products have been quiet long enough to be asked only every
-//!     fourth refresh (`BENCH_WARM`, default 45 s: `ops::quiet`'s 10 + 30 refreshes and some).
+//!     fifth refresh (`BENCH_WARM`, default 45 s: `ops::quiet`'s 10 + 30 refreshes and some).
 //!     Redis's time per refresh is redis-server's CPU (`/proc`) over the window, per second
 //!     (one refresh a second), with the commands it ran (`INFO commandstats`).
 //! (b2) The same loop while 100 of the 10,000 products sell 1,000 units a second in all (a

@@ -154,8 +154,9 @@ async fn a_small_stock_over_a_long_window_keeps_its_bucket_rate() {
         .expect("bucket_rate");
     let rate: f64 = stored.parse().expect("a number");
     let wanted = 5.0 / (30.0 * 86_400.0) * 1.2;
+    // Five significant digits (a gateway needs no more; see `domain::preheat`).
     assert!(
-        (rate - wanted).abs() < wanted * 1e-6,
+        rate > 0.0 && (rate - wanted).abs() < wanted * 1e-4,
         "bucket_rate {stored}, wanted about {wanted}"
     );
 }
