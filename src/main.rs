@@ -10,8 +10,13 @@ use seckill_console::ErrorKind;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let env: std::collections::HashMap<String, String> = std::env::vars().collect();
-    let args: Vec<String> = std::env::args().collect();
+    let (args, env) = match utf8_args_and_env() {
+        Ok(both) => both,
+        Err(what) => {
+            eprintln!("error: {what} is not valid UTF-8: give it as UTF-8 text");
+            return exit(ErrorKind::BadInput.exit_code());
+        }
+    };
     let cli = match cli::parse(&args, &env) {
         Ok(cli) => cli,
         Err(e) => {
@@ -83,6 +88,38 @@ fn main() -> ExitCode {
     exit(code)
 }
 
+/// The command line and the environment as text. `env::args()` and `env::vars()` panic on a
+/// value that is not UTF-8; here such an argument, or such a variable of the console's own
+/// (`SECKILL_*`), is named and refused. Another program's variable that is not UTF-8 is none of
+/// the console's business: it is left out.
+fn utf8_args_and_env() -> Result<(Vec<String>, std::collections::HashMap<String, String>), String> {
+    let mut args = Vec::new();
+    for (i, a) in std::env::args_os().enumerate() {
+        match a.into_string() {
+            Ok(a) => args.push(a),
+            Err(raw) if i == 0 => args.push(raw.to_string_lossy().into_owned()),
+            Err(raw) => {
+                return Err(format!(
+                    "argument {i} ({})",
+                    seckill_console::redact::redact_text(&raw.to_string_lossy())
+                ));
+            }
+        }
+    }
+    let mut env = std::collections::HashMap::new();
+    for (name, value) in std::env::vars_os() {
+        let ours = name.to_string_lossy().starts_with("SECKILL_");
+        match (name.into_string(), value.into_string()) {
+            (Ok(n), Ok(v)) => {
+                env.insert(n, v);
+            }
+            (Ok(n), Err(_)) if ours => return Err(format!("the environment variable {n}")),
+            _ => {}
+        }
+    }
+    Ok((args, env))
+}
+
 /// The process exit status for a contract code (every code comes from an `ErrorKind`).
 fn exit(code: i32) -> ExitCode {
     ExitCode::from(u8::try_from(code).unwrap_or(1))
@@ -120,5 +157,12 @@ fn init_logging(env: &std::collections::HashMap<String, String>) {
         // stderr, except while the TUI owns the terminal: then lines wait for its exit.
         .with_writer(seckill_console::tui::logs::writer)
         .with_target(false)
+        // Colour only for a person at a terminal: a file, a pipe or journald gets plain text.
+        .with_ansi(stderr_is_terminal() && !env.contains_key("NO_COLOR"))
         .try_init();
+}
+
+fn stderr_is_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal()
 }

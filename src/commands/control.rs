@@ -251,6 +251,14 @@ pub async fn run_audit(ctx: &Ctx, args: AuditArgs) -> Result<Outcome> {
     }
     let since = since_arg(args.since.as_deref())?;
     let db = ctx.db().await?;
+    // An activity that does not exist is a mistyped id, as for every other command: an empty
+    // trail would read as "nobody touched it".
+    if let Some(id) = &activity
+        && let Err(e) = seckill_console::db::activity::require(&db, id).await
+    {
+        db.close().await;
+        return Err(e);
+    }
     let entries =
         seckill_console::db::audit::recent_since(&db, activity.as_ref(), since, args.limit)
             .await

@@ -111,7 +111,7 @@ pub async fn run(cli: Cli) -> i32 {
                     return report_error(&e, true);
                 }
             } else {
-                print!("{}", out.text);
+                print_text(&out.text);
             }
             out.exit_code()
         }
@@ -201,6 +201,14 @@ fn print_json(doc: &dyn Json) -> Result<()> {
         ))),
         _ => Ok(()),
     }
+}
+
+/// Writes a command's text to stdout. A reader that went away (`| head`) ends the output
+/// quietly and the command keeps its exit code (`print!` panicked on the closed pipe).
+fn print_text(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
 /// Prints an error (one JSON object with `error` and `kind`, or one line) and returns its code.

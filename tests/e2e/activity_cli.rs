@@ -109,6 +109,26 @@ async fn migrate_import_list_show_on_every_backend() {
                 .contains("'nope'")
         );
 
+        // The audit trail of an activity that does not exist is a mistyped id, as for every
+        // other command (an empty trail would read as "nobody touched it").
+        let audit_missing = run(&db, &["--json", "audit", "nope"]);
+        audit_missing.expect_code(2);
+        assert!(
+            audit_missing.json_error()["error"]
+                .as_str()
+                .unwrap_or("")
+                .contains("'nope'"),
+            "{name}: {}",
+            audit_missing.stderr
+        );
+        let audit_known = run(&db, &["--json", "audit", "a1"]);
+        audit_known.expect_code(0);
+        assert_eq!(
+            audit_known.json()["entries"][0]["action"],
+            "activity.import",
+            "{name}"
+        );
+
         // The import was audited with the actor.
         let lib = db.open().await;
         let audit = seckill_console::db::audit::recent(&lib, None, 10)

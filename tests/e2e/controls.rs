@@ -46,6 +46,27 @@ async fn a_paused_activity_sells_nothing_until_it_is_resumed() {
         let bad = c.run("pause hold --product p9 --yes");
         bad.expect_code(2);
         assert!(bad.stderr.contains("p9"), "{label}: {}", bad.stderr);
+        // A reason is one line of printable text of at most 500 characters: anything else is
+        // refused before a write, and never echoed back (it could repaint the terminal).
+        let long = "x".repeat(501);
+        for reason in ["two\nlines", "\u{1b}[2Jcleared", long.as_str()] {
+            let r = c.run(&["pause", "hold", "--yes", "--reason", reason]);
+            r.expect_code(2);
+            assert!(r.stderr.contains("--reason"), "{label}: {}", r.stderr);
+            assert!(!r.stderr.contains(reason), "{label}: {}", r.stderr);
+            let r = c.run(&[
+                "topup",
+                "hold",
+                "--product",
+                "p1",
+                "--add",
+                "1",
+                "--yes",
+                "--reason",
+                reason,
+            ]);
+            r.expect_code(2);
+        }
 
         let doc = c.json(&[
             "--actor",
@@ -138,6 +159,11 @@ async fn a_paused_activity_sells_nothing_until_it_is_resumed() {
         }
         let resumes: Vec<_> = entries.iter().filter(|e| e["action"] == "resume").collect();
         assert_eq!(resumes.len(), 1, "{label}: {entries:?}");
+        // The refused top-ups wrote nothing.
+        assert!(
+            entries.iter().all(|e| e["action"] != "topup"),
+            "{label}: {entries:?}"
+        );
         assert_eq!(resumes[0]["actor"], "bob");
         assert_eq!(resumes[0]["product"], "p1");
         // Newest first.

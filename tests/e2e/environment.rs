@@ -1,7 +1,10 @@
 //! Settings from SECKILL_* variables, read by clap: a bad value is named by its variable, an
 //! empty variable is unset, flags win over variables, and help never shows a variable's value.
 
+use crate::harness::cli::binary;
 use crate::harness::{RedisServer, TestDb, console, console_env};
+use std::os::unix::ffi::OsStrExt;
+use std::process::{Command, Stdio};
 
 #[test]
 fn a_bad_value_from_the_environment_is_named_by_its_variable() {
@@ -125,4 +128,100 @@ fn a_redis_target_typed_on_the_command_line_wins_over_the_other_kind_from_the_en
         "{}",
         r.stderr
     );
+}
+
+/// The binary with a clean environment (no SECKILL_* of the caller) and `env` added.
+fn bare(env: &[(&str, &std::ffi::OsStr)]) -> Command {
+    let mut cmd = Command::new(binary());
+    cmd.stdin(Stdio::null());
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("SECKILL_") {
+            cmd.env_remove(&k);
+        }
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+#[test]
+fn arguments_and_variables_that_are_not_utf8_are_named_and_refused() {
+    let bad = std::ffi::OsStr::from_bytes(b"caf\xe9");
+    let out = bare(&[])
+        .args([std::ffi::OsStr::new("status"), bad])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(
+        err.contains("argument 2") && err.contains("not valid UTF-8"),
+        "{err}"
+    );
+
+    let out = bare(&[("SECKILL_ACTOR", bad)])
+        .args(["status", "a1"])
+        .output()
+        .expect("run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("SECKILL_ACTOR") && err.contains("not valid UTF-8"),
+        "{err}"
+    );
+
+    // Another program's variable is none of the console's business.
+    let db = TestDb::sqlite();
+    let out = bare(&[("OTHER_TOOL_SETTING", bad)])
+        .args(["--db", &db.url, "migrate"])
+        .output()
+        .expect("run");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn logs_written_to_a_pipe_carry_no_colour() {
+    let db = TestDb::sqlite();
+    console(&["--db", &db.url, "migrate"]).expect_code(0);
+    // At debug the database driver logs every statement: lines to a pipe, as journald or a
+    // file would take them.
+    let r = console_env(
+        &["--db", &db.url, "activity", "list"],
+        &[("SECKILL_LOG", "debug")],
+    );
+    r.expect_code(0);
+    // Log lines were written (else this test could not fail) and none carries an escape.
+    assert!(r.stderr.contains("DEBUG"), "{}", r.stderr);
+    assert!(!r.stderr.contains('\u{1b}'), "{:?}", r.stderr);
+}
+
+#[test]
+fn a_reader_that_went_away_ends_the_output_quietly() {
+    let db = TestDb::sqlite();
+    console(&["--db", &db.url, "migrate"]).expect_code(0);
+    for json in [false, true] {
+        let mut args = vec!["--db", db.url.as_str()];
+        if json {
+            args.push("--json");
+        }
+        args.extend(["activity", "list"]);
+        let mut child = bare(&[])
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        // The reader closes its end before the command writes (`| head -c 0`).
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("wait");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "json {json}: {err}");
+        assert_eq!(out.status.code(), Some(0), "json {json}: {err}");
+    }
 }
