@@ -289,7 +289,8 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
     let refresh = merged.refresh_secs.unwrap_or(1.0);
     if !(0.1..=3600.0).contains(&refresh) {
         return Err(Error::bad_input(format!(
-            "refresh {refresh} is out of range: use 0.1 to 3600 seconds"
+            "refresh {} is out of range: use 0.1 to 3600 seconds",
+            crate::error::echoed(refresh)
         )));
     }
     let tz = match &merged.tz {
@@ -489,7 +490,10 @@ mod tests {
                 bad.push(format!("response timeout {response} is out of range"));
             }
             if !(0.1..=3600.0).contains(&refresh) {
-                bad.push(format!("refresh {refresh} is out of range"));
+                bad.push(format!(
+                    "refresh {} is out of range",
+                    crate::error::echoed(refresh)
+                ));
             }
             if ttl > 3650 {
                 bad.push(format!("key_ttl_days {ttl} is out of range"));

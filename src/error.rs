@@ -97,3 +97,43 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A number given by the operator, echoed back in an error: as typed where it is short, in
+/// scientific notation where Rust's plain form runs to hundreds of digits (`1e308`): at most
+/// about a dozen characters for any value.
+pub fn echoed(x: f64) -> String {
+    let plain = x.to_string();
+    if plain.len() <= 16 {
+        plain
+    } else {
+        // Six significant digits are enough to recognise what was typed.
+        let e = format!("{x:.5e}");
+        match e.split_once('e') {
+            Some((mantissa, exp)) => {
+                let mantissa = mantissa.trim_end_matches('0').trim_end_matches('.');
+                format!("{mantissa}e{exp}")
+            }
+            None => e,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::echoed;
+
+    #[test]
+    fn short_numbers_as_typed_long_ones_in_scientific_notation() {
+        assert_eq!(echoed(1.0), "1");
+        assert_eq!(echoed(0.05), "0.05");
+        assert_eq!(echoed(4000.5), "4000.5");
+        assert_eq!(echoed(1e308), "1e308");
+        assert_eq!(echoed(-1.5e300), "-1.5e300");
+        assert_eq!(echoed(1e-300), "1e-300");
+        assert_eq!(echoed(123_456_789_012_345_680.0), "1.23457e17");
+        assert_eq!(echoed(f64::NAN), "NaN");
+        assert_eq!(echoed(f64::INFINITY), "inf");
+        assert!(echoed(f64::MAX).len() <= 16, "{}", echoed(f64::MAX));
+        assert!(echoed(f64::MIN_POSITIVE).len() <= 16);
+    }
+}

@@ -38,7 +38,7 @@ pub async fn run_demo(ctx: &Ctx, args: DemoArgs) -> Result<Outcome> {
     if !(args.rate > 0.0 && args.rate <= 10_000.0) {
         return Err(Error::bad_input(format!(
             "--rate {} is out of range: use more than 0 and at most 10000 requests per second",
-            args.rate
+            seckill_console::error::echoed(args.rate)
         )));
     }
     let nanos = chrono::Utc::now().timestamp_subsec_nanos();

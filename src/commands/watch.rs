@@ -8,6 +8,7 @@ use crate::cli::WatchArgs;
 use chrono::Utc;
 use seckill_console::domain::ActivityId;
 use seckill_console::domain::alerts::Severity;
+use seckill_console::error::echoed;
 use seckill_console::error::{Error, ErrorKind, Result};
 use seckill_console::ops::status::status_tracked;
 use seckill_console::ops::tracker::{Tracker, TrackerOptions};
@@ -22,7 +23,7 @@ fn check_args(args: &WatchArgs) -> Result<Duration> {
     if !(args.interval.is_finite() && (0.1..=3600.0).contains(&args.interval)) {
         return Err(Error::bad_input(format!(
             "--interval {} is not between 0.1 and 3600 seconds",
-            args.interval
+            echoed(args.interval)
         )));
     }
     if !(1..=86_400).contains(&args.give_up_secs) {
@@ -93,6 +94,10 @@ pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome
     let mut watcher = Watcher::default();
     let mut failing_since: Option<Instant> = None;
     let mut polls: u64 = 0;
+    // Polls that read the books, and why the last one that did not failed: `--count` ends
+    // with exit 3 when none did (a cron job must not read success from a dead Redis).
+    let mut succeeded: u64 = 0;
+    let mut last_failure = String::new();
     let mut conns: Option<(seckill_console::db::Db, seckill_console::redis::RedisStore)> = None;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -116,6 +121,7 @@ pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome
                 Ok(c) => conns = Some(c),
                 Err(e) => {
                     polls += 1;
+                    last_failure.clone_from(&e.message);
                     if let Some(err) = give_up_on(e, &mut failing_since, give_up)? {
                         return Err(err);
                     }
@@ -133,6 +139,7 @@ pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome
         polls += 1;
         match polled {
             Ok(report) => {
+                succeeded += 1;
                 if failing_since.take().is_some() {
                     eprintln!("watch: reading again");
                 }
@@ -155,6 +162,7 @@ pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome
                 if let Some((db, _)) = conns.take() {
                     db.close().await;
                 }
+                last_failure.clone_from(&e.message);
                 if let Some(err) = give_up_on(e, &mut failing_since, give_up)? {
                     return Err(err);
                 }
@@ -167,7 +175,24 @@ pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome
     if let Some((db, _)) = conns.take() {
         db.close().await;
     }
-    Ok(Outcome::silent())
+    // A counted watch (cron, a health check) says how it ended in its exit code: 3 when no
+    // poll read the books, 4 when a critical alert was still raised at the last poll. One
+    // stopped by a signal ends 0, as a service should.
+    let Some(count) = args.count else {
+        return Ok(Outcome::silent());
+    };
+    if succeeded == 0 {
+        return Err(Error::unavailable(format!(
+            "no poll of {count} read the books: {last_failure}"
+        )));
+    }
+    let critical = watcher.critical_raised();
+    let mut out = Outcome::silent();
+    if critical > 0 {
+        eprintln!("watch: {critical} critical alert(s) still raised at the last poll");
+        out.failure = Some(ErrorKind::CheckFailed);
+    }
+    Ok(out)
 }
 
 /// A failed poll: an unreachable service is reported and waited for until `give_up` (then the

@@ -3,6 +3,7 @@
 use super::{Ctx, Outcome, table};
 use crate::cli::{DryRunArgs, LoadArgs, LoadStrategyArg, StrategyArg};
 use seckill_console::domain::ActivityId;
+use seckill_console::error::echoed;
 use seckill_console::error::{Error, ErrorKind, Result};
 use seckill_console::worker::demand::Demand;
 use seckill_console::worker::dry_run::{DryRunSpec, dry_run};
@@ -41,7 +42,8 @@ fn check_rate(rate: Option<f64>) -> Result<()> {
     match rate {
         Some(r) if !(r.is_finite() && (0.01..=10_000_000.0).contains(&r)) => {
             Err(Error::bad_input(format!(
-                "--rate {r} is out of range: use 0.01 to 10000000 requests per second, or leave it out for full speed"
+                "--rate {} is out of range: use 0.01 to 10000000 requests per second, or leave it out for full speed",
+                echoed(r)
             )))
         }
         _ => Ok(()),
@@ -54,7 +56,8 @@ fn check_window(secs: f64) -> Result<Duration> {
         Ok(Duration::from_secs_f64(secs))
     } else {
         Err(Error::bad_input(format!(
-            "--payment-window-secs {secs} is out of range: use 0 to 86400 seconds"
+            "--payment-window-secs {} is out of range: use 0 to 86400 seconds",
+            echoed(secs)
         )))
     }
 }

@@ -91,6 +91,14 @@ pub struct Watcher {
 }
 
 impl Watcher {
+    /// Critical alerts raised at the last report and not cleared since.
+    pub fn critical_raised(&self) -> usize {
+        self.alerts
+            .values()
+            .filter(|a| a.severity == crate::domain::alerts::Severity::Critical)
+            .count()
+    }
+
     /// The events between the last report and `r`. The first report raises every alert it
     /// holds (a pager started during an incident learns of it) and states nothing.
     pub fn step(&mut self, r: &StatusReport, at: DateTime<Utc>) -> Vec<WatchEvent> {

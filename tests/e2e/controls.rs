@@ -347,7 +347,17 @@ async fn watch_pages_once_per_critical_alert_and_says_when_it_clears() {
     redis_cmd(&store, &["INCRBY", &k.stock, "7"]).await;
     // The drift lasts several polls.
     std::thread::sleep(Duration::from_millis(2500));
+    // A counted watch (a cron job) ends 4 while a critical alert is still raised...
+    let counted = c.run("watch pager --interval 0.2 --count 2");
+    counted.expect_code(4);
+    assert!(
+        counted.stderr.contains("critical alert(s) still raised"),
+        "{}",
+        counted.stderr
+    );
     c.ok("fix pager --yes");
+    // ... and 0 once it cleared.
+    c.run("watch pager --interval 0.2 --count 2").expect_code(0);
     let w = finish(child, Duration::from_secs(60));
     w.expect_code(0);
     let events: Vec<serde_json::Value> = w
@@ -415,6 +425,27 @@ fn watch_gives_up_when_redis_stays_away() {
     ]);
     w.expect_code(3);
     assert!(w.stderr.contains("gave up"), "{}", w.stderr);
+    // Counted polls that all failed, well before giving up: exit 3 too, never success.
+    let w = console(&[
+        "--redis",
+        &url,
+        "--db",
+        &db.url,
+        "--connect-timeout-ms",
+        "200",
+        "watch",
+        "nowhere",
+        "--interval",
+        "0.2",
+        "--count",
+        "3",
+    ]);
+    w.expect_code(3);
+    assert!(
+        w.stderr.contains("no poll of 3 read the books"),
+        "{}",
+        w.stderr
+    );
 }
 
 /// The demo's outbox relay marks the oldest pending messages sent, in batches, on every

@@ -225,3 +225,43 @@ fn a_reader_that_went_away_ends_the_output_quietly() {
         assert_eq!(out.status.code(), Some(0), "json {json}: {err}");
     }
 }
+
+#[test]
+fn numbers_echoed_back_in_errors_are_short() {
+    let db = TestDb::sqlite();
+    let huge = "1e308";
+    for args in [
+        vec!["watch", "a1", "--interval", huge],
+        vec!["--refresh", huge, "status", "a1"],
+        vec![
+            "load",
+            "a1",
+            "--buyers",
+            "10",
+            "--concurrency",
+            "1",
+            "--yes",
+            "--rate",
+            huge,
+        ],
+        vec![
+            "load",
+            "a1",
+            "--buyers",
+            "10",
+            "--concurrency",
+            "1",
+            "--yes",
+            "--payment-window-secs",
+            huge,
+        ],
+    ] {
+        let mut all = vec!["--db", db.url.as_str()];
+        all.extend(args);
+        let r = console(&all);
+        r.expect_code(2);
+        // The value as typed, not Rust's 309-digit rendering of it.
+        assert!(r.stderr.contains("1e308"), "{all:?}: {}", r.stderr);
+        assert!(r.stderr.len() < 200, "{all:?}: {}", r.stderr);
+    }
+}
