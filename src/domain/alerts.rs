@@ -90,18 +90,16 @@ impl Severity {
     }
 }
 
-/// One alert.
+/// One alert. Every key is written (null when it does not apply): a consumer of the JSON reads
+/// one shape.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Alert {
     pub kind: AlertKind,
     pub severity: Severity,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub product: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
     pub message: String,
     /// Age of the oldest item, for queue alerts.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub age_secs: Option<i64>,
 }
 

@@ -19,26 +19,20 @@ pub enum EventKind {
     Master,
 }
 
-/// One line of the watch.
+/// One line of the watch. Every key is written on every line (null when it does not apply), so
+/// that a consumer reads one shape.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct WatchEvent {
     pub at: DateTime<chrono::FixedOffset>,
     pub event: EventKind,
     /// The alert's kind (raised, cleared).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub kind: Option<AlertKind>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub severity: Option<Severity>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub product: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub node: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// The product's state now and before (state events).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<&'static str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub previous: Option<&'static str>,
 }
 

@@ -94,6 +94,11 @@ async fn a_paused_activity_sells_nothing_until_it_is_resumed() {
             .filter(|a| a["kind"] == "paused" && a["severity"] == "info")
             .count();
         assert_eq!(infos, 2, "{label}: {doc}");
+        for a in doc["alerts"].as_array().expect("alerts") {
+            for k in ["kind", "severity", "product", "node", "message", "age_secs"] {
+                assert!(a.get(k).is_some(), "{label}: {k} missing: {a}");
+            }
+        }
         // Paused on purpose is not drift.
         c.ok("reconcile hold --fail-on-drift");
 
@@ -372,6 +377,14 @@ async fn watch_pages_once_per_critical_alert_and_says_when_it_clears() {
             .count()
     };
     assert_eq!(drift("raised"), 1, "{}", w.stdout);
+    // One shape for every line: each key is there, null when it does not apply.
+    for e in &events {
+        for k in [
+            "at", "event", "kind", "severity", "product", "node", "message", "state", "previous",
+        ] {
+            assert!(e.get(k).is_some(), "{k} missing: {e}");
+        }
+    }
     assert_eq!(drift("cleared"), 1, "{}", w.stdout);
     let raised = events
         .iter()
