@@ -485,6 +485,16 @@ pub struct AuditArgs {
     /// At most this many entries
     #[arg(long, default_value_t = 100)]
     pub limit: i64,
+    /// Only this action (`pause`, `fix.restore`, `preheat`, ...)
+    #[arg(long)]
+    pub action: Option<String>,
+    /// Only writes by this actor (`--by`: the global `--actor`, which `SECKILL_ACTOR` may set, is
+    /// the name this console writes under, and must not narrow what it reads)
+    #[arg(long = "by", value_name = "ACTOR")]
+    pub by: Option<String>,
+    /// Only this product's entries
+    #[arg(long, value_name = "P")]
+    pub product: Option<String>,
 }
 
 /// `activity ...`

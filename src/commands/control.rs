@@ -3,6 +3,7 @@
 use super::{Ctx, Outcome, table};
 use crate::cli::{AuditArgs, PauseArgs, TopupArgs};
 use chrono::{DateTime, Duration, Utc};
+use seckill_console::db::audit::{AuditEntry, AuditQuery};
 use seckill_console::domain::{ActivityId, ProductId};
 use seckill_console::error::{Error, ErrorKind, Result};
 use seckill_console::ops::pause::{PauseReport, set_paused};
@@ -222,19 +223,7 @@ pub fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
 
 #[derive(Serialize)]
 struct AuditDoc {
-    entries: Vec<AuditRow>,
-}
-
-#[derive(Serialize)]
-struct AuditRow {
-    at: DateTime<chrono::FixedOffset>,
-    actor: String,
-    action: String,
-    activity: String,
-    product: Option<String>,
-    before: Option<String>,
-    after: Option<String>,
-    reason: String,
+    entries: Vec<AuditEntry>,
 }
 
 pub async fn run_audit(ctx: &Ctx, args: AuditArgs) -> Result<Outcome> {
@@ -250,6 +239,9 @@ pub async fn run_audit(ctx: &Ctx, args: AuditArgs) -> Result<Outcome> {
         )));
     }
     let since = since_arg(args.since.as_deref())?;
+    if let Some(p) = &args.product {
+        ProductId::parse(p)?;
+    }
     let db = ctx.db().await?;
     // An activity that does not exist is a mistyped id, as for every other command: an empty
     // trail would read as "nobody touched it".
@@ -259,39 +251,30 @@ pub async fn run_audit(ctx: &Ctx, args: AuditArgs) -> Result<Outcome> {
         db.close().await;
         return Err(e);
     }
-    let entries =
-        seckill_console::db::audit::recent_since(&db, activity.as_ref(), since, args.limit)
-            .await
-            .map_err(|e| db.error(&e));
-    db.close().await;
-    let entries = entries?;
-    let doc = AuditDoc {
-        entries: entries
-            .into_iter()
-            .map(|e| AuditRow {
-                at: e.at.fixed_offset(),
-                actor: e.actor,
-                action: e.action,
-                activity: e.activity_id,
-                product: e.product_id,
-                before: e.before_value,
-                after: e.after_value,
-                reason: e.reason,
-            })
-            .collect(),
+    let query = AuditQuery {
+        activity: activity.as_ref(),
+        since,
+        action: args.action.as_deref(),
+        actor: args.by.as_deref(),
+        product: args.product.as_deref(),
     };
+    let entries = seckill_console::db::audit::matching(&db, &query, args.limit)
+        .await
+        .map_err(|e| db.error(&e));
+    db.close().await;
+    let doc = AuditDoc { entries: entries? };
     let rows: Vec<Vec<String>> = doc
         .entries
         .iter()
         .map(|e| {
             vec![
-                ctx.config.tz.show(e.at.with_timezone(&Utc)),
+                ctx.config.tz.show(e.at),
                 e.actor.clone(),
                 e.action.clone(),
-                e.activity.clone(),
-                e.product.clone().unwrap_or_default(),
-                e.before.clone().unwrap_or_default(),
-                e.after.clone().unwrap_or_default(),
+                e.activity_id.clone(),
+                e.product_id.clone().unwrap_or_default(),
+                e.before_value.clone().unwrap_or_default(),
+                e.after_value.clone().unwrap_or_default(),
                 e.reason.clone(),
             ]
         })

@@ -6,18 +6,33 @@ use crate::domain::ActivityId;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-/// One audited write.
+/// One audited write. Its JSON (`audit --json`, the report's `writes` and `fixes`) uses the
+/// README's names: `activity`, `product`, `before`, `after`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct AuditEntry {
     pub at: DateTime<Utc>,
     pub actor: String,
     pub action: String,
+    #[serde(rename = "activity")]
     pub activity_id: String,
+    #[serde(rename = "product")]
     pub product_id: Option<String>,
+    #[serde(rename = "before")]
     pub before_value: Option<String>,
+    #[serde(rename = "after")]
     pub after_value: Option<String>,
     pub reason: String,
     pub detail: String,
+}
+
+/// Which entries to list; every filter left out matches all.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AuditQuery<'a> {
+    pub activity: Option<&'a ActivityId>,
+    pub since: Option<DateTime<Utc>>,
+    pub action: Option<&'a str>,
+    pub actor: Option<&'a str>,
+    pub product: Option<&'a str>,
 }
 
 impl AuditEntry {
@@ -127,15 +142,39 @@ pub async fn recent_since(
     since: Option<DateTime<Utc>>,
     limit: i64,
 ) -> Result<Vec<AuditEntry>, sqlx::Error> {
+    let q = AuditQuery {
+        activity,
+        since,
+        ..AuditQuery::default()
+    };
+    matching(db, &q, limit).await
+}
+
+/// The newest `limit` entries that match `q`, newest first.
+pub async fn matching(
+    db: &Db,
+    q: &AuditQuery<'_>,
+    limit: i64,
+) -> Result<Vec<AuditEntry>, sqlx::Error> {
     let mut sql = format!("{SELECT_ROW} WHERE 1 = 1");
     let mut args: Vec<Arg> = Vec::new();
-    if let Some(a) = activity {
+    if let Some(a) = q.activity {
         sql.push_str(" AND activity_id = ?");
         args.push(a.as_str().into());
     }
-    if let Some(t) = since {
+    if let Some(t) = q.since {
         sql.push_str(" AND at >= ?");
         args.push(Arg::Time(t));
+    }
+    for (column, value) in [
+        ("action", q.action),
+        ("actor", q.actor),
+        ("product_id", q.product),
+    ] {
+        if let Some(v) = value {
+            sql.push_str(&format!(" AND {column} = ?"));
+            args.push(v.into());
+        }
     }
     sql.push_str(" ORDER BY id DESC LIMIT ?");
     args.push(Arg::Int(limit));

@@ -176,6 +176,37 @@ async fn a_paused_activity_sells_nothing_until_it_is_resumed() {
         let since = c.run("audit hold --since yesterday");
         since.expect_code(2);
         assert!(since.stderr.contains("'yesterday'"), "{}", since.stderr);
+        // Filters narrow the trail: by action, by actor, by product; each entry in the names
+        // the incident report uses.
+        let only = |filter: &str| -> Vec<serde_json::Value> {
+            c.json(format!("audit hold {filter}"))["entries"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        };
+        let paused = only("--action pause");
+        assert_eq!(paused.len(), 2, "{label}: {paused:?}");
+        assert!(paused.iter().all(|e| e["action"] == "pause"), "{label}");
+        let by_bob = only("--by bob");
+        assert_eq!(by_bob.len(), 1, "{label}: {by_bob:?}");
+        assert_eq!(by_bob[0]["action"], "resume", "{label}");
+        let p2 = only("--product p2");
+        assert!(!p2.is_empty(), "{label}");
+        assert!(p2.iter().all(|e| e["product"] == "p2"), "{label}: {p2:?}");
+        assert!(
+            only("--action pause --by bob --product p1").is_empty(),
+            "{label}"
+        );
+        for k in [
+            "at", "actor", "action", "activity", "product", "before", "after", "reason", "detail",
+        ] {
+            assert!(
+                paused[0].get(k).is_some(),
+                "{label}: {k} missing: {}",
+                paused[0]
+            );
+        }
+        c.run("audit hold --product no/such").expect_code(2);
         lib.close().await;
     }
 }

@@ -80,9 +80,7 @@ async fn kill_9_during_load_with_aof_everysec() {
     let fixes = rep["fixes"].as_array().cloned().unwrap_or_default();
     let fix = fixes
         .iter()
-        .find(|f| {
-            f["product_id"] == "p1" && f["before_value"].is_string() && f["after_value"].is_string()
-        })
+        .find(|f| f["product"] == "p1" && f["before"].is_string() && f["after"].is_string())
         .unwrap_or_else(|| panic!("no fix of p1 with before and after: {rep}"));
     let comp = rep["compensation"].as_array().cloned().unwrap_or_default();
     assert!(
@@ -117,8 +115,8 @@ async fn kill_9_during_load_with_aof_everysec() {
     }
     let fix_row = format!(
         "| p1 | {} | {} |",
-        fix["before_value"].as_str().unwrap_or(""),
-        fix["after_value"].as_str().unwrap_or("")
+        fix["before"].as_str().unwrap_or(""),
+        fix["after"].as_str().unwrap_or("")
     );
     assert!(text.contains(&fix_row), "{fix_row} not in:\n{text}");
     for c in &comp {
