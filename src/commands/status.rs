@@ -13,6 +13,7 @@ use seckill_console::ops::compensation::{Which, resolve};
 use seckill_console::ops::fix::{FixOptions, FixReport, fix};
 use seckill_console::ops::progress::SettleGauge;
 use seckill_console::ops::status::{StatusOptions, StatusReport, status};
+use seckill_console::render::queue_count;
 use std::io::{BufRead, IsTerminal, Write};
 
 /// Products listed in text output before it only lists the ones that are not ok.
@@ -87,7 +88,8 @@ fn render(r: &StatusReport, title: &str, ctx_tz: Zone) -> String {
     ));
     text.push_str(&format!(
         "queues   compensation {} pending  outbox {} unsent\n",
-        r.compensation.pending, r.outbox.pending
+        queue_count(r.compensation.pending, r.compensation.more),
+        queue_count(r.outbox.pending, r.outbox.more)
     ));
     for n in &r.redis_nodes {
         text.push_str(&format!(

@@ -109,7 +109,6 @@ pub struct QueueSummary {
     /// Pending items, counted up to [`QUEUE_COUNT_CAP`] (then "at least").
     pub pending: i64,
     /// True when there are more pending items than were counted.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub more: bool,
     /// Age of the oldest pending item.
     pub oldest_secs: Option<i64>,

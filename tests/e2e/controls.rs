@@ -535,3 +535,43 @@ async fn the_relay_marks_the_oldest_pending_messages_sent() {
         lib.close().await;
     }
 }
+
+/// A queue counted to its cap says there are more, in the text (`10,000+`) and in the JSON
+/// (`"more": true`, the key always there).
+#[tokio::test]
+async fn a_queue_past_its_count_says_so() {
+    use seckill_console::db::orders::{NewOrder, insert_with_outbox};
+    let topo = Topo::standalone();
+    let db = TestDb::sqlite();
+    let c = Console::new(&topo, &db);
+    let lib = db.open().await;
+    c.import_preheat(&lib, "flood", &[("p1", 20_000, 1)]).await;
+    let orders: Vec<NewOrder> = (0..10_001)
+        .map(|i| NewOrder {
+            order_id: format!("o{i}"),
+            request_id: format!("r{i}"),
+            activity_id: "flood".into(),
+            product_id: "p1".into(),
+            user_id: format!("u{i}"),
+            quantity: 1,
+            status: seckill_console::domain::order::OrderStatus::PendingPayment,
+        })
+        .collect();
+    insert_with_outbox(&lib, &orders).await.expect("orders");
+    let text = c.run("status flood");
+    assert!(
+        text.stdout
+            .contains("compensation 0 pending  outbox 10,000+ unsent"),
+        "{}",
+        text.stdout
+    );
+    let doc = c.json("status flood");
+    assert_eq!(doc["outbox"]["pending"], 10_000, "{}", doc["outbox"]);
+    assert_eq!(doc["outbox"]["more"], true, "{}", doc["outbox"]);
+    assert_eq!(
+        doc["compensation"]["more"], false,
+        "{}",
+        doc["compensation"]
+    );
+    lib.close().await;
+}

@@ -172,21 +172,7 @@ pub fn width(s: &str) -> u16 {
     u16::try_from(UnicodeWidthStr::width(s)).unwrap_or(u16::MAX)
 }
 
-/// An integer with thousands separators: `1,235,567`, `-2,002`.
-pub fn grouped(n: i64) -> String {
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
-    if n < 0 {
-        out.push('-');
-    }
-    for (i, d) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(d);
-    }
-    out
-}
+pub use crate::render::grouped;
 
 /// An integer with its sign always shown (a drift): `+123,459`, `-3`, `0`.
 pub fn signed(n: i64) -> String {

@@ -61,7 +61,10 @@ fn tab_spans(app: &App, current: View, fit: Fit) -> Vec<Span<'static>> {
             }
             View::Compensation => {
                 if let Some(r) = app.stock.report() {
-                    label = format!("{label}({})", r.compensation.pending);
+                    label = format!(
+                        "{label}({})",
+                        crate::render::queue_count(r.compensation.pending, r.compensation.more)
+                    );
                 }
             }
             View::DryRun if app.views.dry_run.run.as_ref().is_some_and(|r| r.running()) => {
