@@ -6,7 +6,7 @@ use super::status::options;
 use super::{Ctx, Outcome};
 use crate::cli::{ReportArgs, ReportFormat};
 use seckill_console::domain::ActivityId;
-use seckill_console::error::Result;
+use seckill_console::error::{ErrorKind, Result};
 use seckill_console::ops::report::report;
 use seckill_console::render::report::markdown;
 
@@ -14,9 +14,18 @@ pub async fn run_report(ctx: &Ctx, args: ReportArgs) -> Result<Outcome> {
     let activity = ActivityId::parse(&args.activity)?;
     let since = since_arg(args.since.as_deref())?;
     let db = ctx.db().await?;
-    let redis = ctx.redis().await?;
+    // Without Redis the report still gives the database's side in full (sales, the queue,
+    // every console write): during an outage that is what the review needs.
+    let redis = match ctx.redis().await {
+        Ok(r) => Ok(r),
+        Err(e) if e.kind == ErrorKind::Unavailable => Err(e.message),
+        Err(e) => {
+            db.close().await;
+            return Err(e);
+        }
+    };
     let r = report(
-        &redis,
+        redis.as_ref().map_err(Clone::clone),
         &db,
         &ctx.config.keys,
         &activity,
@@ -26,6 +35,12 @@ pub async fn run_report(ctx: &Ctx, args: ReportArgs) -> Result<Outcome> {
     .await;
     db.close().await;
     let r = r?;
+    if let Some(why) = &r.redis_unavailable {
+        eprintln!(
+            "note: Redis unavailable ({}): the report's Redis sections are marked unavailable",
+            seckill_console::redact::redact_text(why)
+        );
+    }
     match args.format {
         ReportFormat::Json => {
             let text = serde_json::to_string_pretty(&r).unwrap_or_default() + "\n";

@@ -56,10 +56,17 @@ pub struct Report {
     pub status: String,
     pub generated_at: DateTime<Utc>,
     pub since: Option<DateTime<Utc>>,
+    /// The activity's phase now (from its window and status).
+    pub phase: &'static str,
     pub sales: Vec<Sales>,
-    /// True when every product is ok (or paused with the right numbers) now.
-    pub balanced: bool,
-    pub verdict: StatusReport,
+    /// True when every product is ok (or paused with the right numbers) now; null when Redis
+    /// could not be read.
+    pub balanced: Option<bool>,
+    /// The books now; null when Redis could not be read (see `redis_unavailable`).
+    pub verdict: Option<StatusReport>,
+    /// Why the Redis sections (the verdict, what Redis holds) are missing: the database's
+    /// sections are whole without it, and they are what a review during an outage needs.
+    pub redis_unavailable: Option<String>,
     pub compensation: Vec<Resolution>,
     /// Every console write of the period, newest first.
     pub writes: Vec<AuditEntry>,
@@ -68,8 +75,11 @@ pub struct Report {
 }
 
 /// Builds the report of `activity` (writes and compensation entries since `since`, if given).
+/// `redis` is the connection or why there is none: without Redis (or when it stops answering)
+/// the database's sections are whole and the Redis sections are marked unavailable; any other
+/// failure, or the database's, is the report's.
 pub async fn report(
-    redis: &RedisStore,
+    redis: std::result::Result<&RedisStore, String>,
     db: &Db,
     keys: &KeySpace,
     activity: &ActivityId,
@@ -77,7 +87,16 @@ pub async fn report(
     opts: &StatusOptions,
 ) -> Result<Report> {
     let a = crate::db::activity::require(db, activity).await?;
-    let verdict = status(redis, db, keys, activity, opts).await?;
+    let (verdict, redis_unavailable) = match redis {
+        Ok(redis) => match status(redis, db, keys, activity, opts).await {
+            Ok(v) => (Some(v), None),
+            Err(e) if e.kind == crate::error::ErrorKind::Unavailable && !db_down(db).await => {
+                (None, Some(crate::redact::redact_text(&e.message)))
+            }
+            Err(e) => return Err(e),
+        },
+        Err(why) => (None, Some(crate::redact::redact_text(&why))),
+    };
     // One grouped sum per product and status, along the index on (activity, product, status).
     let rows: Vec<(String, String, i64)> = db
         .fetch_all_as(
@@ -91,17 +110,36 @@ pub async fn report(
         .await
         .map_err(|e| db.error(&e))?;
     let mut by: BTreeMap<String, Sales> = BTreeMap::new();
-    for p in &verdict.products {
-        by.insert(
-            p.product.clone(),
-            Sales {
-                product: p.product.clone(),
-                initial: p.initial,
-                remaining: p.redis_remaining,
-                state: p.state.as_str(),
-                ..Sales::default()
-            },
-        );
+    match &verdict {
+        Some(v) => {
+            for p in &v.products {
+                by.insert(
+                    p.product.clone(),
+                    Sales {
+                        product: p.product.clone(),
+                        initial: p.initial,
+                        remaining: p.redis_remaining,
+                        state: p.state.as_str(),
+                        ..Sales::default()
+                    },
+                );
+            }
+        }
+        // The products as the database has them; what Redis holds is not known.
+        None => {
+            for p in crate::db::activity::products(db, activity).await? {
+                by.insert(
+                    p.product_id.to_string(),
+                    Sales {
+                        product: p.product_id.to_string(),
+                        initial: p.initial_stock,
+                        remaining: None,
+                        state: "unknown",
+                        ..Sales::default()
+                    },
+                );
+            }
+        }
     }
     for (product, st, units) in rows {
         let Some(s) = by.get_mut(&product) else {
@@ -142,6 +180,7 @@ pub async fn report(
         .filter(|w| w.action.starts_with("fix"))
         .cloned()
         .collect();
+    let phase = a.phase(Utc::now()).as_str();
     Ok(Report {
         activity: a.activity_id.to_string(),
         name: a.name,
@@ -150,11 +189,19 @@ pub async fn report(
         status: a.status.to_string(),
         generated_at: Utc::now(),
         since,
+        phase,
         sales: by.into_values().collect(),
-        balanced: verdict.all_ok(),
+        balanced: verdict.as_ref().map(StatusReport::all_ok),
         verdict,
+        redis_unavailable,
         compensation,
         writes,
         fixes,
     })
+}
+
+/// Whether the database stopped answering too (then the report is not the database's whole
+/// story either, and it fails as unavailable).
+async fn db_down(db: &Db) -> bool {
+    db.fetch_all_as::<(i64,)>("SELECT 1", &[]).await.is_err()
 }

@@ -45,10 +45,17 @@ pub fn markdown(r: &Report, tz: Zone) -> String {
         tz.show(r.starts_at),
         tz.show(r.ends_at),
         r.status,
-        r.verdict.phase.as_str(),
+        r.phase,
         tz.show(r.generated_at),
         r.since.map_or_else(|| "the whole activity".to_string(), |t| format!("since {}", tz.show(t))),
-        if r.balanced { "balanced (every product ok)" } else { "NOT balanced (see the verdict)" }
+        match r.balanced {
+            Some(true) => "balanced (every product ok)".to_string(),
+            Some(false) => "NOT balanced (see the verdict)".to_string(),
+            None => format!(
+                "unknown: Redis unavailable ({})",
+                cell(r.redis_unavailable.as_deref().unwrap_or("no answer"))
+            ),
+        }
     ));
     out.push_str("## Sales\n\n| product | initial | sold | paid | expired | cancelled | remaining | state |\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
     for s in &r.sales {
@@ -64,8 +71,16 @@ pub fn markdown(r: &Report, tz: Zone) -> String {
             s.state
         ));
     }
-    out.push_str("\n## Verdict now\n\n| product | state | drift | redis | expected | in flight | orphaned |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
-    for p in &r.verdict.products {
+    out.push_str("\n## Verdict now\n\n");
+    let Some(verdict) = &r.verdict else {
+        out.push_str(&format!(
+            "Unavailable: Redis could not be read ({}). Sales above are the database's; `remaining` is unknown.\n",
+            cell(r.redis_unavailable.as_deref().unwrap_or("no answer"))
+        ));
+        return rest(out, r, tz);
+    };
+    out.push_str("| product | state | drift | redis | expected | in flight | orphaned |\n| --- | --- | ---: | ---: | ---: | ---: | ---: |\n");
+    for p in &verdict.products {
         out.push_str(&format!(
             "| {} | {} | {} | {} | {} | {} | {} |\n",
             p.product,
@@ -77,9 +92,9 @@ pub fn markdown(r: &Report, tz: Zone) -> String {
             p.orphaned
         ));
     }
-    if !r.verdict.alerts.is_empty() {
+    if !verdict.alerts.is_empty() {
         out.push_str("\nAlerts:\n\n");
-        for a in &r.verdict.alerts {
+        for a in &verdict.alerts {
             out.push_str(&format!(
                 "- [{}] {}: {}\n",
                 a.severity.as_str(),
@@ -88,6 +103,11 @@ pub fn markdown(r: &Report, tz: Zone) -> String {
             ));
         }
     }
+    rest(out, r, tz)
+}
+
+/// The database's parts, after the verdict: the compensation queue, the fixes, the writes.
+fn rest(mut out: String, r: &Report, tz: Zone) -> String {
     out.push_str("\n## Compensation queue\n\n");
     if r.compensation.is_empty() {
         out.push_str("No entries.\n");

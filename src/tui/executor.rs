@@ -178,9 +178,15 @@ impl Executor {
                             outbox_alert,
                             gauge: Default::default(),
                         };
-                        let r =
-                            crate::ops::report::report(&redis, &db, &keys, &activity, None, &opts)
-                                .await?;
+                        let r = crate::ops::report::report(
+                            Ok(&redis),
+                            &db,
+                            &keys,
+                            &activity,
+                            None,
+                            &opts,
+                        )
+                        .await?;
                         let text = crate::render::report::markdown(&r, tz);
                         let path = format!(
                             "seckill-report-{activity}-{}.md",

@@ -137,3 +137,60 @@ fn unreachable_databases_exit_3_naming_the_redacted_url() {
     r.expect_code(2);
     assert!(r.stderr.contains("/proc/no/such/dir"), "{}", r.stderr);
 }
+
+/// `report` during a Redis outage: the database's side in full (sales, the queue, every console
+/// write), the Redis sections marked unavailable, exit 0 with a note and no password; with the
+/// database down too, exit 3.
+#[tokio::test]
+async fn report_without_redis_gives_the_databases_side_in_full() {
+    use crate::harness::fixtures::{import, live_window};
+    let db = TestDb::sqlite();
+    {
+        let lib = db.open().await;
+        import(&lib, "dark", &[("p1", 10, 1), ("p2", 5, 1)], live_window()).await;
+        lib.close().await;
+    }
+    let url = format!("redis://ops:{PASSWORD}@127.0.0.1:{}", free_port());
+    let r = console(&["--redis", &url, "--db", &db.url, "--json", "report", "dark"]);
+    r.expect_code(0);
+    assert!(
+        r.stderr.contains("Redis unavailable"),
+        "a note on stderr: {}",
+        r.stderr
+    );
+    assert!(!r.all_output().contains(PASSWORD), "{}", r.all_output());
+    let rep = r.json();
+    assert!(rep["verdict"].is_null(), "{rep}");
+    assert!(rep["balanced"].is_null(), "{rep}");
+    assert!(
+        rep["redis_unavailable"]
+            .as_str()
+            .is_some_and(|w| w.contains("ops:***@")),
+        "{rep}"
+    );
+    let sales = rep["sales"].as_array().cloned().unwrap_or_default();
+    assert_eq!(sales.len(), 2, "{rep}");
+    assert_eq!(sales[0]["product"], "p1");
+    assert_eq!(sales[0]["initial"], 10);
+    assert!(sales[0]["remaining"].is_null(), "{rep}");
+    assert_eq!(sales[0]["state"], "unknown");
+    assert!(
+        rep["writes"]
+            .as_array()
+            .is_some_and(|w| w.iter().any(|e| e["action"] == "activity.import")),
+        "{rep}"
+    );
+    let md = console(&["--redis", &url, "--db", &db.url, "report", "dark"]);
+    md.expect_code(0);
+    assert!(
+        md.stdout.contains("books now: unknown: Redis unavailable"),
+        "{}",
+        md.stdout
+    );
+    assert!(md.stdout.contains("## Console writes"), "{}", md.stdout);
+    // The database down as well: nothing to report from, exit 3.
+    let dead_db = format!("postgres://ops:{PASSWORD}@127.0.0.1:{}/shop", free_port());
+    let r = console(&["--redis", &url, "--db", &dead_db, "report", "dark"]);
+    r.expect_code(3);
+    assert!(!r.all_output().contains(PASSWORD));
+}
