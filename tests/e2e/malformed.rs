@@ -271,21 +271,22 @@ fn malformed_input_to_every_command_is_a_clear_error() {
         ),
         (
             load_with(&["--payment-window-secs", "1e20"]),
-            "--payment-window-secs 1000",
+            // Echoed short, not as 21 digits (issue 23).
+            "--payment-window-secs 1e20 ",
         ),
         (
             load_with(&["--payment-window-secs", "18446744073709551615"]),
-            "--payment-window-secs 1844",
+            "--payment-window-secs 1.84467e19 ",
         ),
         (
             load_with(&["--payment-window-secs", "9223372036854775807"]),
-            "--payment-window-secs 9223",
+            "--payment-window-secs 9.22337e18 ",
         ),
         (
             load_with(&["--payment-window-secs", "NaN"]),
             "--payment-window-secs NaN",
         ),
-        (load_with(&["--rate", "1e-300"]), "--rate 0.000"),
+        (load_with(&["--rate", "1e-300"]), "--rate 1e-300 "),
         (load_with(&["--rate", "NaN"]), "--rate NaN"),
         (load_with(&["--rate", "0"]), "--rate 0 is out of range"),
         (
@@ -307,7 +308,7 @@ fn malformed_input_to_every_command_is_a_clear_error() {
                 "--rate",
                 "1e-300",
             ],
-            "--rate 0.000",
+            "--rate 1e-300 ",
         ),
         (
             vec![
