@@ -83,3 +83,19 @@ proptest::proptest! {
         }
     }
 }
+
+/// Text cut to its column ends after a whole word, with the mark (the audit view showed
+/// `paused -> sellin`, which reads as another word); a value without a space early enough is
+/// cut by characters, a wide one never split.
+#[test]
+fn text_is_cut_after_a_whole_word() {
+    use crate::tui::widgets::columns::{Kind, fit};
+    let text = Kind::Text { min: 1, max: 80 };
+    assert_eq!(fit(text, "paused -> selling", 17), "paused -> selling");
+    assert_eq!(fit(text, "paused -> selling", 16), "paused -> …");
+    assert_eq!(fit(text, "restock from warehouse", 12), "restock …");
+    assert_eq!(fit(text, "sku00042-blue-xl", 10), "sku00042-…");
+    assert_eq!(fit(text, "a verylongword", 10), "a verylon…");
+    assert_eq!(fit(text, "商品 四十二号", 9), "商品 …");
+    assert_eq!(fit(Kind::Number, "1,000,000", 5), OVERFLOW);
+}

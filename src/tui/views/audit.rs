@@ -97,6 +97,7 @@ const COLUMNS: [Column; 7] = [
     Column::text("action", (6, 22), 0),
     Column::text("activity", (8, 20), 4),
     Column::text("product", (7, 16), 2),
-    Column::text("before -> after", (15, 40), 0),
+    // 17: a state change (`selling -> paused`) whole at the narrowest.
+    Column::text("before -> after", (17, 40), 0),
     Column::text("reason", (6, 80), 1),
 ];

@@ -142,7 +142,8 @@ fn total(w: &[Option<u16>]) -> u16 {
 }
 
 /// The text of a cell in a column `w` wide: whole when it fits; a number that does not is the
-/// overflow mark, text is cut with it.
+/// overflow mark, text is cut with it, after a whole word where one ends in the first half or
+/// more (`paused -> …`, never `paused -> sellin…`, which reads as another word).
 pub fn fit(kind: Kind, value: &str, w: u16) -> String {
     if width(value) <= w {
         return value.to_string();
@@ -160,6 +161,17 @@ pub fn fit(kind: Kind, value: &str, w: u16) -> String {
                 }
                 used += cw;
                 out.push(ch);
+            }
+            let cut_mid_word = value[out.len()..]
+                .chars()
+                .next()
+                .is_some_and(|c| !c.is_whitespace())
+                && out.chars().last().is_some_and(|c| !c.is_whitespace());
+            if cut_mid_word
+                && let Some(space) = out.rfind(char::is_whitespace)
+                && space * 2 >= out.len()
+            {
+                out.truncate(space + 1);
             }
             out.push_str(OVERFLOW);
             out
