@@ -201,11 +201,19 @@ fn timestamp(field: &str, v: &toml::Value) -> std::result::Result<DateTime<Utc>,
         toml::Value::Datetime(d) => d.to_string(),
         other => return Err(format!("{field}: {other} is not a date-time")),
     };
-    DateTime::parse_from_rfc3339(&text)
+    let t = DateTime::parse_from_rfc3339(&text)
         .map(|t| t.with_timezone(&Utc))
         .map_err(|_| {
             format!("{field}: '{text}' is not an RFC 3339 date-time with offset, e.g. 2026-12-01T10:00:00Z")
-        })
+        })?;
+    // One calendar on every backend: MySQL's DATETIME holds the years 1000 to 9999, and a
+    // sale before the epoch is a typo.
+    if !(1970..=9999).contains(&chrono::Datelike::year(&t)) {
+        return Err(format!(
+            "{field}: '{text}' is out of range: give a time from 1970 to 9999 (UTC)"
+        ));
+    }
+    Ok(t)
 }
 
 #[cfg(test)]
@@ -224,6 +232,24 @@ id = "p1"
 stock = 10
 per_user_limit = 2
 "#;
+
+    #[test]
+    fn a_time_out_of_every_backends_calendar_is_named() {
+        for (when, ok) in [
+            ("2099-12-31T23:59:59Z", true),
+            ("9999-12-31T23:59:59Z", true),
+            // Year 10000 in UTC.
+            ("9999-12-31T23:00:00-05:00", false),
+            ("1969-12-31T23:59:59Z", false),
+        ] {
+            let v = toml::Value::String(when.into());
+            let r = timestamp("activity.ends_at", &v);
+            assert_eq!(r.is_ok(), ok, "{when}: {r:?}");
+            if let Err(e) = r {
+                assert!(e.contains("activity.ends_at") && e.contains(when), "{e}");
+            }
+        }
+    }
 
     #[test]
     fn parses_a_good_file() {

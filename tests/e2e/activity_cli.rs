@@ -399,3 +399,43 @@ async fn times_show_in_the_zone_asked_for() {
     bad.expect_code(2);
     assert!(bad.stderr.contains("'Mars/Olympus'"), "{}", bad.stderr);
 }
+
+/// One calendar on every backend: an activity of 2098-2099 is imported and read back as given
+/// (MariaDB stored such a time as NULL and the import failed with exit 1), and a time out of
+/// every backend's range is exit 2 naming the field.
+#[tokio::test]
+async fn dates_to_2099_on_every_backend_and_out_of_range_named() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let file = |name: &str, ends: &str| {
+        write_file(
+            dir.path(),
+            name,
+            &format!(
+                "[activity]\nid = \"far\"\nname = \"Far\"\nstarts_at = \"2098-01-01T00:00:00Z\"\nends_at = \"{ends}\"\n\n[[products]]\nid = \"p1\"\nstock = 1\nper_user_limit = 1\n"
+            ),
+        )
+    };
+    let far = file("far.toml", "2099-12-31T23:59:59Z");
+    let far = far.to_str().expect("utf8");
+    let beyond = file("beyond.toml", "9999-12-31T23:00:00-05:00");
+    let beyond = beyond.to_str().expect("utf8");
+    for db in TestDb::all().await {
+        let name = db.name();
+        run(&db, &["migrate"]).expect_code(0);
+        run(&db, &["activity", "import", far]).expect_code(0);
+        let show = run(&db, &["--json", "activity", "show", "far"]);
+        show.expect_code(0);
+        let doc = show.json();
+        assert_eq!(doc["starts_at"], "2098-01-01T00:00:00Z", "{name}: {doc}");
+        assert_eq!(doc["ends_at"], "2099-12-31T23:59:59Z", "{name}: {doc}");
+        // A re-import of the same file changes nothing, on every backend.
+        run(&db, &["activity", "import", far]).expect_code(0);
+        let out = run(&db, &["activity", "import", beyond]);
+        out.expect_code(2);
+        assert!(
+            out.stderr.contains("activity.ends_at") && out.stderr.contains("out of range"),
+            "{name}: {}",
+            out.stderr
+        );
+    }
+}
