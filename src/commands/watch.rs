@@ -50,16 +50,20 @@ fn line(e: &WatchEvent, json: bool, tz: seckill_console::domain::zone::Zone) -> 
 async fn run_hook(cmd: &str, activity: &ActivityId, e: &WatchEvent) {
     use tokio::io::AsyncWriteExt;
     let body = serde_json::to_string(e).unwrap_or_default();
-    let child = tokio::process::Command::new("sh")
+    let mut command = tokio::process::Command::new("sh");
+    command
         .arg("-c")
         .arg(cmd)
         .env("SECKILL_ALERT_KIND", e.kind.map_or("", |k| k.as_str()))
         .env("SECKILL_ALERT_PRODUCT", e.product.as_deref().unwrap_or(""))
         .env("SECKILL_ACTIVITY", activity.as_str())
         .stdin(std::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn();
-    let mut child = match child {
+        .kill_on_drop(true);
+    // A group of its own, so that a hook that ran too long goes with everything it started
+    // (killing `sh` alone left its children running, reparented, writing 20 s later).
+    #[cfg(unix)]
+    command.process_group(0);
+    let mut child = match command.spawn() {
         Ok(c) => c,
         Err(err) => {
             eprintln!("watch: --exec could not start: {err}");
@@ -75,8 +79,17 @@ async fn run_hook(cmd: &str, activity: &ActivityId, e: &WatchEvent) {
         Ok(Ok(status)) => eprintln!("watch: --exec exited with {status}"),
         Ok(Err(err)) => eprintln!("watch: --exec failed: {err}"),
         Err(_) => {
+            #[cfg(unix)]
+            if let Some(group) = child
+                .id()
+                .and_then(|id| rustix::process::Pid::from_raw(i32::try_from(id).ok()?))
+            {
+                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+            }
             let _ = child.kill().await;
-            eprintln!("watch: --exec ran longer than {HOOK_TIMEOUT:?} and was killed");
+            eprintln!(
+                "watch: --exec ran longer than {HOOK_TIMEOUT:?} and was killed with every process it started"
+            );
         }
     }
 }
