@@ -35,10 +35,10 @@ pub async fn run_report(ctx: &Ctx, args: ReportArgs) -> Result<Outcome> {
     .await;
     db.close().await;
     let r = r?;
+    // Redacted where the report took it down.
     if let Some(why) = &r.redis_unavailable {
         eprintln!(
-            "note: Redis unavailable ({}): the report's Redis sections are marked unavailable",
-            seckill_console::redact::redact_text(why)
+            "note: Redis unavailable ({why}): the report's Redis sections are marked unavailable"
         );
     }
     match args.format {

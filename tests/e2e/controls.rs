@@ -496,24 +496,15 @@ fn watch_gives_up_when_redis_stays_away() {
 /// backend; the outbox summary the alert reads follows.
 #[tokio::test]
 async fn the_relay_marks_the_oldest_pending_messages_sent() {
-    use seckill_console::db::orders::{NewOrder, insert_with_outbox};
+    use seckill_console::db::orders::insert_with_outbox;
     use seckill_console::db::outbox::{relay_batch, summary};
     use seckill_console::domain::ActivityId;
     for db in TestDb::all().await {
         let lib = db.open().await;
         import(&lib, "relay", &[("p1", 100, 5)], live_window()).await;
-        let orders: Vec<NewOrder> = (0..5)
-            .map(|i| NewOrder {
-                order_id: format!("o{i}"),
-                request_id: format!("r{i}"),
-                activity_id: "relay".into(),
-                product_id: "p1".into(),
-                user_id: format!("u{i}"),
-                quantity: 1,
-                status: seckill_console::domain::order::OrderStatus::PendingPayment,
-            })
-            .collect();
-        insert_with_outbox(&lib, &orders).await.expect("orders");
+        insert_with_outbox(&lib, &unpaid_orders("relay", 5))
+            .await
+            .expect("orders");
         let a = ActivityId::parse("relay").expect("id");
         assert_eq!(
             summary(&lib, &a).await.expect("summary").pending,
@@ -540,24 +531,15 @@ async fn the_relay_marks_the_oldest_pending_messages_sent() {
 /// (`"more": true`, the key always there).
 #[tokio::test]
 async fn a_queue_past_its_count_says_so() {
-    use seckill_console::db::orders::{NewOrder, insert_with_outbox};
+    use seckill_console::db::orders::insert_with_outbox;
     let topo = Topo::standalone();
     let db = TestDb::sqlite();
     let c = Console::new(&topo, &db);
     let lib = db.open().await;
     c.import_preheat(&lib, "flood", &[("p1", 20_000, 1)]).await;
-    let orders: Vec<NewOrder> = (0..10_001)
-        .map(|i| NewOrder {
-            order_id: format!("o{i}"),
-            request_id: format!("r{i}"),
-            activity_id: "flood".into(),
-            product_id: "p1".into(),
-            user_id: format!("u{i}"),
-            quantity: 1,
-            status: seckill_console::domain::order::OrderStatus::PendingPayment,
-        })
-        .collect();
-    insert_with_outbox(&lib, &orders).await.expect("orders");
+    insert_with_outbox(&lib, &unpaid_orders("flood", 10_001))
+        .await
+        .expect("orders");
     let text = c.run("status flood");
     assert!(
         text.stdout
@@ -624,4 +606,20 @@ async fn a_hook_that_runs_too_long_is_killed_with_its_children() {
         std::fs::read_to_string(&late)
     );
     lib.close().await;
+}
+
+/// `n` unpaid orders of one unit each on product p1 of `activity`, as the order writer makes
+/// them (with no deduction in Redis behind them).
+fn unpaid_orders(activity: &str, n: usize) -> Vec<seckill_console::db::orders::NewOrder> {
+    (0..n)
+        .map(|i| seckill_console::db::orders::NewOrder {
+            order_id: format!("o{i}"),
+            request_id: format!("r{i}"),
+            activity_id: activity.into(),
+            product_id: "p1".into(),
+            user_id: format!("u{i}"),
+            quantity: 1,
+            status: seckill_console::domain::order::OrderStatus::PendingPayment,
+        })
+        .collect()
 }

@@ -76,8 +76,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     // The queue's count is the database's (the status summary's), not the feed's: the feed
     // lists the first 1,000 entries only.
     let pending = match app.stock.report().map(|r| r.compensation) {
-        Some(q) if q.more => format!("at least {}", grouped(q.pending)),
-        Some(q) => grouped(q.pending),
+        Some(q) => crate::render::queue_count(q.pending, q.more),
         None => grouped(i64::try_from(app.views.compensation.pending_count()).unwrap_or(0)),
     };
     let title = Line::from(vec![
