@@ -398,6 +398,44 @@ pub enum Command {
     /// The incident report: window, sales per product, the verdict now, the compensation
     /// queue's history, every console write and fix in the period (Markdown or JSON)
     Report(ReportArgs),
+    /// Serve the console's truth as Prometheus metrics (/metrics) with a health check
+    /// (/healthz), polling like `watch` on its own interval; run it with --read-only
+    Exporter(ExporterArgs),
+    /// Print the shell completion script for bash, zsh or fish (e.g. `seckill-console
+    /// completions bash > /etc/bash_completion.d/seckill-console`)
+    Completions {
+        /// The shell
+        #[arg(value_enum)]
+        shell: CompletionShell,
+    },
+    /// Print the man page (roff): `seckill-console man | man -l -`; `--dir DIR` writes it and
+    /// one page per subcommand there (seckill-console.1, seckill-console-watch.1, ...)
+    Man {
+        /// Write every page into this directory instead of printing the main one
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+    },
+}
+
+/// `exporter`.
+#[derive(Debug, Args)]
+pub struct ExporterArgs {
+    /// Activities to export (default: every live or upcoming one, at most 20)
+    pub activities: Vec<String>,
+    /// Address to serve /metrics and /healthz on
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:9464")]
+    pub listen: String,
+    /// Seconds between polls (a scrape reads the last poll's figures, never Redis)
+    #[arg(long, value_name = "SECS", default_value_t = 5.0)]
+    pub interval: f64,
+}
+
+/// The shells `completions` writes for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
 }
 
 /// `report`.
@@ -434,9 +472,19 @@ pub struct WatchArgs {
     /// Run this shell command for each newly raised critical alert (its JSON on stdin)
     #[arg(long, value_name = "CMD")]
     pub exec: Option<String>,
+    /// The least severity `--exec` pages: `warning` pages warnings too
+    #[arg(long, value_enum, value_name = "SEVERITY", default_value_t = PageSeverity::Critical)]
+    pub exec_severity: PageSeverity,
     /// Exit 3 when Redis or the database stays unreachable this long
     #[arg(long, value_name = "S", default_value_t = 60)]
     pub give_up_secs: u64,
+}
+
+/// The alerts `watch --exec` pages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum PageSeverity {
+    Warning,
+    Critical,
 }
 
 /// `topup`.

@@ -50,12 +50,23 @@ impl fmt::Display for ErrorKind {
     }
 }
 
+/// Which of the two servers the console watches an error came from, when it says so: `watch`
+/// raises `redis_unreachable` or `db_unreachable` by it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Service {
+    Redis,
+    Database,
+}
+
 /// An error with its kind. The message never holds a password: callers build it from redacted
 /// URLs only.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Error {
     pub kind: ErrorKind,
     pub message: String,
+    /// The server that failed (set where an unreachable server is turned into an error).
+    pub service: Option<Service>,
 }
 
 impl Error {
@@ -63,6 +74,14 @@ impl Error {
         Error {
             kind,
             message: message.into(),
+            service: None,
+        }
+    }
+    /// `service` could not be reached or did not answer in time (exit 3).
+    pub fn unreachable(service: Service, message: impl Into<String>) -> Self {
+        Error {
+            service: Some(service),
+            ..Self::unavailable(message)
         }
     }
     pub fn bad_input(message: impl Into<String>) -> Self {
@@ -79,6 +98,14 @@ impl Error {
     }
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(ErrorKind::Internal, message)
+    }
+
+    /// Names `service` as the one that failed, where the error does not name one already.
+    pub fn from_service(mut self, service: Service) -> Self {
+        if self.kind == ErrorKind::Unavailable {
+            self.service.get_or_insert(service);
+        }
+        self
     }
 
     /// Prefixes the message with what the console was doing.

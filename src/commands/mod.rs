@@ -4,6 +4,8 @@
 pub mod activity;
 pub mod control;
 pub mod demo;
+pub mod exporter;
+pub mod manual;
 pub mod ping;
 pub mod preheat;
 pub mod progress;
@@ -96,6 +98,17 @@ pub fn load_config(cli: &Cli) -> Result<Config> {
 
 /// Runs the parsed command line; returns the exit code. Output goes to stdout, errors to stderr.
 pub async fn run(cli: Cli) -> i32 {
+    if let Some(done) = manual::generate(cli.command.as_ref()) {
+        return match done {
+            Ok(text) => {
+                use std::io::Write;
+                let mut out = std::io::stdout().lock();
+                let _ = out.write_all(&text).and_then(|()| out.flush());
+                0
+            }
+            Err(e) => report_error(&e, cli.global.json),
+        };
+    }
     let config = match load_config(&cli) {
         Ok(c) => c,
         Err(e) => return report_error(&e, cli.global.json),
@@ -157,6 +170,9 @@ async fn dispatch(ctx: &Ctx, command: Option<Command>) -> Result<Outcome> {
         Some(Command::Topup(args)) => control::run_topup(ctx, args).await,
         Some(Command::Report(args)) => report::run_report(ctx, args).await,
         Some(Command::Watch(args)) => watch::run_watch(ctx, args, ctx.config.json).await,
+        Some(Command::Exporter(args)) => exporter::run_exporter(ctx, args).await,
+        // Printed by `run` before any configuration is read.
+        Some(Command::Completions { .. } | Command::Man { .. }) => Ok(Outcome::silent()),
     }
 }
 

@@ -1,20 +1,23 @@
 //! `watch`: the headless live view a systemd unit or a pager hook runs. It polls with the
 //! live view's bounded cost (a tracker that reads what changed) and prints one line per event;
-//! `--exec` runs a command for each newly raised critical alert.
+//! `--exec` runs a command for each newly raised critical alert (or warning), beside the
+//! polling loop: a slow hook never makes a poll late, and the alerts raised meanwhile are paged
+//! after it, in order.
 
 use super::status::options;
 use super::{Ctx, Outcome};
-use crate::cli::WatchArgs;
+use crate::cli::{PageSeverity, WatchArgs};
 use chrono::Utc;
 use seckill_console::domain::ActivityId;
 use seckill_console::domain::alerts::Severity;
 use seckill_console::error::echoed;
-use seckill_console::error::{Error, ErrorKind, Result};
-use seckill_console::ops::status::status_tracked;
+use seckill_console::error::{Error, ErrorKind, Result, Service};
+use seckill_console::ops::status::{StatusOptions, StatusReport, status_tracked};
 use seckill_console::ops::tracker::{Tracker, TrackerOptions};
-use seckill_console::ops::watch::{EventKind, WatchEvent, Watcher};
+use seckill_console::ops::watch::{EventKind, Outages, WatchEvent, Watcher};
 use std::io::Write;
 use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, watch};
 
 /// How long a hook may run before it is killed.
 const HOOK_TIMEOUT: Duration = Duration::from_secs(10);
@@ -45,9 +48,95 @@ fn line(e: &WatchEvent, json: bool, tz: seckill_console::domain::zone::Zone) -> 
     e.text(tz)
 }
 
+/// The hooks' queue and the task that runs them one after the other, in the order the alerts
+/// were raised.
+struct Pager {
+    queue: mpsc::UnboundedSender<WatchEvent>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<usize>,
+    least: Severity,
+}
+
+impl Pager {
+    fn start(cmd: String, activity: ActivityId, least: PageSeverity) -> Pager {
+        let (queue, rx) = mpsc::unbounded_channel();
+        let (stop, stopped) = watch::channel(false);
+        let task = tokio::spawn(run_pages(cmd, activity, rx, stopped));
+        let least = match least {
+            PageSeverity::Warning => Severity::Warning,
+            PageSeverity::Critical => Severity::Critical,
+        };
+        Pager {
+            queue,
+            stop,
+            task,
+            least,
+        }
+    }
+
+    /// Queues a page for each alert raised at the pager's severity or above.
+    fn page(&self, events: &[WatchEvent]) {
+        for e in events
+            .iter()
+            .filter(|e| e.event == EventKind::Raised && e.severity >= Some(self.least))
+        {
+            let _ = self.queue.send(e.clone());
+        }
+    }
+
+    /// Waits for every queued page (a counted watch, a watch giving up: what it raised is paged
+    /// before it exits).
+    async fn finish(self) {
+        drop(self.queue);
+        let _ = self.task.await;
+    }
+
+    /// Stops now (a signal): the hook running is killed with its process group, the pages
+    /// still queued are not sent and said so.
+    async fn abort(self) {
+        let _ = self.stop.send(true);
+        drop(self.queue);
+        if let Ok(left) = self.task.await
+            && left > 0
+        {
+            eprintln!("watch: stopped with {left} page(s) not sent");
+        }
+    }
+}
+
+/// Runs the queued pages one by one until the queue closes or `stop` is set; the pages left.
+async fn run_pages(
+    cmd: String,
+    activity: ActivityId,
+    mut queue: mpsc::UnboundedReceiver<WatchEvent>,
+    mut stop: watch::Receiver<bool>,
+) -> usize {
+    loop {
+        let next = tokio::select! {
+            biased;
+            _ = stop.wait_for(|s| *s) => break,
+            e = queue.recv() => e,
+        };
+        let Some(e) = next else { break };
+        run_hook(&cmd, &activity, &e, &mut stop).await;
+    }
+    queue.close();
+    let mut left = 0;
+    while queue.try_recv().is_ok() {
+        left += 1;
+    }
+    left
+}
+
 /// Runs the hook for one alert: the alert's JSON on stdin, its kind, product and activity in
-/// the environment, killed after [`HOOK_TIMEOUT`]. A hook that fails is reported, never fatal.
-async fn run_hook(cmd: &str, activity: &ActivityId, e: &WatchEvent) {
+/// the environment, killed with its process group after [`HOOK_TIMEOUT`] or when the watch
+/// stops. A hook that fails is reported, never fatal.
+async fn run_hook(
+    cmd: &str,
+    activity: &ActivityId,
+    e: &WatchEvent,
+    stop: &mut watch::Receiver<bool>,
+) {
     use tokio::io::AsyncWriteExt;
     let body = serde_json::to_string(e).unwrap_or_default();
     let mut command = tokio::process::Command::new("sh");
@@ -55,6 +144,10 @@ async fn run_hook(cmd: &str, activity: &ActivityId, e: &WatchEvent) {
         .arg("-c")
         .arg(cmd)
         .env("SECKILL_ALERT_KIND", e.kind.map_or("", |k| k.as_str()))
+        .env(
+            "SECKILL_ALERT_SEVERITY",
+            e.severity.map_or("", Severity::as_str),
+        )
         .env("SECKILL_ALERT_PRODUCT", e.product.as_deref().unwrap_or(""))
         .env("SECKILL_ACTIVITY", activity.as_str())
         .stdin(std::process::Stdio::piped())
@@ -70,27 +163,105 @@ async fn run_hook(cmd: &str, activity: &ActivityId, e: &WatchEvent) {
             return;
         }
     };
-    if let Some(mut stdin) = child.stdin.take() {
-        let _ = stdin.write_all(body.as_bytes()).await;
-        let _ = stdin.write_all(b"\n").await;
-    }
-    match tokio::time::timeout(HOOK_TIMEOUT, child.wait()).await {
-        Ok(Ok(status)) if status.success() => {}
-        Ok(Ok(status)) => eprintln!("watch: --exec exited with {status}"),
-        Ok(Err(err)) => eprintln!("watch: --exec failed: {err}"),
-        Err(_) => {
-            #[cfg(unix)]
-            if let Some(group) = child
-                .id()
-                .and_then(|id| rustix::process::Pid::from_raw(i32::try_from(id).ok()?))
-            {
-                let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
-            }
-            let _ = child.kill().await;
-            eprintln!(
-                "watch: --exec ran longer than {HOOK_TIMEOUT:?} and was killed with every process it started"
-            );
+    let stdin = child.stdin.take();
+    let ran = async {
+        // A hook that never reads its stdin must not hold the page up past its timeout.
+        if let Some(mut stdin) = stdin {
+            let _ = stdin.write_all(body.as_bytes()).await;
+            let _ = stdin.write_all(b"\n").await;
         }
+        child.wait().await
+    };
+    let why = tokio::select! {
+        r = tokio::time::timeout(HOOK_TIMEOUT, ran) => match r {
+            Ok(Ok(status)) if status.success() => return,
+            Ok(Ok(status)) => {
+                eprintln!("watch: --exec exited with {status}");
+                return;
+            }
+            Ok(Err(err)) => {
+                eprintln!("watch: --exec failed: {err}");
+                return;
+            }
+            Err(_) => format!("ran longer than {HOOK_TIMEOUT:?}"),
+        },
+        _ = stop.wait_for(|s| *s) => "was running when the watch stopped".to_string(),
+    };
+    #[cfg(unix)]
+    if let Some(group) = child
+        .id()
+        .and_then(|id| rustix::process::Pid::from_raw(i32::try_from(id).ok()?))
+    {
+        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    }
+    let _ = child.kill().await;
+    eprintln!("watch: --exec {why} and was killed with every process it started");
+}
+
+/// Ctrl-C or SIGTERM.
+pub(super) fn stop_signal() -> Result<impl std::future::Future<Output = ()>> {
+    #[cfg(unix)]
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Error::internal(format!("cannot watch for SIGTERM: {e}")))?;
+    Ok(async move {
+        #[cfg(unix)]
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        #[cfg(not(unix))]
+        let _ = tokio::signal::ctrl_c().await;
+    })
+}
+
+pub(super) type Conns = (seckill_console::db::Db, seckill_console::redis::RedisStore);
+
+/// One poll. The connections are opened once and kept; a failed poll drops them so that the
+/// next one reconnects (a new pool per poll would cost the servers a connection every tick).
+pub(super) async fn poll(
+    ctx: &Ctx,
+    conns: &mut Option<Conns>,
+    tracker: &mut Tracker,
+    opts: &StatusOptions,
+) -> Result<StatusReport> {
+    if conns.is_none() {
+        let db = ctx
+            .db()
+            .await
+            .map_err(|e| e.from_service(Service::Database))?;
+        match ctx.redis().await {
+            Ok(redis) => *conns = Some((db, redis)),
+            Err(e) => {
+                db.close().await;
+                return Err(e.from_service(Service::Redis));
+            }
+        }
+    }
+    let Some((db, redis)) = conns.as_ref() else {
+        return Err(Error::internal("no connection after opening one"));
+    };
+    let polled = status_tracked(tracker, redis, db, &ctx.config.keys, opts).await;
+    if polled.is_err()
+        && let Some((db, _)) = conns.take()
+    {
+        db.close().await;
+    }
+    polled
+}
+
+/// Prints `events`, one line each, and pages those the pager takes.
+fn emit(events: &[WatchEvent], json: bool, ctx: &Ctx, pager: Option<&Pager>) {
+    if events.is_empty() {
+        return;
+    }
+    let mut out = std::io::stdout().lock();
+    for e in events {
+        let _ = writeln!(out, "{}", line(e, json, ctx.config.tz));
+    }
+    let _ = out.flush();
+    drop(out);
+    if let Some(p) = pager {
+        p.page(events);
     }
 }
 
@@ -98,6 +269,9 @@ pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome
     let activity = ActivityId::parse(&args.activity)?;
     let interval = check_args(&args)?;
     let give_up = Duration::from_secs(args.give_up_secs);
+    // An outage is critical (paged) halfway to giving up.
+    let critical_after =
+        chrono::Duration::milliseconds(i64::try_from(give_up.as_millis() / 2).unwrap_or(i64::MAX));
     let opts = options(ctx);
     let read_only = ctx.config.read_only;
     let mut tracker = Tracker::new(
@@ -105,50 +279,33 @@ pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome
         TrackerOptions::live(opts.grace, read_only),
     );
     let mut watcher = Watcher::default();
+    let mut outages = Outages::default();
+    let pager = args
+        .exec
+        .clone()
+        .map(|cmd| Pager::start(cmd, activity.clone(), args.exec_severity));
     let mut failing_since: Option<Instant> = None;
     let mut polls: u64 = 0;
     // Polls that read the books, and why the last one that did not failed: `--count` ends
     // with exit 3 when none did (a cron job must not read success from a dead Redis).
     let mut succeeded: u64 = 0;
     let mut last_failure = String::new();
-    let mut conns: Option<(seckill_console::db::Db, seckill_console::redis::RedisStore)> = None;
+    let mut conns: Option<Conns> = None;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    #[cfg(unix)]
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| Error::internal(format!("cannot watch for SIGTERM: {e}")))?;
+    let mut stop = std::pin::pin!(stop_signal()?);
+    let mut stopped = false;
+    let mut fatal: Option<Error> = None;
     loop {
-        #[cfg(unix)]
-        let stop = async { term.recv().await };
-        #[cfg(not(unix))]
-        let stop = std::future::pending::<Option<()>>();
         tokio::select! {
             _ = ticker.tick() => {}
-            _ = tokio::signal::ctrl_c() => break,
-            _ = stop => break,
+            _ = &mut stop => { stopped = true; break; }
         }
-        // The connections are opened once and kept; a failed poll drops them so that the next
-        // one reconnects (a new pool per poll would cost the servers a connection every tick).
-        if conns.is_none() {
-            match async { Ok::<_, Error>((ctx.db().await?, ctx.redis().await?)) }.await {
-                Ok(c) => conns = Some(c),
-                Err(e) => {
-                    polls += 1;
-                    last_failure.clone_from(&e.message);
-                    if let Some(err) = give_up_on(e, &mut failing_since, give_up)? {
-                        return Err(err);
-                    }
-                    if args.count.is_some_and(|n| polls >= n) {
-                        break;
-                    }
-                    continue;
-                }
-            }
-        }
-        let Some((db, redis)) = &conns else {
-            continue;
+        // A poll is cut short by a signal too: SIGTERM never waits for a slow server.
+        let polled = tokio::select! {
+            r = poll(ctx, &mut conns, &mut tracker, &opts) => r,
+            _ = &mut stop => { stopped = true; break; }
         };
-        let polled = status_tracked(&mut tracker, redis, db, &ctx.config.keys, &opts).await;
         polls += 1;
         match polled {
             Ok(report) => {
@@ -156,42 +313,60 @@ pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome
                 if failing_since.take().is_some() {
                     eprintln!("watch: reading again");
                 }
-                let events = watcher.step(&report, Utc::now());
-                let mut out = std::io::stdout().lock();
-                for e in &events {
-                    let _ = writeln!(out, "{}", line(e, json, ctx.config.tz));
-                }
-                let _ = out.flush();
-                drop(out);
-                if let Some(cmd) = &args.exec {
-                    for e in events.iter().filter(|e| {
-                        e.event == EventKind::Raised && e.severity == Some(Severity::Critical)
-                    }) {
-                        run_hook(cmd, &activity, e).await;
-                    }
+                let now = Utc::now();
+                let mut events = outages.recovered(now);
+                events.extend(watcher.step(&report, now));
+                emit(&events, json, ctx, pager.as_ref());
+            }
+            Err(e) if e.kind == ErrorKind::Unavailable => {
+                last_failure.clone_from(&e.message);
+                let since = *failing_since.get_or_insert_with(Instant::now);
+                eprintln!(
+                    "watch: {} (unreachable for {} s)",
+                    e.message,
+                    since.elapsed().as_secs()
+                );
+                // Every unavailable error of a poll names its server; one that does not is
+                // taken for Redis, the server a poll reads first and most.
+                let service = e.service.unwrap_or(Service::Redis);
+                let events = outages.failed(service, &e.message, Utc::now(), critical_after);
+                emit(&events, json, ctx, pager.as_ref());
+                if since.elapsed() >= give_up {
+                    fatal = Some(Error::unavailable(format!(
+                        "gave up after {} s without an answer: {}",
+                        since.elapsed().as_secs(),
+                        e.message
+                    )));
+                    break;
                 }
             }
             Err(e) => {
-                if let Some((db, _)) = conns.take() {
-                    db.close().await;
-                }
-                last_failure.clone_from(&e.message);
-                if let Some(err) = give_up_on(e, &mut failing_since, give_up)? {
-                    return Err(err);
-                }
+                fatal = Some(e);
+                break;
             }
         }
         if args.count.is_some_and(|n| polls >= n) {
             break;
         }
     }
+    if let Some(p) = pager {
+        if stopped {
+            p.abort().await;
+        } else {
+            p.finish().await;
+        }
+    }
     if let Some((db, _)) = conns.take() {
-        db.close().await;
+        // A pool whose poll was cut short by a signal is not waited on for long.
+        let _ = tokio::time::timeout(Duration::from_millis(500), db.close()).await;
+    }
+    if let Some(e) = fatal {
+        return Err(e);
     }
     // A counted watch (cron, a health check) says how it ended in its exit code: 3 when no
     // poll read the books, 4 when a critical alert was still raised at the last poll. One
     // stopped by a signal ends 0, as a service should.
-    let Some(count) = args.count else {
+    let Some(count) = args.count.filter(|_| !stopped) else {
         return Ok(Outcome::silent());
     };
     if succeeded == 0 {
@@ -199,36 +374,11 @@ pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome
             "no poll of {count} read the books: {last_failure}"
         )));
     }
-    let critical = watcher.critical_raised();
+    let critical = watcher.critical_raised() + outages.critical();
     let mut out = Outcome::silent();
     if critical > 0 {
         eprintln!("watch: {critical} critical alert(s) still raised at the last poll");
         out.failure = Some(ErrorKind::CheckFailed);
     }
     Ok(out)
-}
-
-/// A failed poll: an unreachable service is reported and waited for until `give_up` (then the
-/// error to exit with); anything else ends the watch at once.
-fn give_up_on(
-    e: Error,
-    failing_since: &mut Option<Instant>,
-    give_up: Duration,
-) -> Result<Option<Error>> {
-    if !matches!(e.kind, ErrorKind::Unavailable) {
-        return Err(e);
-    }
-    let since = *failing_since.get_or_insert_with(Instant::now);
-    eprintln!(
-        "watch: {} (unreachable for {} s)",
-        e.message,
-        since.elapsed().as_secs()
-    );
-    Ok((since.elapsed() >= give_up).then(|| {
-        Error::unavailable(format!(
-            "gave up after {} s without an answer: {}",
-            since.elapsed().as_secs(),
-            e.message
-        ))
-    }))
 }

@@ -13,7 +13,7 @@ pub mod tx;
 
 pub use tx::{Arg, IN_CHUNK, IN_LIST, Tx};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Service};
 use crate::redact::SecretUrl;
 use sqlx::AssertSqlSafe;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
@@ -219,11 +219,14 @@ impl Db {
         match tokio::time::timeout(timeout + Duration::from_millis(200), probe).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(self.error(&e)),
-            Err(_) => Err(Error::unavailable(format!(
-                "database at {} did not answer within {} ms",
-                self.label,
-                timeout.as_millis()
-            ))),
+            Err(_) => Err(Error::unreachable(
+                Service::Database,
+                format!(
+                    "database at {} did not answer within {} ms",
+                    self.label,
+                    timeout.as_millis()
+                ),
+            )),
         }
     }
 
@@ -346,10 +349,13 @@ async fn probe_connect<C: sqlx::Connection>(
             Ok(())
         }
         Ok(Err(e)) => Err(db_error(label, &e)),
-        Err(_) => Err(Error::unavailable(format!(
-            "database at {label} did not answer within {} ms",
-            timeout.as_millis()
-        ))),
+        Err(_) => Err(Error::unreachable(
+            Service::Database,
+            format!(
+                "database at {label} did not answer within {} ms",
+                timeout.as_millis()
+            ),
+        )),
     }
 }
 
@@ -409,14 +415,18 @@ pub fn db_error(label: &str, err: &sqlx::Error) -> Error {
         | sqlx::Error::PoolTimedOut
         | sqlx::Error::PoolClosed
         | sqlx::Error::WorkerCrashed
-        | sqlx::Error::Protocol(_) => {
-            Error::unavailable(format!("database at {label} is unreachable: {detail}"))
-        }
+        | sqlx::Error::Protocol(_) => Error::unreachable(
+            Service::Database,
+            format!("database at {label} is unreachable: {detail}"),
+        ),
         sqlx::Error::Configuration(_) => {
             Error::bad_input(format!("database URL '{label}' is not usable: {detail}"))
         }
         sqlx::Error::Database(db) if is_unavailable_code(db.code().as_deref()) => {
-            Error::unavailable(format!("database at {label} is not available: {detail}"))
+            Error::unreachable(
+                Service::Database,
+                format!("database at {label} is not available: {detail}"),
+            )
         }
         _ => Error::internal(format!("database at {label} failed: {detail}")),
     }

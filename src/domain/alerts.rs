@@ -40,6 +40,11 @@ pub enum AlertKind {
     Evicting,
     /// A node near its `maxmemory`: under `noeviction` deductions start failing with OOM.
     MemoryHigh,
+    /// `watch` could not read Redis (raised at the first failed poll, critical after half of
+    /// `--give-up-secs`).
+    RedisUnreachable,
+    /// `watch` could not read the database, likewise.
+    DbUnreachable,
 }
 
 impl AlertKind {
@@ -66,6 +71,8 @@ impl AlertKind {
             AlertKind::NotPreheated => "not_preheated",
             AlertKind::Evicting => "evicting",
             AlertKind::MemoryHigh => "memory_high",
+            AlertKind::RedisUnreachable => "redis_unreachable",
+            AlertKind::DbUnreachable => "db_unreachable",
         }
     }
 }

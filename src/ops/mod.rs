@@ -4,6 +4,7 @@
 pub mod cleanup;
 pub mod compensation;
 pub mod detail;
+pub mod exporter;
 pub mod feed;
 pub mod fix;
 pub mod guard;

@@ -4,6 +4,7 @@
 use super::status::StatusReport;
 use crate::domain::alerts::{Alert, AlertKind, Severity};
 use crate::domain::stock::State;
+use crate::error::Service;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -162,6 +163,83 @@ impl Watcher {
     }
 }
 
+/// The outages `watch` has seen: an unreachable Redis or database is an alert like any other,
+/// raised (warning) at the first failed poll, raised again as critical once it has lasted
+/// `critical_after`, and cleared by the next poll that reads the books.
+#[derive(Debug, Default)]
+pub struct Outages {
+    /// Since when each service fails, and whether its alert is critical yet.
+    open: BTreeMap<AlertKind, (DateTime<Utc>, Severity)>,
+}
+
+/// The alert an unreachable `service` raises.
+pub fn outage_kind(service: Service) -> AlertKind {
+    match service {
+        Service::Redis => AlertKind::RedisUnreachable,
+        Service::Database => AlertKind::DbUnreachable,
+    }
+}
+
+impl Outages {
+    /// A poll failed at `at` because `service` did not answer (`message` says how): the events
+    /// this raises, none while the alert stands at the severity it has.
+    pub fn failed(
+        &mut self,
+        service: Service,
+        message: &str,
+        at: DateTime<Utc>,
+        critical_after: chrono::Duration,
+    ) -> Vec<WatchEvent> {
+        let kind = outage_kind(service);
+        let (since, shown) = *self.open.entry(kind).or_insert((at, Severity::Info));
+        let severity = if at - since >= critical_after {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        };
+        if severity <= shown {
+            return Vec::new();
+        }
+        self.open.insert(kind, (since, severity));
+        let secs = (at - since).num_seconds();
+        let alert = Alert {
+            kind,
+            severity,
+            product: None,
+            node: None,
+            message: format!("unreachable for {secs} s: {message}"),
+            age_secs: Some(secs),
+        };
+        vec![alert_event(at.fixed_offset(), EventKind::Raised, &alert)]
+    }
+
+    /// A poll read the books at `at`: every outage clears.
+    pub fn recovered(&mut self, at: DateTime<Utc>) -> Vec<WatchEvent> {
+        std::mem::take(&mut self.open)
+            .into_iter()
+            .map(|(kind, (since, severity))| {
+                let alert = Alert {
+                    kind,
+                    severity,
+                    product: None,
+                    node: None,
+                    message: format!("reading again after {} s", (at - since).num_seconds()),
+                    age_secs: None,
+                };
+                alert_event(at.fixed_offset(), EventKind::Cleared, &alert)
+            })
+            .collect()
+    }
+
+    /// Outages raised as critical and not cleared.
+    pub fn critical(&self) -> usize {
+        self.open
+            .values()
+            .filter(|(_, s)| *s == Severity::Critical)
+            .count()
+    }
+}
+
 fn alert_event(at: DateTime<chrono::FixedOffset>, event: EventKind, a: &Alert) -> WatchEvent {
     WatchEvent {
         at,
@@ -234,5 +312,44 @@ mod tests {
         let e = w.step(&report(17), Utc::now());
         assert_eq!(e.len(), 1);
         assert_eq!(e[0].event, EventKind::Raised);
+    }
+
+    #[test]
+    fn an_outage_is_raised_at_once_critical_after_a_while_and_cleared_when_read_again() {
+        let mut o = Outages::default();
+        let t0 = Utc::now();
+        let half = chrono::Duration::seconds(30);
+        let at = |s: i64| t0 + chrono::Duration::seconds(s);
+        let e = o.failed(Service::Redis, "Redis at x is unreachable", at(0), half);
+        assert_eq!(e.len(), 1);
+        assert_eq!(
+            (e[0].event, e[0].kind, e[0].severity),
+            (
+                EventKind::Raised,
+                Some(AlertKind::RedisUnreachable),
+                Some(Severity::Warning)
+            )
+        );
+        assert!(o.failed(Service::Redis, "again", at(10), half).is_empty());
+        assert_eq!(o.critical(), 0);
+        let e = o.failed(Service::Redis, "still", at(30), half);
+        assert_eq!(e[0].severity, Some(Severity::Critical), "{e:?}");
+        assert!(e[0].message.as_deref().is_some_and(|m| m.contains("30 s")));
+        assert!(o.failed(Service::Redis, "still", at(40), half).is_empty());
+        // The database fails too: its own alert.
+        let e = o.failed(Service::Database, "db", at(41), half);
+        assert_eq!(e[0].kind, Some(AlertKind::DbUnreachable));
+        assert_eq!(o.critical(), 1);
+        let e = o.recovered(at(50));
+        let kinds: Vec<_> = e.iter().map(|e| (e.event, e.kind)).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (EventKind::Cleared, Some(AlertKind::RedisUnreachable)),
+                (EventKind::Cleared, Some(AlertKind::DbUnreachable))
+            ]
+        );
+        assert_eq!(o.critical(), 0);
+        assert!(o.recovered(at(51)).is_empty(), "cleared once");
     }
 }

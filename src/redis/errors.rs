@@ -2,7 +2,7 @@
 //! the exit code (unreachable and timeouts 3, an ACL denial or a read-only refusal 5).
 
 use super::{guard, node};
-use crate::error::{Error, ErrorKind as Kind};
+use crate::error::{Error, ErrorKind as Kind, Service};
 use redis::{ErrorKind, RedisError, ServerErrorKind};
 
 /// The server's error class (MOVED, NOSCRIPT, ...), when the server answered with one.
@@ -30,15 +30,24 @@ pub fn redis_error(label: &str, err: &RedisError) -> Error {
         ));
     }
     if err.is_timeout() {
-        return Error::unavailable(format!("Redis at {label} timed out: {detail}"));
+        return Error::unreachable(
+            Service::Redis,
+            format!("Redis at {label} timed out: {detail}"),
+        );
     }
     if node::is_connection_error(err) || err.kind() == ErrorKind::ClusterConnectionNotFound {
-        return Error::unavailable(format!("Redis at {label} is unreachable: {detail}"));
+        return Error::unreachable(
+            Service::Redis,
+            format!("Redis at {label} is unreachable: {detail}"),
+        );
     }
     match err.kind() {
-        ErrorKind::AuthenticationFailed => Error::unavailable(format!(
-            "Redis at {label} refused the credentials: {detail}; check the user and password in the URL"
-        )),
+        ErrorKind::AuthenticationFailed => Error::unreachable(
+            Service::Redis,
+            format!(
+                "Redis at {label} refused the credentials: {detail}; check the user and password in the URL"
+            ),
+        ),
         ErrorKind::Server(ServerErrorKind::NoPerm) => Error::new(
             Kind::Refused,
             format!(
@@ -50,12 +59,18 @@ pub fn redis_error(label: &str, err: &RedisError) -> Error {
             | ServerErrorKind::MasterDown
             | ServerErrorKind::BusyLoading
             | ServerErrorKind::TryAgain,
-        ) => Error::unavailable(format!("Redis at {label} is not serving: {detail}")),
+        ) => Error::unreachable(
+            Service::Redis,
+            format!("Redis at {label} is not serving: {detail}"),
+        ),
         // A primary demoted under the console (a failover in progress): nothing was written;
         // the next call finds the new primary.
-        ErrorKind::Server(ServerErrorKind::ReadOnly) => Error::unavailable(format!(
-            "Redis at {label} answered READONLY: the node is a replica now (a failover?); nothing was written, try again"
-        )),
+        ErrorKind::Server(ServerErrorKind::ReadOnly) => Error::unreachable(
+            Service::Redis,
+            format!(
+                "Redis at {label} answered READONLY: the node is a replica now (a failover?); nothing was written, try again"
+            ),
+        ),
         _ => Error::internal(format!("Redis at {label} answered with an error: {detail}")),
     }
 }

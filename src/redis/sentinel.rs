@@ -11,7 +11,7 @@
 use super::node::Node;
 use super::target::{SentinelTarget, url_host_port};
 use super::{RedisStore, RedisTarget, describe};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Service};
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use redis::Value;
@@ -93,11 +93,14 @@ impl RedisStore {
                     )));
                 }
                 Err(e) => {
-                    last = Some(Error::unavailable(format!(
-                        "Sentinel {} did not answer: {}",
-                        url.redacted(),
-                        describe(&e)
-                    )));
+                    last = Some(Error::unreachable(
+                        Service::Redis,
+                        format!(
+                            "Sentinel {} did not answer: {}",
+                            url.redacted(),
+                            describe(&e)
+                        ),
+                    ));
                 }
             }
         }

@@ -5,7 +5,7 @@
 use super::node::Node;
 use super::target::{open_client, url_host_port, with_host_port};
 use super::{Keyed, RedisStore, Role, slots};
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, Service};
 use crate::redact::SecretUrl;
 use redis::{ErrorKind, RedisError, RedisResult};
 use std::sync::Arc;
@@ -89,10 +89,13 @@ impl RedisStore {
                 Ok(reply) => {
                     let ranges = slots::parse_cluster_slots(&reply);
                     if ranges.is_empty() {
-                        last_err = Some(Error::unavailable(format!(
-                            "Redis cluster at {} has no slots assigned (is the cluster created?)",
-                            self.label()
-                        )));
+                        last_err = Some(Error::unreachable(
+                            Service::Redis,
+                            format!(
+                                "Redis cluster at {} has no slots assigned (is the cluster created?)",
+                                self.label()
+                            ),
+                        ));
                         continue;
                     }
                     self.install(&ranges)?;
@@ -102,8 +105,12 @@ impl RedisStore {
                 Err(e) => last_err = Some(self.error(&e)),
             }
         }
-        Err(last_err
-            .unwrap_or_else(|| Error::unavailable(format!("no node of {} answered", self.label()))))
+        Err(last_err.unwrap_or_else(|| {
+            Error::unreachable(
+                Service::Redis,
+                format!("no node of {} answered", self.label()),
+            )
+        }))
     }
 
     /// Makes `ranges` the topology. A node that cannot be set up fails the refresh, rather

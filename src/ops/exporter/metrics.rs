@@ -1,0 +1,459 @@
+//! The console's truth as Prometheus metrics: one registry kept for the exporter's life, filled
+//! from each round of status reports and encoded once per round (a scrape serves the text of
+//! the last round; it never reads Redis or the database). No I/O.
+//!
+//! Names follow Prometheus's rules: base units (`_seconds`, units of stock as `_units`),
+//! `_total` on the one counter, labels `activity` and `product` only on product series (never a
+//! user or a request id: their number would grow with the sale).
+
+use crate::domain::alerts::{AlertKind, Severity};
+use crate::error::{Error, ErrorKind, Service};
+use crate::ops::status::StatusReport;
+use chrono::{DateTime, Utc};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ProductLabels {
+    activity: String,
+    product: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StateLabels {
+    activity: String,
+    product: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ActivityLabels {
+    activity: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct AlertLabels {
+    activity: String,
+    kind: String,
+    severity: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TargetLabels {
+    target: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ErrorLabels {
+    kind: String,
+}
+
+type Units = Family<ProductLabels, Gauge>;
+type Seconds = Gauge<f64, AtomicU64>;
+
+/// The exporter's metrics.
+pub struct Metrics {
+    registry: Registry,
+    stock_remaining: Units,
+    initial_stock: Units,
+    sold_units: Units,
+    in_flight_units: Units,
+    orphaned_units: Units,
+    unledgered_units: Units,
+    drift_units: Units,
+    paused: Units,
+    product_state: Family<StateLabels, Gauge>,
+    alerts: Family<AlertLabels, Gauge>,
+    compensation_pending: Family<ActivityLabels, Gauge>,
+    compensation_oldest: Family<ActivityLabels, Seconds>,
+    outbox_pending: Family<ActivityLabels, Gauge>,
+    outbox_oldest: Family<ActivityLabels, Seconds>,
+    last_success: Family<ActivityLabels, Seconds>,
+    poll_duration: Family<ActivityLabels, Seconds>,
+    up: Family<TargetLabels, Gauge>,
+    errors: Family<ErrorLabels, Counter>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Every alert kind the activity metric names, so that a rule reads 0, not an absent series,
+/// when an alert is not raised.
+const ALERT_KINDS: &[(AlertKind, Severity)] = &[
+    (AlertKind::Oversold, Severity::Critical),
+    (AlertKind::Negative, Severity::Critical),
+    (AlertKind::Corrupt, Severity::Critical),
+    (AlertKind::Missing, Severity::Critical),
+    (AlertKind::Drift, Severity::Critical),
+    (AlertKind::Drift, Severity::Warning),
+    (AlertKind::Orphaned, Severity::Warning),
+    (AlertKind::PauseLost, Severity::Critical),
+    (AlertKind::CancelledOnSale, Severity::Critical),
+    (AlertKind::CompensationPending, Severity::Warning),
+    (AlertKind::OutboxStale, Severity::Warning),
+    (AlertKind::Evicting, Severity::Critical),
+    (AlertKind::MemoryHigh, Severity::Warning),
+    (AlertKind::MemoryHigh, Severity::Critical),
+];
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let units = |r: &mut Registry, name: &str, help: &str| {
+            let f = Units::default();
+            r.register(name, help, f.clone());
+            f
+        };
+        let stock_remaining = units(
+            &mut registry,
+            "seckill_stock_remaining",
+            "Units Redis holds for sale (absent when the stock key is missing or corrupt)",
+        );
+        let initial_stock = units(
+            &mut registry,
+            "seckill_initial_stock",
+            "Units the product was imported with, top-ups included",
+        );
+        let sold_units = units(
+            &mut registry,
+            "seckill_sold_units",
+            "Units of live orders in the database",
+        );
+        let in_flight_units = units(
+            &mut registry,
+            "seckill_in_flight_units",
+            "Units deducted in Redis whose orders are within the grace window",
+        );
+        let orphaned_units = units(
+            &mut registry,
+            "seckill_orphaned_units",
+            "Units deducted in Redis without an order past the grace window (lost sales)",
+        );
+        let unledgered_units = units(
+            &mut registry,
+            "seckill_unledgered_units",
+            "Units of live orders Redis holds no deduction for (oversell risk)",
+        );
+        let drift_units = units(
+            &mut registry,
+            "seckill_drift_units",
+            "Redis's stock minus the stock the database's truth expects",
+        );
+        let paused = units(
+            &mut registry,
+            "seckill_paused",
+            "1 when Redis refuses sales of the product",
+        );
+        let product_state = Family::<StateLabels, Gauge>::default();
+        registry.register(
+            "seckill_product_state",
+            "1 for the product's current state (ok, drift, negative, missing, corrupt, ...)",
+            product_state.clone(),
+        );
+        let alerts = Family::<AlertLabels, Gauge>::default();
+        registry.register(
+            "seckill_alerts",
+            "Alerts raised now, by kind and severity",
+            alerts.clone(),
+        );
+        let compensation_pending = Family::<ActivityLabels, Gauge>::default();
+        registry.register(
+            "seckill_compensation_pending",
+            "Deductions with an unknown outcome waiting in the compensation queue (counted up to 10,000)",
+            compensation_pending.clone(),
+        );
+        let compensation_oldest = Family::<ActivityLabels, Seconds>::default();
+        registry.register(
+            "seckill_compensation_oldest_seconds",
+            "Age of the oldest pending compensation entry (0 when none)",
+            compensation_oldest.clone(),
+        );
+        let outbox_pending = Family::<ActivityLabels, Gauge>::default();
+        registry.register(
+            "seckill_outbox_pending",
+            "Outbox messages not sent yet (counted up to 10,000)",
+            outbox_pending.clone(),
+        );
+        let outbox_oldest = Family::<ActivityLabels, Seconds>::default();
+        registry.register(
+            "seckill_outbox_oldest_seconds",
+            "Age of the oldest unsent outbox message (0 when none)",
+            outbox_oldest.clone(),
+        );
+        let last_success = Family::<ActivityLabels, Seconds>::default();
+        registry.register(
+            "seckill_exporter_last_success_timestamp_seconds",
+            "When the activity was last read whole (Unix time)",
+            last_success.clone(),
+        );
+        let poll_duration = Family::<ActivityLabels, Seconds>::default();
+        registry.register(
+            "seckill_exporter_poll_duration_seconds",
+            "How long the activity's last poll took",
+            poll_duration.clone(),
+        );
+        let up = Family::<TargetLabels, Gauge>::default();
+        registry.register(
+            "seckill_up",
+            "1 when the last poll reached the target (redis, database)",
+            up.clone(),
+        );
+        let errors = Family::<ErrorLabels, Counter>::default();
+        registry.register(
+            "seckill_exporter_errors",
+            "Polls that failed, by kind",
+            errors.clone(),
+        );
+        Metrics {
+            registry,
+            stock_remaining,
+            initial_stock,
+            sold_units,
+            in_flight_units,
+            orphaned_units,
+            unledgered_units,
+            drift_units,
+            paused,
+            product_state,
+            alerts,
+            compensation_pending,
+            compensation_oldest,
+            outbox_pending,
+            outbox_oldest,
+            last_success,
+            poll_duration,
+            up,
+            errors,
+        }
+    }
+
+    /// Starts a round: what the last one said of products and alerts goes (an activity that
+    /// fails to read this round has no product series, rather than figures that are no longer
+    /// true; its `last_success` tells how old its last reading is).
+    pub fn begin_round(&self) {
+        for f in [
+            &self.stock_remaining,
+            &self.initial_stock,
+            &self.sold_units,
+            &self.in_flight_units,
+            &self.orphaned_units,
+            &self.unledgered_units,
+            &self.drift_units,
+            &self.paused,
+        ] {
+            f.clear();
+        }
+        self.product_state.clear();
+        self.alerts.clear();
+        self.compensation_pending.clear();
+        self.compensation_oldest.clear();
+        self.outbox_pending.clear();
+        self.outbox_oldest.clear();
+    }
+
+    /// One activity read whole at `at` in `secs`.
+    pub fn report(&self, r: &StatusReport, at: DateTime<Utc>, secs: f64) {
+        for p in &r.products {
+            let l = ProductLabels {
+                activity: r.activity.clone(),
+                product: p.product.clone(),
+            };
+            if let Some(v) = p.redis_remaining {
+                self.stock_remaining.get_or_create(&l).set(v);
+            }
+            self.initial_stock.get_or_create(&l).set(p.initial);
+            self.sold_units.get_or_create(&l).set(p.db_sold);
+            self.in_flight_units.get_or_create(&l).set(p.in_flight);
+            self.orphaned_units.get_or_create(&l).set(p.orphaned);
+            self.unledgered_units.get_or_create(&l).set(p.unledgered);
+            if let Some(d) = p.drift {
+                self.drift_units.get_or_create(&l).set(d);
+            }
+            self.paused.get_or_create(&l).set(i64::from(p.paused));
+            self.product_state
+                .get_or_create(&StateLabels {
+                    activity: l.activity,
+                    product: l.product,
+                    state: p.state.as_str().to_string(),
+                })
+                .set(1);
+        }
+        let mut counts: BTreeMap<(AlertKind, Severity), i64> =
+            ALERT_KINDS.iter().map(|k| (*k, 0)).collect();
+        for a in &r.alerts {
+            *counts.entry((a.kind, a.severity)).or_default() += 1;
+        }
+        for ((kind, severity), n) in counts {
+            self.alerts
+                .get_or_create(&AlertLabels {
+                    activity: r.activity.clone(),
+                    kind: kind.as_str().to_string(),
+                    severity: severity.as_str().to_string(),
+                })
+                .set(n);
+        }
+        let a = ActivityLabels {
+            activity: r.activity.clone(),
+        };
+        self.compensation_pending
+            .get_or_create(&a)
+            .set(r.compensation.pending);
+        self.compensation_oldest
+            .get_or_create(&a)
+            .set(seconds(r.compensation.oldest_secs));
+        self.outbox_pending.get_or_create(&a).set(r.outbox.pending);
+        self.outbox_oldest
+            .get_or_create(&a)
+            .set(seconds(r.outbox.oldest_secs));
+        self.last_success
+            .get_or_create(&a)
+            .set(at.timestamp_millis() as f64 / 1000.0);
+        self.poll_duration.get_or_create(&a).set(secs);
+        self.reached(Service::Redis, true);
+        self.reached(Service::Database, true);
+    }
+
+    /// One activity's poll failed with `e` after `secs`.
+    pub fn failed(&self, activity: &str, e: &Error, secs: f64) {
+        let kind = match (e.kind, e.service) {
+            (ErrorKind::Unavailable, Some(Service::Redis)) => "redis_unavailable",
+            (ErrorKind::Unavailable, Some(Service::Database)) => "db_unavailable",
+            (k, _) => k.as_str(),
+        };
+        self.errors
+            .get_or_create(&ErrorLabels {
+                kind: kind.to_string(),
+            })
+            .inc();
+        self.poll_duration
+            .get_or_create(&ActivityLabels {
+                activity: activity.to_string(),
+            })
+            .set(secs);
+        if let (ErrorKind::Unavailable, Some(s)) = (e.kind, e.service) {
+            self.reached(s, false);
+        }
+    }
+
+    /// Whether the last poll reached `service`.
+    pub fn reached(&self, service: Service, ok: bool) {
+        let target = match service {
+            Service::Redis => "redis",
+            Service::Database => "database",
+        };
+        self.up
+            .get_or_create(&TargetLabels {
+                target: target.to_string(),
+            })
+            .set(i64::from(ok));
+    }
+
+    /// The metrics in the OpenMetrics text format, ending with `# EOF`.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+fn seconds(s: Option<i64>) -> f64 {
+    s.map_or(0.0, |s| s as f64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Phase;
+    use crate::domain::alerts::{QueueSummary, product_alerts};
+    use crate::domain::stock::{Meta, ProductStatus, StockValue, Truth};
+    use crate::ops::status::Totals;
+
+    fn report(stock: i64) -> StatusReport {
+        let meta = Meta {
+            present: true,
+            limit: Some(1),
+            ..Meta::default()
+        };
+        let p = ProductStatus::build(
+            "p1",
+            1,
+            (&StockValue::Value(stock), &meta, &[]),
+            Truth::new(10, 0, 0, 0),
+        );
+        StatusReport {
+            activity: "a1".into(),
+            phase: Phase::Live,
+            alerts: product_alerts(std::slice::from_ref(&p)),
+            products: vec![p],
+            totals: Totals::default(),
+            compensation: QueueSummary {
+                pending: 2,
+                more: false,
+                oldest_secs: Some(40),
+            },
+            outbox: QueueSummary::default(),
+            taken_at: Utc::now(),
+            clock_skew_ms: None,
+            redis_nodes: Vec::new(),
+            master: None,
+        }
+    }
+
+    fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+        text.lines().find(|l| l.starts_with(prefix))
+    }
+
+    #[test]
+    fn a_round_says_each_products_figures_and_state_and_the_activitys_alerts() {
+        let m = Metrics::new();
+        m.begin_round();
+        m.report(&report(17), Utc::now(), 0.25);
+        let text = m.encode();
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        assert_eq!(
+            line(&text, "seckill_drift_units{"),
+            Some(r#"seckill_drift_units{activity="a1",product="p1"} 7"#)
+        );
+        assert_eq!(
+            line(&text, "seckill_stock_remaining{"),
+            Some(r#"seckill_stock_remaining{activity="a1",product="p1"} 17"#)
+        );
+        assert_eq!(
+            line(&text, "seckill_product_state{"),
+            Some(r#"seckill_product_state{activity="a1",product="p1",state="drift"} 1"#)
+        );
+        assert!(
+            text.contains(r#"seckill_alerts{activity="a1",kind="drift",severity="critical"} 1"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"seckill_alerts{activity="a1",kind="negative",severity="critical"} 0"#),
+            "an alert not raised reads 0: {text}"
+        );
+        assert!(text.contains(r#"seckill_compensation_oldest_seconds{activity="a1"} 40.0"#));
+        assert!(text.contains(r#"seckill_up{target="redis"} 1"#));
+
+        // The next round: the drift is gone, and a failed poll counts an error by kind.
+        m.begin_round();
+        m.report(&report(10), Utc::now(), 0.25);
+        m.failed(
+            "a2",
+            &Error::unreachable(Service::Redis, "Redis at x is unreachable"),
+            1.0,
+        );
+        let text = m.encode();
+        assert!(text.contains(r#"seckill_drift_units{activity="a1",product="p1"} 0"#));
+        assert!(text.contains(r#"state="ok"} 1"#) && !text.contains(r#"state="drift""#));
+        assert!(text.contains(r#"seckill_exporter_errors_total{kind="redis_unavailable"} 1"#));
+        assert!(text.contains(r#"seckill_up{target="redis"} 0"#));
+    }
+}
