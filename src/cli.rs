@@ -314,6 +314,47 @@ pub fn env_source(long: &str, value: &str) -> Option<String> {
     (std::env::var(&name).ok()? == value).then_some(name)
 }
 
+/// A usage error's text with its `Usage:` line cut to what the operator must still give: clap
+/// lists every option it saw there, so a Redis URL from `SECKILL_REDIS_URL` read as if it were
+/// missing. Global options (all optional) leave that line; the rest of the text stays.
+pub fn trim_usage(text: &str) -> String {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let globals: Vec<(String, bool)> = cmd
+        .get_arguments()
+        .filter(|a| a.is_global_set())
+        .filter_map(|a| {
+            let takes_value = a.get_action().takes_values();
+            Some((format!("--{}", a.get_long()?), takes_value))
+        })
+        .collect();
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let Some(rest) = line.strip_prefix("Usage: ") else {
+            out.push_str(line);
+            continue;
+        };
+        let end = if rest.ends_with('\n') { "\n" } else { "" };
+        let mut kept: Vec<&str> = Vec::new();
+        let mut words = rest.trim_end_matches('\n').split(' ').peekable();
+        while let Some(w) = words.next() {
+            match globals.iter().find(|(long, _)| long == w) {
+                Some((_, true)) => {
+                    if words.peek().is_some_and(|v| v.starts_with('<')) {
+                        words.next();
+                    }
+                }
+                Some((_, false)) => {}
+                None => kept.push(w),
+            }
+        }
+        out.push_str("Usage: ");
+        out.push_str(&kept.join(" "));
+        out.push_str(end);
+    }
+    out
+}
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
@@ -692,4 +733,22 @@ pub struct DemoArgs {
     /// Seconds before the demo's first fault (lost writes), the second (a crashed rollback) and the third (its outbox relay held back for two minutes)
     #[arg(long, default_value_t = 20)]
     pub chaos_after_secs: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The usage line of a missing argument names what is missing, not the URLs the
+    /// environment gave (clap lists every option it saw; the end-to-end test runs the binary
+    /// with the variables set).
+    #[test]
+    fn the_usage_line_leaves_out_the_global_options() {
+        let raw = "error: the following required arguments were not provided:\n  --product <P>\n  --add <N>\n\nUsage: seckill-console topup --product <P> --add <N> --redis <URL> --db <URL> --read-only --redis-cluster <URL,URL,...> <ACTIVITY>\n\nFor more information, try '--help'.\n";
+        let text = trim_usage(raw);
+        assert_eq!(
+            text,
+            "error: the following required arguments were not provided:\n  --product <P>\n  --add <N>\n\nUsage: seckill-console topup --product <P> --add <N> <ACTIVITY>\n\nFor more information, try '--help'.\n"
+        );
+    }
 }

@@ -30,7 +30,9 @@ fn main() -> ExitCode {
                 let _ = e.print();
                 return ExitCode::SUCCESS;
             }
-            let mut text = seckill_console::redact::redact_text(&e.render().to_string());
+            let mut text = cli::trim_usage(&seckill_console::redact::redact_text(
+                &e.render().to_string(),
+            ));
             if let Some(var) = bad_value_from_env(&e) {
                 text = text.replacen(
                     '\n',

@@ -99,18 +99,28 @@ pub async fn run_exporter(ctx: &Ctx, args: ExporterArgs) -> Result<Outcome> {
                 }
             }
             metrics.begin_round();
+            // A server found unreachable fails the round's other activities too, without
+            // waiting out a connect timeout for each of them.
+            let mut down: Option<Error> = None;
             for id in &activities {
                 let started = Instant::now();
                 let tracker = trackers
                     .entry(id.clone())
                     .or_insert_with(|| Tracker::new(id.clone(), live.clone()));
-                match poll(ctx, &mut conns, tracker, &opts).await {
+                let polled = match &down {
+                    Some(e) => Err(e.clone()),
+                    None => poll(ctx, &mut conns, tracker, &opts).await,
+                };
+                match polled {
                     Ok(report) => {
                         metrics.report(&report, Utc::now(), started.elapsed().as_secs_f64());
                     }
                     Err(e) => {
                         metrics.failed(id.as_str(), &e, started.elapsed().as_secs_f64());
                         problems.push(format!("{id}: {}", e.message));
+                        if e.kind == seckill_console::ErrorKind::Unavailable {
+                            down = Some(e);
+                        }
                     }
                 }
             }

@@ -222,6 +222,8 @@ pub enum Command {
         activity: ActivityId,
         product: String,
         add: i64,
+        /// Why, for the audit trail (empty: "from the TUI").
+        reason: String,
     },
     /// Pause or resume what the operator confirmed (None: every product of the activity).
     SetPaused {
@@ -229,6 +231,7 @@ pub enum Command {
         activity: ActivityId,
         product: Option<String>,
         pause: bool,
+        reason: String,
     },
     /// Count the last minute's orders of these live activities (the first screen's choice).
     CountRecentSales(Vec<ActivityId>),

@@ -74,12 +74,15 @@ pub enum PendingWrite {
         activity: ActivityId,
         product: String,
         add: i64,
+        /// Why, for the audit trail (empty: "from the TUI").
+        reason: String,
     },
     /// Pause or resume one product, or every product (None) of the activity.
     Pause {
         activity: ActivityId,
         product: Option<String>,
         pause: bool,
+        reason: String,
     },
     /// A dry run: shadow keys and a temporary database, never the live ones.
     DryRun {
@@ -110,6 +113,10 @@ pub struct Confirm {
     /// Why the last confirming key did nothing, shown in the dialog itself (a tall dialog
     /// covers the footer's message line).
     pub note: Option<String>,
+    /// The reason typed for the audit trail, for a write that records one (pause, top-up).
+    pub reason: Option<String>,
+    /// Keys type the reason (else the typed confirmation, when there is one; Tab switches).
+    pub reason_focus: bool,
 }
 
 impl Confirm {
@@ -125,7 +132,35 @@ impl Confirm {
             scroll: 0,
             seen_end: false,
             note: None,
+            reason: None,
+            reason_focus: false,
         }
+    }
+
+    /// The same confirmation with a reason field (optional: empty is "from the TUI"), focused
+    /// unless a typed confirmation comes first.
+    pub fn with_reason(self) -> Self {
+        Confirm {
+            reason_focus: self.typed.is_none(),
+            reason: Some(String::new()),
+            ..self
+        }
+    }
+
+    /// Whether a typed key goes to the reason.
+    pub fn types_reason(&self) -> bool {
+        self.reason.is_some() && (self.typed.is_none() || self.reason_focus)
+    }
+
+    /// The write to run, with the reason typed.
+    pub fn write(&self) -> PendingWrite {
+        let typed = self.reason.as_deref().map(str::trim).unwrap_or_default();
+        let mut write = self.write.clone();
+        if let PendingWrite::Topup { reason, .. } | PendingWrite::Pause { reason, .. } = &mut write
+        {
+            *reason = typed.to_string();
+        }
+        write
     }
 
     /// A confirmation the operator answers by typing `expected` (an activity id) and Enter.

@@ -207,6 +207,7 @@ impl Executor {
                 activity,
                 product,
                 add,
+                reason,
             } => self.job(
                 async move {
                     let (redis, db) = (s.redis().await?, s.db().await?);
@@ -216,7 +217,7 @@ impl Executor {
                         product: &product,
                         change: add,
                         actor: &actor,
-                        reason: "from the TUI",
+                        reason: audited(&reason),
                         grace,
                         interleave: Default::default(),
                     };
@@ -229,6 +230,7 @@ impl Executor {
                 activity,
                 product,
                 pause,
+                reason,
             } => self.job(
                 async move {
                     let (redis, db) = (s.redis().await?, s.db().await?);
@@ -240,7 +242,7 @@ impl Executor {
                         &activity,
                         only.as_deref(),
                         pause,
-                        (&actor, "from the TUI"),
+                        (&actor, audited(&reason)),
                     )
                     .await
                 },
@@ -342,4 +344,13 @@ async fn fix_job(
 ) -> Result<crate::ops::fix::FixReport> {
     let (redis, db) = (s.redis().await?, s.db().await?);
     fix(&redis, &db, &keys, &activity, &opts).await
+}
+
+/// The reason a TUI write is audited with: what the operator typed, or "from the TUI".
+fn audited(typed: &str) -> &str {
+    if typed.trim().is_empty() {
+        "from the TUI"
+    } else {
+        typed
+    }
 }

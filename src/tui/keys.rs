@@ -146,6 +146,17 @@ fn dialog_key(dialog: &Dialog, key: KeyEvent) -> Option<Action> {
         }
     }
     match dialog {
+        // A reason field: letters type it (Enter alone confirms, as ever); Tab goes between it
+        // and the activity id a typed confirmation asks for.
+        Dialog::Confirm(c) if c.reason.is_some() => match key.code {
+            KeyCode::Esc => Some(Action::Cancel),
+            KeyCode::Enter if c.typed.is_some() => Some(Action::Enter),
+            KeyCode::Enter => Some(Action::Confirm),
+            KeyCode::Tab | KeyCode::BackTab => Some(Action::FormField(1)),
+            KeyCode::Backspace => Some(Action::Backspace),
+            KeyCode::Char(c) => Some(Action::Input(c)),
+            _ => None,
+        },
         Dialog::Confirm(c) if c.typed.is_some() => match key.code {
             KeyCode::Esc => Some(Action::Cancel),
             KeyCode::Enter => Some(Action::Enter),

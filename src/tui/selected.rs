@@ -21,6 +21,8 @@ pub struct StockData {
     pub prev_sold: Option<(DateTime<Utc>, HashMap<String, i64>)>,
     /// When each alert was first seen (the alerts carry no time of their own).
     pub alert_seen: HashMap<AlertKey, DateTime<Utc>>,
+    /// The imported names of the products alerts name (the alerts carry ids only).
+    pub alert_names: HashMap<String, String>,
     /// A settle from scratch runs beside the polls: about this share read (the header says
     /// so); None once its snapshot came.
     pub settling: Option<u8>,
@@ -95,6 +97,22 @@ impl StockData {
             seen.insert(key, first);
         }
         s.alert_seen = seen;
+        // Once per snapshot, for the products that have alerts only (a frame looks them up).
+        let named: std::collections::HashSet<&str> = report
+            .alerts
+            .iter()
+            .filter_map(|a| a.product.as_deref())
+            .collect();
+        s.alert_names.clear();
+        if !named.is_empty() {
+            s.alert_names.extend(
+                report
+                    .products
+                    .iter()
+                    .filter(|p| !p.name.is_empty() && named.contains(p.product.as_str()))
+                    .map(|p| (p.product.clone(), p.name.clone())),
+            );
+        }
     }
 }
 

@@ -126,7 +126,7 @@ impl App {
                     Vec::new()
                 }
                 Some(Dialog::Confirm(c)) if c.typed.is_none() => {
-                    let write = c.write.clone();
+                    let write = c.write();
                     self.run_write(write)
                 }
                 _ => Vec::new(),
@@ -178,6 +178,13 @@ impl App {
                 if self.dialog == Some(Dialog::DryRunForm) {
                     let f = &mut self.views.dry_run.form;
                     f.field = f.field.step(n);
+                }
+                // Tab between the typed confirmation and the reason.
+                if let Some(Dialog::Confirm(d)) = &mut self.dialog
+                    && d.reason.is_some()
+                    && d.typed.is_some()
+                {
+                    d.reason_focus = !d.reason_focus;
                 }
                 Vec::new()
             }
@@ -387,6 +394,15 @@ impl App {
             return;
         }
         if let Some(Dialog::Confirm(d)) = &mut self.dialog {
+            if d.types_reason() {
+                // Printable text of at most what `--reason` takes.
+                if let Some(r) = d.reason.as_mut().filter(|r| {
+                    !c.is_control() && r.chars().count() < crate::ops::pause::MAX_REASON
+                }) {
+                    r.push(c);
+                }
+                return;
+            }
             if d.typed.is_some() && d.input.chars().count() < MAX_INPUT {
                 d.input.push(c);
                 d.mismatch = false;
@@ -414,6 +430,12 @@ impl App {
             return;
         }
         if let Some(Dialog::Confirm(d)) = &mut self.dialog {
+            if d.types_reason() {
+                if let Some(r) = d.reason.as_mut() {
+                    r.pop();
+                }
+                return;
+            }
             d.input.pop();
             d.mismatch = false;
             return;
@@ -441,7 +463,7 @@ impl App {
         if let Some(Dialog::Confirm(d)) = &mut self.dialog {
             if let Some(expected) = &d.typed {
                 if d.input == *expected {
-                    let write = d.write.clone();
+                    let write = d.write();
                     return self.run_write(write);
                 }
                 d.mismatch = true;

@@ -269,6 +269,7 @@ impl App {
                 activity,
                 product,
                 add,
+                reason,
             } => (
                 "the top-up",
                 Command::RunTopup {
@@ -276,12 +277,14 @@ impl App {
                     activity,
                     product,
                     add,
+                    reason,
                 },
             ),
             PendingWrite::Pause {
                 activity,
                 product,
                 pause,
+                reason,
             } => (
                 if pause { "the pause" } else { "the resume" },
                 Command::SetPaused {
@@ -289,6 +292,7 @@ impl App {
                     activity,
                     product,
                     pause,
+                    reason,
                 },
             ),
             PendingWrite::Quit | PendingWrite::DryRun { .. } => return Vec::new(),
@@ -565,16 +569,20 @@ impl App {
                 Some(activity.to_string()),
             ),
         };
-        self.dialog = Some(Dialog::Confirm(Confirm::typed(
-            title,
-            lines,
-            PendingWrite::Pause {
-                activity,
-                product,
-                pause,
-            },
-            typed,
-        )));
+        self.dialog = Some(Dialog::Confirm(
+            Confirm::typed(
+                title,
+                lines,
+                PendingWrite::Pause {
+                    activity,
+                    product,
+                    pause,
+                    reason: String::new(),
+                },
+                typed,
+            )
+            .with_reason(),
+        ));
         Vec::new()
     }
 
@@ -648,15 +656,19 @@ impl App {
             lines.push(String::new());
             lines.extend(topup_form::before_after(add, f));
         }
-        self.dialog = Some(Dialog::Confirm(Confirm::ask(
-            format!("Top up {product} of {activity} by {add:+}?   Enter top up   Esc cancel"),
-            lines,
-            PendingWrite::Topup {
-                activity,
-                product,
-                add,
-            },
-        )));
+        self.dialog = Some(Dialog::Confirm(
+            Confirm::ask(
+                format!("Top up {product} of {activity} by {add:+}?   Enter top up   Esc cancel"),
+                lines,
+                PendingWrite::Topup {
+                    activity,
+                    product,
+                    add,
+                    reason: String::new(),
+                },
+            )
+            .with_reason(),
+        ));
     }
 
     pub(super) fn topup_done(

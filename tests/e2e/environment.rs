@@ -33,6 +33,30 @@ fn a_bad_value_from_the_environment_is_named_by_its_variable() {
     assert!(!r.stderr.contains("environment variable"), "{}", r.stderr);
 }
 
+/// A missing argument's usage line shows what the operator must still give, not the URLs the
+/// environment filled in (clap listed `--redis <URL> --db <URL>` as if they were missing).
+#[test]
+fn the_usage_line_shows_only_what_is_still_missing() {
+    let r = console_env(
+        &["topup", "a1"],
+        &[
+            ("SECKILL_REDIS_URL", "redis://ops:hunter2@127.0.0.1:1"),
+            ("SECKILL_DATABASE_URL", "sqlite:/nonexistent/x.db"),
+        ],
+    );
+    r.expect_code(2);
+    let usage = r
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("Usage: "))
+        .unwrap_or_else(|| panic!("no usage line: {}", r.stderr));
+    assert_eq!(
+        usage,
+        "Usage: seckill-console topup --product <P> --add <N> <ACTIVITY>"
+    );
+    assert!(!r.all_output().contains("hunter2"));
+}
+
 #[test]
 fn help_shows_the_variables_but_never_their_values() {
     let r = console_env(

@@ -475,6 +475,26 @@ async fn read_only_refuses_every_write_before_sending_it() {
             read_only.status(ro);
             read_only.json(&["reconcile", ro]);
             read_only.json(&["fix", ro, "--preview"]);
+            // The live readers too: a counted watch and the exporter over a few polls.
+            let w = read_only.run(&["watch", ro, "--interval", "0.2", "--count", "3"]);
+            assert!([0, 4].contains(&w.code), "{}", w.stderr);
+            let port = crate::harness::redis_server::free_port();
+            let listen = format!("127.0.0.1:{port}");
+            let exporter =
+                read_only.spawn(&["exporter", "--listen", &listen, "--interval", "0.2", ro]);
+            let started = std::time::Instant::now();
+            while !crate::harness::prometheus::get(port, "/metrics")
+                .is_some_and(|(code, body)| code == 200 && body.contains("seckill_drift_units"))
+            {
+                assert!(started.elapsed() < std::time::Duration::from_secs(30));
+                std::thread::sleep(std::time::Duration::from_millis(100));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(600));
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &exporter.id().to_string()])
+                .status();
+            crate::harness::cli::finish(exporter, std::time::Duration::from_secs(30))
+                .expect_code(0);
             let seen = monitored_commands(sessions);
             assert!(
                 seen.iter().any(|c| c == "GET"),

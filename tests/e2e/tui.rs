@@ -856,8 +856,9 @@ fn letters_typed_ahead_pause_nothing() {
     let tmux = stock_tui("seckill-lazy", at, ("tui-lazy", &products), "");
     tmux.keys("2");
     tmux.keys("lazy");
-    tmux.wait("the word's echo", Duration::from_secs(3), |s| {
-        s.contains("y does not confirm: Enter does, Esc cancels")
+    // The letters after z type the dialog's reason; only Enter confirms.
+    tmux.wait("the reason typed", Duration::from_secs(3), |s| {
+        s.contains("reason: y")
     });
     let s = tmux.screen();
     assert!(s.contains("Pause alpha of tui-lazy?"), "{s}");
@@ -885,7 +886,11 @@ fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
     tmux.keys("2");
     tmux.keys("z");
     tmux.wait("the pause dialog", Duration::from_secs(3), |s| {
-        s.contains("Pause case of tui-hold?")
+        s.contains("Pause case of tui-hold?") && s.contains("reason:")
+    });
+    tmux.keys("陈列 restock");
+    tmux.wait("the reason typed", Duration::from_secs(3), |s| {
+        s.contains("reason: 陈列 restock")
     });
     confirm(&tmux);
     tmux.wait("the pause result", Duration::from_secs(5), |s| {
@@ -975,6 +980,9 @@ fn the_tui_pauses_and_resumes_a_product_from_the_stock_view() {
     assert_eq!(actions.get(1).copied(), Some("resume"), "{entries}");
     assert_eq!(actions.get(2).copied(), Some("pause"), "{entries}");
     assert_eq!(entries[0]["actor"], "dave");
+    // The reason typed in the pause dialog; the others left empty say where they came from.
+    assert_eq!(entries[2]["reason"], "陈列 restock", "{entries}");
+    assert_eq!(entries[1]["reason"], "from the TUI", "{entries}");
     tmux.keys("q");
 }
 

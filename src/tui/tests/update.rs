@@ -868,14 +868,13 @@ fn a_stray_letter_says_it_is_unknown_and_does_nothing() {
 
 #[test]
 fn letters_typed_ahead_never_confirm_a_write() {
-    // "lazy" typed into the Stock view with no filter open: z opens the pause dialog, y and
-    // the other letters confirm nothing.
+    // "lazy" typed into the Stock view with no filter open: z opens the pause dialog, y goes
+    // into its reason field and confirms nothing.
     let mut a = app(false);
     let cmds = keys(&mut a, "lazy");
     assert!(cmds.is_empty(), "{cmds:?}");
-    assert!(matches!(&a.dialog, Some(Dialog::Confirm(c)) if c.title.starts_with("Pause case")));
-    let f = a.flash.as_ref().map(|f| f.text.clone()).unwrap_or_default();
-    assert_eq!(f, "y does not confirm: Enter does, Esc cancels");
+    assert!(matches!(&a.dialog, Some(Dialog::Confirm(c))
+        if c.title.starts_with("Pause case") && c.reason.as_deref() == Some("y")));
     // Enter in the moment the dialog opened was typed before it could be read.
     assert!(a.update(code(KeyCode::Enter)).is_empty());
     let f = a.flash.as_ref().map(|f| f.text.clone()).unwrap_or_default();
@@ -913,4 +912,64 @@ fn the_topup_form_refuses_what_is_not_a_whole_unit_as_it_is_typed() {
     );
     assert!(s.contains("sold or in flight"), "the reason is whole: {s}");
     assert!(s.contains("initial stock 500 -> 456"), "{s}");
+}
+
+/// The pause and top-up dialogs take a reason, audited like `--reason`: typed text goes into
+/// the command; left empty, the executor audits "from the TUI". A pause of every product asks
+/// for the activity id first, Tab goes to the reason.
+#[test]
+fn pause_and_topup_take_a_reason_for_the_audit_trail() {
+    let mut a = app(false);
+    keys(&mut a, "z");
+    keys(&mut a, "flash crowd");
+    a.update(code(KeyCode::Backspace));
+    let cmds = fixtures::confirm(&mut a);
+    match cmds.as_slice() {
+        [
+            Command::SetPaused {
+                reason,
+                pause: true,
+                product: Some(p),
+                ..
+            },
+        ] => {
+            assert_eq!((reason.as_str(), p.as_str()), ("flash crow", "case"));
+        }
+        other => panic!("expected the pause with its reason, got {other:?}"),
+    }
+    // Control characters are refused; 500 characters at most.
+    let mut a = app(false);
+    keys(&mut a, "z");
+    a.update(Action::Input('\u{1b}'));
+    for _ in 0..600 {
+        a.update(Action::Input('x'));
+    }
+    match &a.dialog {
+        Some(Dialog::Confirm(c)) => {
+            let r = c.reason.as_deref().unwrap_or_default();
+            assert_eq!(r.chars().count(), 500);
+            assert!(!r.contains('\u{1b}'));
+        }
+        other => panic!("{other:?}"),
+    }
+    // Nothing typed: an empty reason, audited as "from the TUI" by the executor.
+    let mut a = app(false);
+    keys(&mut a, "t5");
+    a.update(code(KeyCode::Enter));
+    let cmds = fixtures::confirm(&mut a);
+    assert!(
+        matches!(cmds.as_slice(), [Command::RunTopup { add: 5, reason, .. }] if reason.is_empty()),
+        "{cmds:?}"
+    );
+    // Every product: the id first, then Tab to the reason.
+    let mut a = app(false);
+    keys(&mut a, "Z");
+    keys(&mut a, "spring-sale");
+    a.update(code(KeyCode::Tab));
+    keys(&mut a, "launch hold");
+    let cmds = fixtures::confirm(&mut a);
+    assert!(
+        matches!(cmds.as_slice(), [Command::SetPaused { product: None, reason, .. }] if reason == "launch hold"),
+        "{cmds:?}"
+    );
 }

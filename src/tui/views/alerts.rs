@@ -10,6 +10,7 @@ use crate::tui::app::App;
 use crate::tui::cursor::{TableCursor, matches};
 use crate::tui::selected::StockData;
 use crate::tui::view::View;
+use crate::tui::widgets::columns::{Kind, fit};
 use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
 use crate::tui::widgets::{bold, critical, dim, warning};
 use chrono::{DateTime, Utc};
@@ -67,7 +68,9 @@ impl AlertsView {
             .iter()
             .filter(|a| {
                 matches(&a.message, &f)
-                    || a.product.as_deref().is_some_and(|p| matches(p, &f))
+                    || a.product.as_deref().is_some_and(|p| {
+                        matches(p, &f) || stock.alert_names.get(p).is_some_and(|n| matches(n, &f))
+                    })
                     || matches(a.kind.as_str(), &f)
             })
             .map(|a| {
@@ -159,6 +162,21 @@ fn severity_text(s: Severity) -> (&'static str, ratatui::style::Style) {
 pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     let lines = app.views.alerts.lines(&app.stock);
     let count = app.stock.report().map_or(0, |r| r.alerts.len());
+    // The name column only when a product has a name, as wide as the widest (display width:
+    // Chinese names take two columns a character), at most 20.
+    let name_width = app
+        .stock
+        .alert_names
+        .values()
+        .map(|n| unicode_width::UnicodeWidthStr::width(n.as_str()))
+        .max()
+        .map_or(0, |w| u16::try_from(w.clamp(4, 20)).unwrap_or(20));
+    let name_of = |product: Option<&str>| -> String {
+        product
+            .and_then(|p| app.stock.alert_names.get(p))
+            .cloned()
+            .unwrap_or_default()
+    };
     let title = Line::from(vec![
         Span::styled(" Alerts ", bold()),
         Span::styled(
@@ -166,22 +184,31 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             dim(),
         ),
     ]);
+    let named = name_width > 0;
+    let mut header = vec![hn("age"), h("severity"), h("kind"), h("product/node")];
+    let mut widths = vec![
+        Constraint::Length(6),
+        Constraint::Length(8),
+        Constraint::Length(20),
+        Constraint::Length(14),
+    ];
+    if named {
+        header.push(h("name"));
+        widths.push(Constraint::Length(name_width));
+    }
+    header.push(h("message"));
+    widths.push(Constraint::Min(20));
+    // The name cell, when the column is shown.
+    let with_name = |mut cells: Vec<Cell<'static>>, name: String| {
+        if named {
+            cells.insert(4, Cell::from(name));
+        }
+        Row::new(cells)
+    };
     let spec = TableSpec {
         title,
-        header: vec![
-            hn("age"),
-            h("severity"),
-            h("kind"),
-            h("product/node"),
-            h("message"),
-        ],
-        widths: vec![
-            Constraint::Length(6),
-            Constraint::Length(8),
-            Constraint::Length(20),
-            Constraint::Length(14),
-            Constraint::Min(20),
-        ],
+        header,
+        widths,
         empty: empty_reason(app, &app.stock.feed, "No alerts: every product is ok."),
         bottom: error_line(&app.stock.feed),
     };
@@ -211,13 +238,16 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
                 } else {
                     "Enter lists them"
                 };
-                Row::new(vec![
-                    num(age(rows.first().map_or(0, |r| r.age_secs))),
-                    Cell::from(severity),
-                    Cell::from(format!("{} x{}", kind.as_str(), rows.len())),
-                    Cell::from(format!("{} products", rows.len())),
-                    Cell::from(format!("{}{more} ({hint})", names.join(", "))),
-                ])
+                with_name(
+                    vec![
+                        num(age(rows.first().map_or(0, |r| r.age_secs))),
+                        Cell::from(severity),
+                        Cell::from(format!("{} x{}", kind.as_str(), rows.len())),
+                        Cell::from(format!("{} products", rows.len())),
+                        Cell::from(format!("{}{more} ({hint})", names.join(", "))),
+                    ],
+                    String::new(),
+                )
                 .style(style)
             }
             AlertLine::One { row, member } => {
@@ -233,13 +263,20 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
                 } else {
                     subject
                 };
-                Row::new(vec![
-                    num(age(row.age_secs)),
-                    Cell::from(severity),
-                    Cell::from(a.kind.as_str()),
-                    Cell::from(subject),
-                    Cell::from(a.message.clone()),
-                ])
+                with_name(
+                    vec![
+                        num(age(row.age_secs)),
+                        Cell::from(severity),
+                        Cell::from(a.kind.as_str()),
+                        Cell::from(subject),
+                        Cell::from(a.message.clone()),
+                    ],
+                    fit(
+                        Kind::Text { min: 4, max: 20 },
+                        &name_of(a.product.as_deref()),
+                        name_width,
+                    ),
+                )
                 .style(style)
             }
         },

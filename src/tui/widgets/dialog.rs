@@ -105,12 +105,16 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, dialog: &Dialog) {
         Dialog::Confirm(c) => {
             let mut out = scrolled(dialog, area);
             out.push(Line::raw(""));
+            let cursor = |on: bool| if on { "_" } else { "" };
             if let Some(expected) = &c.typed {
                 out.push(Line::from(vec![
                     Span::raw("type "),
                     Span::styled(expected.clone(), bold()),
                     Span::raw(": "),
-                    Span::styled(format!("{}_", c.input), Style::default().fg(Color::Cyan)),
+                    Span::styled(
+                        format!("{}{}", c.input, cursor(!c.types_reason())),
+                        Style::default().fg(Color::Cyan),
+                    ),
                 ]));
                 if c.mismatch {
                     out.push(Line::styled(
@@ -118,6 +122,22 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, dialog: &Dialog) {
                         critical(),
                     ));
                 }
+            }
+            if let Some(reason) = &c.reason {
+                // The end of a long reason, where the operator types.
+                let room = text_width(area.width).saturating_sub(10).max(10);
+                let shown = tail(reason, room);
+                let mut line = vec![
+                    Span::raw("reason: "),
+                    Span::styled(
+                        format!("{shown}{}", cursor(c.types_reason())),
+                        Style::default().fg(Color::Cyan),
+                    ),
+                ];
+                if reason.is_empty() {
+                    line.push(Span::styled(" (optional: \"from the TUI\")", dim()));
+                }
+                out.push(Line::from(line));
             }
             if let Some(n) = &c.note {
                 out.extend(
@@ -127,10 +147,10 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, dialog: &Dialog) {
                 );
             }
             out.push(Line::styled(
-                if c.typed.is_some() {
-                    "Enter confirm   Esc cancel"
-                } else {
-                    "Enter confirm   n / Esc cancel"
+                match (&c.typed, &c.reason) {
+                    (Some(_), Some(_)) => "Enter confirm   Tab id / reason   Esc cancel",
+                    (Some(_), None) | (None, Some(_)) => "Enter confirm   Esc cancel",
+                    (None, None) => "Enter confirm   n / Esc cancel",
                 },
                 dim(),
             ));
@@ -298,4 +318,19 @@ fn scrolled(dialog: &Dialog, area: Rect) -> Vec<Line<'static>> {
 /// `text` in lines of at most `width` columns, broken at spaces (never cut).
 fn wrap(text: &str, width: usize) -> Vec<String> {
     pager::wrap(text, width)
+}
+
+/// The end of `text` that fits `width` columns (a field shows where the cursor is).
+fn tail(text: &str, width: usize) -> String {
+    use unicode_width::UnicodeWidthChar;
+    let mut used = 0;
+    let mut start = text.len();
+    for (i, ch) in text.char_indices().rev() {
+        used += ch.width().unwrap_or(0);
+        if used > width {
+            break;
+        }
+        start = i;
+    }
+    text[start..].to_string()
 }
