@@ -12,12 +12,15 @@
 //! `--read-only watch --interval 1` (the live view's poller on its own), both warm. Then three
 //! windows of each, alternating, the other one stopped (SIGSTOP) meanwhile: during the
 //! exporter's windows 10 clients scrape `/metrics` once a second each. Measured per window:
-//! redis-server's CPU (`/proc`) per poll, the commands per poll (`INFO commandstats`), every
+//! redis-server's CPU (`/proc`, its idle housekeeping included, in ticks of 10 ms) per poll,
+//! the time Redis spent in the commands and their number per poll (`INFO commandstats`: the
+//! ratio against `watch` is taken on this time, which the tick does not blur), every
 //! command slower than 1 ms (SLOWLOG), the console's own CPU, and each scrape's time from
 //! connect to the last byte. Reported: medians of the three windows, the exporter against
 //! `watch`, and the scrapes' p50 / p99 over all three windows.
 //!
-//! Targets: no command over 1 ms; Redis per poll within the live view's (ratio <= 1.1);
+//! Targets: no command over 1 ms; Redis's command time per poll within the live view's
+//! (ratio to `watch` <= 1.1);
 //! scrape p99 < 10 ms.
 
 #[path = "../e2e/harness/mod.rs"]
@@ -251,7 +254,10 @@ fn pin_redis_apart(server: &RedisServer) -> bool {
             .output()
             .is_ok_and(|o| o.status.success())
     };
-    let pinned = taskset(&last, pid) && taskset(&rest, std::process::id());
+    // This process's threads come and go (a thread that ended between taskset listing and
+    // pinning it fails the call): best effort here, the children it starts next inherit it.
+    let _ = taskset(&rest, std::process::id());
+    let pinned = taskset(&last, pid);
     let _ = Command::new("chrt")
         .args(["-f", "-a", "-p", "1", &pid.to_string()])
         .output();
@@ -347,7 +353,7 @@ fn measure(label: &str, server: &RedisServer, db: &TestDb, activity: &str, grace
     let ratio = median(
         ex.iter()
             .zip(&base)
-            .map(|(e, w)| e.redis_ms_per_poll / w.redis_ms_per_poll)
+            .map(|(e, w)| e.exec_ms_per_poll / w.exec_ms_per_poll)
             .collect(),
     );
     let mut all: Vec<f64> = ex.iter().flat_map(|w| w.scrapes.clone()).collect();

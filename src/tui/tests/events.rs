@@ -124,3 +124,22 @@ fn two_thousand_missing_products_fold_into_one_line_that_enter_opens() {
     a.update(code(KeyCode::Enter));
     assert_eq!(a.row_count(View::Alerts), 1);
 }
+
+/// The Alerts view names each product as imported, and `/` finds an alert by that name (the
+/// alerts themselves carry ids only).
+#[test]
+fn alerts_show_product_names_and_the_filter_matches_them() {
+    let mut a: App = app(false);
+    a.update(key('3'));
+    let s = screen(&a, 120, 30);
+    assert!(s.contains("Laptop Pro 14"), "{s}");
+    let all = a.row_count(View::Alerts);
+    assert!(all > 1, "{s}");
+    a.update(key('/'));
+    for c in "平板".chars() {
+        a.update(key(c));
+    }
+    assert_eq!(a.row_count(View::Alerts), 1);
+    let rows = a.views.alerts.rows(&a.stock);
+    assert_eq!(rows[0].alert.product.as_deref(), Some("tablet"));
+}
