@@ -73,6 +73,7 @@ pub async fn run_exporter(ctx: &Ctx, args: ExporterArgs) -> Result<Outcome> {
     eprintln!("exporter: serving http://{addr}/metrics and /healthz");
 
     let metrics = Metrics::new();
+    metrics.set_interval(interval.as_secs_f64());
     let opts = super::status::options(ctx);
     let live = TrackerOptions::live(opts.grace, ctx.config.read_only);
     let mut trackers: HashMap<ActivityId, Tracker> = HashMap::new();
@@ -82,6 +83,8 @@ pub async fn run_exporter(ctx: &Ctx, args: ExporterArgs) -> Result<Outcome> {
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut stop = std::pin::pin!(stop_signal()?);
     let mut round: u64 = 0;
+    // Until a listing succeeds, every round tries again (a database down at the start).
+    let mut listed = false;
     loop {
         tokio::select! {
             _ = ticker.tick() => {}
@@ -89,13 +92,22 @@ pub async fn run_exporter(ctx: &Ctx, args: ExporterArgs) -> Result<Outcome> {
         }
         let work = async {
             let mut problems: Vec<String> = Vec::new();
-            if named.is_empty() && round.is_multiple_of(DISCOVER_EVERY) {
+            if named.is_empty() && (!listed || round.is_multiple_of(DISCOVER_EVERY)) {
                 match discover_with(ctx, &mut conns).await {
                     Ok(found) => {
+                        listed = true;
                         trackers.retain(|id, _| found.contains(id));
+                        let names: Vec<String> = found.iter().map(ToString::to_string).collect();
+                        metrics.retain_activities(&names);
                         activities = found;
                     }
-                    Err(e) => problems.push(format!("listing the activities: {}", e.message)),
+                    Err(e) => {
+                        if let Some((db, _)) = conns.take() {
+                            db.close().await;
+                        }
+                        metrics.listing_failed(&e);
+                        problems.push(format!("listing the activities: {}", e.message));
+                    }
                 }
             }
             metrics.begin_round();
@@ -147,13 +159,25 @@ pub async fn run_exporter(ctx: &Ctx, args: ExporterArgs) -> Result<Outcome> {
 
 /// Lists the activities over the kept connections (opening them if need be).
 async fn discover_with(ctx: &Ctx, conns: &mut Option<Conns>) -> Result<Vec<ActivityId>> {
+    use seckill_console::error::Service;
     if conns.is_none() {
-        let db = ctx.db().await?;
-        let redis = ctx.redis().await?;
+        let db = ctx
+            .db()
+            .await
+            .map_err(|e| e.from_service(Service::Database))?;
+        let redis = match ctx.redis().await {
+            Ok(r) => r,
+            Err(e) => {
+                db.close().await;
+                return Err(e.from_service(Service::Redis));
+            }
+        };
         *conns = Some((db, redis));
     }
     match conns.as_ref() {
-        Some(c) => discover(c).await,
+        Some(c) => discover(c)
+            .await
+            .map_err(|e| e.from_service(seckill_console::error::Service::Database)),
         None => Ok(Vec::new()),
     }
 }

@@ -48,18 +48,31 @@ fn line(e: &WatchEvent, json: bool, tz: seckill_console::domain::zone::Zone) -> 
     e.text(tz)
 }
 
+/// Pages waiting at most: an alert that flaps faster than the hook runs must not queue hooks
+/// for hours (the lines are printed all the same).
+const QUEUE_MAX: usize = 100;
+
+/// The variables that hold the servers' URLs, passwords included: a hook does not need them.
+const SECRET_VARS: [&str; 4] = [
+    "SECKILL_REDIS_URL",
+    "SECKILL_REDIS_CLUSTER",
+    "SECKILL_REDIS_SENTINEL",
+    "SECKILL_DATABASE_URL",
+];
+
 /// The hooks' queue and the task that runs them one after the other, in the order the alerts
 /// were raised.
 struct Pager {
-    queue: mpsc::UnboundedSender<WatchEvent>,
+    queue: mpsc::Sender<WatchEvent>,
     stop: watch::Sender<bool>,
     task: tokio::task::JoinHandle<usize>,
     least: Severity,
+    dropped: std::cell::Cell<u64>,
 }
 
 impl Pager {
     fn start(cmd: String, activity: ActivityId, least: PageSeverity) -> Pager {
-        let (queue, rx) = mpsc::unbounded_channel();
+        let (queue, rx) = mpsc::channel(QUEUE_MAX);
         let (stop, stopped) = watch::channel(false);
         let task = tokio::spawn(run_pages(cmd, activity, rx, stopped));
         let least = match least {
@@ -71,6 +84,7 @@ impl Pager {
             stop,
             task,
             least,
+            dropped: std::cell::Cell::new(0),
         }
     }
 
@@ -80,15 +94,33 @@ impl Pager {
             .iter()
             .filter(|e| e.event == EventKind::Raised && e.severity >= Some(self.least))
         {
-            let _ = self.queue.send(e.clone());
+            if self.queue.try_send(e.clone()).is_err() {
+                self.dropped.set(self.dropped.get() + 1);
+                eprintln!(
+                    "watch: {} page(s) dropped in all: {QUEUE_MAX} wait for the hook already (it runs slower than alerts are raised)",
+                    self.dropped.get()
+                );
+            }
         }
     }
 
     /// Waits for every queued page (a counted watch, a watch giving up: what it raised is paged
-    /// before it exits).
-    async fn finish(self) {
-        drop(self.queue);
-        let _ = self.task.await;
+    /// before it exits), unless `stop` comes first: then as [`Pager::abort`].
+    async fn finish<F: std::future::Future>(self, stop: std::pin::Pin<&mut F>) {
+        let Pager {
+            queue,
+            stop: stopper,
+            mut task,
+            ..
+        } = self;
+        drop(queue);
+        tokio::select! {
+            _ = &mut task => {}
+            _ = stop => {
+                let _ = stopper.send(true);
+                said_left(task.await);
+            }
+        }
     }
 
     /// Stops now (a signal): the hook running is killed with its process group, the pages
@@ -96,21 +128,28 @@ impl Pager {
     async fn abort(self) {
         let _ = self.stop.send(true);
         drop(self.queue);
-        if let Ok(left) = self.task.await
-            && left > 0
-        {
-            eprintln!("watch: stopped with {left} page(s) not sent");
-        }
+        said_left(self.task.await);
+    }
+}
+
+fn said_left(left: Result<usize, tokio::task::JoinError>) {
+    if let Ok(left) = left
+        && left > 0
+    {
+        eprintln!("watch: stopped with {left} page(s) not sent");
     }
 }
 
 /// Runs the queued pages one by one until the queue closes or `stop` is set; the pages left.
+/// Each hook's process group is killed [`HOOK_TIMEOUT`] after it started, whatever `sh` did
+/// meanwhile: a child it left in the background goes too, then or when the watch stops.
 async fn run_pages(
     cmd: String,
     activity: ActivityId,
-    mut queue: mpsc::UnboundedReceiver<WatchEvent>,
+    mut queue: mpsc::Receiver<WatchEvent>,
     mut stop: watch::Receiver<bool>,
 ) -> usize {
+    let mut groups: Vec<(i32, tokio::time::Instant)> = Vec::new();
     loop {
         let next = tokio::select! {
             biased;
@@ -118,27 +157,62 @@ async fn run_pages(
             e = queue.recv() => e,
         };
         let Some(e) = next else { break };
-        run_hook(&cmd, &activity, &e, &mut stop).await;
+        if let Some(group) = run_hook(&cmd, &activity, &e, &mut stop).await {
+            groups.push(group);
+        }
+        let now = tokio::time::Instant::now();
+        groups.retain(|(g, due)| {
+            let keep = *due > now;
+            if !keep {
+                kill_group(*g);
+            }
+            keep
+        });
     }
     queue.close();
     let mut left = 0;
     while queue.try_recv().is_ok() {
         left += 1;
     }
+    // What the last hooks left behind has the rest of its 10 s, unless the watch was stopped.
+    if let Some(last) = groups.iter().map(|(_, due)| *due).max()
+        && !*stop.borrow()
+    {
+        tokio::select! {
+            _ = tokio::time::sleep_until(last) => {}
+            _ = stop.wait_for(|s| *s) => {}
+        }
+    }
+    for (g, _) in groups {
+        kill_group(g);
+    }
     left
 }
 
-/// Runs the hook for one alert: the alert's JSON on stdin, its kind, product and activity in
-/// the environment, killed with its process group after [`HOOK_TIMEOUT`] or when the watch
-/// stops. A hook that fails is reported, never fatal.
+/// Kills a hook's process group (nothing when it is gone already).
+fn kill_group(group: i32) {
+    #[cfg(unix)]
+    if let Some(pid) = rustix::process::Pid::from_raw(group) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    #[cfg(not(unix))]
+    let _ = group;
+}
+
+/// Runs the hook for one alert: the alert's JSON on stdin, its kind, severity, product and
+/// activity in the environment (the servers' URLs left out), its output on stderr (stdout is
+/// the watch's own), killed with its process group after [`HOOK_TIMEOUT`] or when the watch
+/// stops. A hook that fails is reported, never fatal. Returns the group of a hook that ended by
+/// itself, with when it is due to go.
 async fn run_hook(
     cmd: &str,
     activity: &ActivityId,
     e: &WatchEvent,
     stop: &mut watch::Receiver<bool>,
-) {
+) -> Option<(i32, tokio::time::Instant)> {
     use tokio::io::AsyncWriteExt;
     let body = serde_json::to_string(e).unwrap_or_default();
+    let started = tokio::time::Instant::now();
     let mut command = tokio::process::Command::new("sh");
     command
         .arg("-c")
@@ -151,7 +225,11 @@ async fn run_hook(
         .env("SECKILL_ALERT_PRODUCT", e.product.as_deref().unwrap_or(""))
         .env("SECKILL_ACTIVITY", activity.as_str())
         .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::from(std::io::stderr()))
         .kill_on_drop(true);
+    for var in SECRET_VARS {
+        command.env_remove(var);
+    }
     // A group of its own, so that a hook that ran too long goes with everything it started
     // (killing `sh` alone left its children running, reparented, writing 20 s later).
     #[cfg(unix)]
@@ -160,9 +238,10 @@ async fn run_hook(
         Ok(c) => c,
         Err(err) => {
             eprintln!("watch: --exec could not start: {err}");
-            return;
+            return None;
         }
     };
+    let group = child.id().and_then(|id| i32::try_from(id).ok());
     let stdin = child.stdin.take();
     let ran = async {
         // A hook that never reads its stdin must not hold the page up past its timeout.
@@ -172,30 +251,28 @@ async fn run_hook(
         }
         child.wait().await
     };
+    let due = group.map(|g| (g, started + HOOK_TIMEOUT));
     let why = tokio::select! {
         r = tokio::time::timeout(HOOK_TIMEOUT, ran) => match r {
-            Ok(Ok(status)) if status.success() => return,
+            Ok(Ok(status)) if status.success() => return due,
             Ok(Ok(status)) => {
                 eprintln!("watch: --exec exited with {status}");
-                return;
+                return due;
             }
             Ok(Err(err)) => {
                 eprintln!("watch: --exec failed: {err}");
-                return;
+                return due;
             }
             Err(_) => format!("ran longer than {HOOK_TIMEOUT:?}"),
         },
         _ = stop.wait_for(|s| *s) => "was running when the watch stopped".to_string(),
     };
-    #[cfg(unix)]
-    if let Some(group) = child
-        .id()
-        .and_then(|id| rustix::process::Pid::from_raw(i32::try_from(id).ok()?))
-    {
-        let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    if let Some(g) = group {
+        kill_group(g);
     }
     let _ = child.kill().await;
     eprintln!("watch: --exec {why} and was killed with every process it started");
+    None
 }
 
 /// Ctrl-C or SIGTERM.
@@ -353,7 +430,8 @@ pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome
         if stopped {
             p.abort().await;
         } else {
-            p.finish().await;
+            // A signal while the last pages go out stops them too.
+            p.finish(stop.as_mut()).await;
         }
     }
     if let Some((db, _)) = conns.take() {

@@ -112,8 +112,15 @@ impl Watcher {
             }
         }
         for a in &r.alerts {
-            if !self.alerts.contains_key(&key(a)) {
-                out.push(alert_event(at, EventKind::Raised, a));
+            match self.alerts.get(&key(a)) {
+                None => out.push(alert_event(at, EventKind::Raised, a)),
+                // The same alert grown worse (a drift from lost sales to oversell risk, memory
+                // from high to full) is raised again at its new severity, so a pager that
+                // takes only critical alerts hears of it.
+                Some(before) if a.severity > before.severity => {
+                    out.push(alert_event(at, EventKind::Raised, a));
+                }
+                Some(_) => {}
             }
         }
         self.alerts = r.alerts.iter().map(|a| (key(a), a.clone())).collect();
@@ -304,6 +311,31 @@ mod tests {
         let e = w.step(&report(10), Utc::now());
         let kinds: Vec<EventKind> = e.iter().map(|e| e.event).collect();
         assert_eq!(kinds, vec![EventKind::Cleared, EventKind::State], "{e:?}");
+    }
+
+    /// Lost sales (warning) that turn into oversell risk (critical) are raised again; the
+    /// way back down raises nothing.
+    #[test]
+    fn an_alert_grown_worse_is_raised_again_at_its_new_severity() {
+        let mut w = Watcher::default();
+        let e = w.step(&report(7), Utc::now());
+        assert_eq!(e[0].severity, Some(Severity::Warning), "{e:?}");
+        let e = w.step(&report(17), Utc::now());
+        let raised: Vec<_> = e
+            .iter()
+            .filter(|e| e.event == EventKind::Raised)
+            .map(|e| (e.kind, e.severity))
+            .collect();
+        assert_eq!(
+            raised,
+            vec![(Some(AlertKind::Drift), Some(Severity::Critical))]
+        );
+        assert_eq!(w.critical_raised(), 1);
+        assert!(
+            w.step(&report(7), Utc::now())
+                .iter()
+                .all(|e| e.event != EventKind::Raised)
+        );
     }
 
     #[test]

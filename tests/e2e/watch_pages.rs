@@ -236,6 +236,8 @@ async fn an_unreachable_redis_is_an_alert_that_escalates_pages_and_clears() {
     lines.wait_for("raised", "redis_unreachable", None, Some("critical"));
     server.signal("CONT");
     lines.wait_for("cleared", "redis_unreachable", None, None);
+    // The hooks run beside the loop: the second page may still be on its way.
+    wait_until("both pages", || pages(&log).len() == 2);
     let got: Vec<String> = pages(&log)
         .iter()
         .map(|p| format!("{} {}", p["kind"], p["severity"]))
@@ -308,4 +310,63 @@ fn an_unreachable_database_is_an_alert_too() {
         w.stdout,
         w.stderr
     );
+}
+
+/// A hook that ends at once but leaves a child in the background: the child goes with the
+/// hook's process group 10 s after the hook started (it would have written at 12 s), also when
+/// the watch ends first. The hook never sees the servers' URLs (passwords) and its output goes
+/// to stderr, not into the watch's JSON lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hooks_background_child_goes_at_10_s_and_the_hook_sees_no_url() {
+    let topo = Topo::standalone();
+    let store = topo.store().await;
+    let db = TestDb::sqlite();
+    let c = Console::new(&topo, &db);
+    let lib = db.open().await;
+    c.import_preheat(&lib, "bg", &[("p1", 100, 5)]).await;
+    redis_cmd(&store, &["INCRBY", &product_keys("bg", "p1").stock, "7"]).await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let late = dir.path().join("late");
+    let env_dump = dir.path().join("env");
+    let cmd = format!(
+        "(sleep 12; echo late >> {}) & env > {}; echo hook-says-hello; exit 0",
+        late.display(),
+        env_dump.display()
+    );
+    let redis_url = topo.servers()[0].url();
+    let w = crate::harness::console_env(
+        &[
+            "--json",
+            "watch",
+            "bg",
+            "--interval",
+            "0.2",
+            "--count",
+            "1",
+            "--exec",
+            &cmd,
+        ],
+        &[
+            ("SECKILL_REDIS_URL", redis_url.as_str()),
+            ("SECKILL_DATABASE_URL", db.url.as_str()),
+        ],
+    );
+    w.expect_code(4);
+    for l in w.stdout.lines() {
+        serde_json::from_str::<serde_json::Value>(l)
+            .unwrap_or_else(|e| panic!("not a JSON line ({e}): {l}"));
+    }
+    assert!(w.stderr.contains("hook-says-hello"), "{}", w.stderr);
+    let env = std::fs::read_to_string(&env_dump).expect("the hook ran");
+    assert!(env.contains("SECKILL_ALERT_KIND=drift"), "{env}");
+    assert!(
+        !env.contains("SECKILL_REDIS_URL") && !env.contains("SECKILL_DATABASE_URL"),
+        "{env}"
+    );
+    std::thread::sleep(Duration::from_secs(4));
+    assert!(
+        !late.exists(),
+        "the hook's background child outlived its 10 s"
+    );
+    lib.close().await;
 }

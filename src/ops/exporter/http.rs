@@ -74,14 +74,23 @@ impl Board {
     }
 }
 
+/// Connections answered at once at most: more wait in the listen queue, so a flood cannot
+/// take the file descriptors the polls need for Redis and the database.
+const MAX_CONNECTIONS: usize = 64;
+
 /// Accepts connections until the process ends.
 pub async fn serve(listener: TcpListener, board: Arc<Board>) {
+    let slots = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     loop {
+        let Ok(slot) = Arc::clone(&slots).acquire_owned().await else {
+            return;
+        };
         match listener.accept().await {
             Ok((stream, _)) => {
                 let board = Arc::clone(&board);
                 tokio::spawn(async move {
                     let _ = tokio::time::timeout(READ_TIMEOUT * 2, answer(stream, &board)).await;
+                    drop(slot);
                 });
             }
             // Out of file descriptors, say: wait a little rather than spin.

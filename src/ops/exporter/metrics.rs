@@ -77,6 +77,9 @@ pub struct Metrics {
     poll_duration: Family<ActivityLabels, Seconds>,
     up: Family<TargetLabels, Gauge>,
     errors: Family<ErrorLabels, Counter>,
+    interval: Seconds,
+    /// The activities whose own series (`last_success`, `poll_duration`) were written.
+    known: std::sync::Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl Default for Metrics {
@@ -212,7 +215,15 @@ impl Metrics {
             "Polls that failed, by kind",
             errors.clone(),
         );
+        let interval = Seconds::default();
+        registry.register(
+            "seckill_exporter_interval_seconds",
+            "Seconds between two polls (--interval): the staleness rule scales with it",
+            interval.clone(),
+        );
         Metrics {
+            interval,
+            known: Default::default(),
             registry,
             stock_remaining,
             initial_stock,
@@ -233,6 +244,59 @@ impl Metrics {
             up,
             errors,
         }
+    }
+
+    /// The exporter's `--interval`.
+    pub fn set_interval(&self, secs: f64) {
+        self.interval.set(secs);
+    }
+
+    /// Keeps only `activities`' own series: one no longer exported (it ended, another took
+    /// its place among the 20) must not read as a poll that stopped succeeding.
+    pub fn retain_activities(&self, activities: &[String]) {
+        let Ok(mut known) = self.known.lock() else {
+            return;
+        };
+        known.retain(|a| {
+            let keep = activities.contains(a);
+            if !keep {
+                let l = ActivityLabels {
+                    activity: a.clone(),
+                };
+                self.last_success.remove(&l);
+                self.poll_duration.remove(&l);
+            }
+            keep
+        });
+    }
+
+    fn note(&self, activity: &str) {
+        if let Ok(mut known) = self.known.lock()
+            && !known.contains(activity)
+        {
+            known.insert(activity.to_string());
+        }
+    }
+
+    /// Listing the activities failed with `e`: counted, and the server it names is down.
+    pub fn listing_failed(&self, e: &Error) {
+        self.count_error(e);
+        if let (ErrorKind::Unavailable, Some(s)) = (e.kind, e.service) {
+            self.reached(s, false);
+        }
+    }
+
+    fn count_error(&self, e: &Error) {
+        let kind = match (e.kind, e.service) {
+            (ErrorKind::Unavailable, Some(Service::Redis)) => "redis_unavailable",
+            (ErrorKind::Unavailable, Some(Service::Database)) => "db_unavailable",
+            (k, _) => k.as_str(),
+        };
+        self.errors
+            .get_or_create(&ErrorLabels {
+                kind: kind.to_string(),
+            })
+            .inc();
     }
 
     /// Starts a round: what the last one said of products and alerts goes (an activity that
@@ -300,6 +364,7 @@ impl Metrics {
                 })
                 .set(n);
         }
+        self.note(&r.activity);
         let a = ActivityLabels {
             activity: r.activity.clone(),
         };
@@ -323,16 +388,8 @@ impl Metrics {
 
     /// One activity's poll failed with `e` after `secs`.
     pub fn failed(&self, activity: &str, e: &Error, secs: f64) {
-        let kind = match (e.kind, e.service) {
-            (ErrorKind::Unavailable, Some(Service::Redis)) => "redis_unavailable",
-            (ErrorKind::Unavailable, Some(Service::Database)) => "db_unavailable",
-            (k, _) => k.as_str(),
-        };
-        self.errors
-            .get_or_create(&ErrorLabels {
-                kind: kind.to_string(),
-            })
-            .inc();
+        self.count_error(e);
+        self.note(activity);
         self.poll_duration
             .get_or_create(&ActivityLabels {
                 activity: activity.to_string(),
@@ -455,5 +512,17 @@ mod tests {
         assert!(text.contains(r#"state="ok"} 1"#) && !text.contains(r#"state="drift""#));
         assert!(text.contains(r#"seckill_exporter_errors_total{kind="redis_unavailable"} 1"#));
         assert!(text.contains(r#"seckill_up{target="redis"} 0"#));
+
+        // a1 is no longer exported: its own series go, so no staleness rule fires for it.
+        m.retain_activities(&["a2".to_string()]);
+        let text = m.encode();
+        assert!(
+            !text.contains(r#"last_success_timestamp_seconds{activity="a1"}"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"poll_duration_seconds{activity="a2"} 1.0"#),
+            "{text}"
+        );
     }
 }
