@@ -119,11 +119,12 @@ pub async fn run_exporter(ctx: &Ctx, args: ExporterArgs) -> Result<Outcome> {
                 let tracker = trackers
                     .entry(id.clone())
                     .or_insert_with(|| Tracker::new(id.clone(), live.clone()));
-                let polled = match &down {
-                    Some(e) => Err(e.clone()),
-                    None => poll(ctx, &mut conns, tracker, &opts).await,
-                };
-                match polled {
+                if let Some(e) = &down {
+                    // Not polled: not a failed poll of its own either.
+                    problems.push(format!("{id}: not read ({})", e.message));
+                    continue;
+                }
+                match poll(ctx, &mut conns, tracker, &opts).await {
                     Ok(report) => {
                         metrics.report(&report, Utc::now(), started.elapsed().as_secs_f64());
                     }

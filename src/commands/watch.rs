@@ -318,7 +318,11 @@ pub(super) async fn poll(
         return Err(Error::internal("no connection after opening one"));
     };
     let polled = status_tracked(tracker, redis, db, &ctx.config.keys, opts).await;
-    if polled.is_err()
+    // Only a server that did not answer costs the connections; another error (an activity the
+    // exporter was told of that does not exist) leaves them for the next poll.
+    if polled
+        .as_ref()
+        .is_err_and(|e| e.kind == ErrorKind::Unavailable)
         && let Some((db, _)) = conns.take()
     {
         db.close().await;

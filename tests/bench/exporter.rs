@@ -11,7 +11,9 @@
 //! (as in production, where Redis has a host of its own). On each, the real binary runs `--read-only exporter --interval 1` and, as the baseline,
 //! `--read-only watch --interval 1` (the live view's poller on its own), both warm. Then three
 //! windows of each, alternating, the other one stopped (SIGSTOP) meanwhile: during the
-//! exporter's windows 10 clients scrape `/metrics` once a second each. Measured per window:
+//! exporter's windows 10 clients scrape `/metrics` once a second each, and a third window
+//! each run has the exporter unscraped (the control: what its polls alone cost Redis).
+//! Measured per window:
 //! redis-server's CPU (`/proc`, its idle housekeeping included, in ticks of 10 ms) per poll,
 //! the time Redis spent in the commands and their number per poll (`INFO commandstats`: the
 //! ratio against `watch` is taken on this time, which the tick does not blur), every
@@ -235,7 +237,15 @@ fn console(server: &RedisServer, db: &TestDb, grace: &str, rest: &[&str]) -> Chi
 /// times by the wall clock, and on 2 shared cores a command preempted mid-way was logged at
 /// several times its cost (the footprint benchmark does the same).
 fn pin_redis_apart(server: &RedisServer) -> bool {
-    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    // Every CPU of the machine: `available_parallelism` counts this process's own affinity,
+    // one core once the first set-up has pinned it.
+    let cpus = Command::new("nproc")
+        .arg("--all")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .unwrap_or(1);
     let Some(pid) = server.pid() else {
         return false;
     };
@@ -309,11 +319,13 @@ fn measure(label: &str, server: &RedisServer, db: &TestDb, activity: &str, grace
         t.elapsed().as_secs_f64()
     );
     std::thread::sleep(Duration::from_secs(warm));
-    let (mut ex, mut base) = (Vec::new(), Vec::new());
+    let (mut ex, mut base, mut quiet) = (Vec::new(), Vec::new(), Vec::new());
     for run in 1..=3 {
         signal(&watch, "STOP");
         std::thread::sleep(Duration::from_secs(2));
         let e = window(server, &exporter, secs, Some(port));
+        // The control: the same exporter's polls with nobody scraping.
+        let alone = window(server, &exporter, secs, None);
         signal(&watch, "CONT");
         signal(&exporter, "STOP");
         std::thread::sleep(Duration::from_secs(2));
@@ -336,11 +348,18 @@ fn measure(label: &str, server: &RedisServer, db: &TestDb, activity: &str, grace
             w.calls_per_poll,
             w.slow.len()
         );
-        for (us, cmd) in e.slow.iter().chain(&w.slow).take(5) {
+        println!(
+            "[{label}] run {run}: the exporter unscraped: Redis {:.2} ms/poll (commands {:.2} ms), {} slow",
+            alone.redis_ms_per_poll,
+            alone.exec_ms_per_poll,
+            alone.slow.len()
+        );
+        for (us, cmd) in e.slow.iter().chain(&w.slow).chain(&alone.slow).take(5) {
             println!("    slow: {us} us {cmd}");
         }
         ex.push(e);
         base.push(w);
+        quiet.push(alone);
     }
     let _ = exporter.kill();
     let _ = watch.kill();
@@ -356,10 +375,21 @@ fn measure(label: &str, server: &RedisServer, db: &TestDb, activity: &str, grace
             .map(|(e, w)| e.exec_ms_per_poll / w.exec_ms_per_poll)
             .collect(),
     );
+    let unscraped = median(
+        quiet
+            .iter()
+            .zip(&base)
+            .map(|(q, w)| q.exec_ms_per_poll / w.exec_ms_per_poll)
+            .collect(),
+    );
+    let q_exec = median(quiet.iter().map(|w| w.exec_ms_per_poll).collect());
+    println!(
+        "[{label}] the exporter unscraped: commands {q_exec:.2} ms/poll, ratio to watch {unscraped:.2}; scraped by {CLIENTS} clients: ratio {ratio:.2} (the scrapes' copying shares the machine's cache and memory with Redis)"
+    );
     let mut all: Vec<f64> = ex.iter().flat_map(|w| w.scrapes.clone()).collect();
     all.sort_by(f64::total_cmp);
     let p99 = percentile(&all, 0.99);
-    let slow = ex.iter().map(|w| w.slow.len()).sum::<usize>();
+    let slow = ex.iter().chain(&quiet).map(|w| w.slow.len()).sum::<usize>();
     let slow_base = base.iter().map(|w| w.slow.len()).sum::<usize>();
     let cpu = median(ex.iter().map(|w| w.console_cpu).collect());
     println!(
