@@ -1,7 +1,7 @@
 //! `exporter`: polls its activities the way `watch` does (books kept between polls, reading
 //! what changed) on its own interval, and serves the last round as Prometheus metrics.
 
-use super::watch::{Conns, poll, stop_signal};
+use super::watch::{Conns, connected, poll, stop_signal};
 use super::{Ctx, Outcome};
 use crate::cli::ExporterArgs;
 use chrono::Utc;
@@ -160,27 +160,10 @@ pub async fn run_exporter(ctx: &Ctx, args: ExporterArgs) -> Result<Outcome> {
 
 /// Lists the activities over the kept connections (opening them if need be).
 async fn discover_with(ctx: &Ctx, conns: &mut Option<Conns>) -> Result<Vec<ActivityId>> {
-    use seckill_console::error::Service;
-    if conns.is_none() {
-        let db = ctx
-            .db()
-            .await
-            .map_err(|e| e.from_service(Service::Database))?;
-        let redis = match ctx.redis().await {
-            Ok(r) => r,
-            Err(e) => {
-                db.close().await;
-                return Err(e.from_service(Service::Redis));
-            }
-        };
-        *conns = Some((db, redis));
-    }
-    match conns.as_ref() {
-        Some(c) => discover(c)
-            .await
-            .map_err(|e| e.from_service(seckill_console::error::Service::Database)),
-        None => Ok(Vec::new()),
-    }
+    let c = connected(ctx, conns).await?;
+    discover(c)
+        .await
+        .map_err(|e| e.from_service(seckill_console::error::Service::Database))
 }
 
 /// The HTTP server on a thread and a runtime of its own: a poll's CPU never delays a scrape.

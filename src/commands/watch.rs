@@ -301,6 +301,23 @@ pub(super) async fn poll(
     tracker: &mut Tracker,
     opts: &StatusOptions,
 ) -> Result<StatusReport> {
+    let (db, redis) = connected(ctx, conns).await?;
+    let polled = status_tracked(tracker, redis, db, &ctx.config.keys, opts).await;
+    // Only a server that did not answer costs the connections; another error (an activity the
+    // exporter was told of that does not exist) leaves them for the next poll.
+    if polled
+        .as_ref()
+        .is_err_and(|e| e.kind == ErrorKind::Unavailable)
+        && let Some((db, _)) = conns.take()
+    {
+        db.close().await;
+    }
+    polled
+}
+
+/// The kept connections, opened when there are none; an unreachable server is named in the
+/// error (`redis_unreachable` or `db_unreachable`).
+pub(super) async fn connected<'a>(ctx: &Ctx, conns: &'a mut Option<Conns>) -> Result<&'a Conns> {
     if conns.is_none() {
         let db = ctx
             .db()
@@ -314,20 +331,9 @@ pub(super) async fn poll(
             }
         }
     }
-    let Some((db, redis)) = conns.as_ref() else {
-        return Err(Error::internal("no connection after opening one"));
-    };
-    let polled = status_tracked(tracker, redis, db, &ctx.config.keys, opts).await;
-    // Only a server that did not answer costs the connections; another error (an activity the
-    // exporter was told of that does not exist) leaves them for the next poll.
-    if polled
+    conns
         .as_ref()
-        .is_err_and(|e| e.kind == ErrorKind::Unavailable)
-        && let Some((db, _)) = conns.take()
-    {
-        db.close().await;
-    }
-    polled
+        .ok_or_else(|| Error::internal("no connection after opening one"))
 }
 
 /// Prints `events`, one line each, and pages those the pager takes.

@@ -303,3 +303,34 @@ pub const CLOCK_SKEW_ALERT_MS: i64 = 5_000;
 fn secs(d: Duration) -> i64 {
     i64::try_from(d.as_secs()).unwrap_or(i64::MAX)
 }
+
+/// A report of one live product `p1` of 10 units, none sold, whose Redis stock reads `stock`
+/// (7: lost sales, 17: oversell risk), for the tests of what reads a report.
+#[cfg(test)]
+pub(crate) fn one_product_report(activity: &str, stock: i64) -> StatusReport {
+    use crate::domain::stock::{Meta, StockValue, Truth};
+    let meta = Meta {
+        present: true,
+        limit: Some(1),
+        ..Meta::default()
+    };
+    let p = ProductStatus::build(
+        "p1",
+        1,
+        (&StockValue::Value(stock), &meta, &[]),
+        Truth::new(10, 0, 0, 0),
+    );
+    StatusReport {
+        activity: activity.into(),
+        phase: Phase::Live,
+        alerts: crate::domain::alerts::product_alerts(std::slice::from_ref(&p)),
+        products: vec![p],
+        totals: Totals::default(),
+        compensation: QueueSummary::default(),
+        outbox: QueueSummary::default(),
+        taken_at: Utc::now(),
+        clock_skew_ms: None,
+        redis_nodes: Vec::new(),
+        master: None,
+    }
+}

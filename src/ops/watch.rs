@@ -264,36 +264,9 @@ fn alert_event(at: DateTime<chrono::FixedOffset>, event: EventKind, a: &Alert) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::Phase;
-    use crate::domain::alerts::QueueSummary;
-    use crate::domain::stock::{Meta, ProductStatus, StockValue, Truth};
-    use crate::ops::status::Totals;
 
     fn report(stock: i64) -> StatusReport {
-        let meta = Meta {
-            present: true,
-            limit: Some(1),
-            ..Meta::default()
-        };
-        let p = ProductStatus::build(
-            "p1",
-            1,
-            (&StockValue::Value(stock), &meta, &[]),
-            Truth::new(10, 0, 0, 0),
-        );
-        StatusReport {
-            activity: "a".into(),
-            phase: Phase::Live,
-            alerts: crate::domain::alerts::product_alerts(std::slice::from_ref(&p)),
-            products: vec![p],
-            totals: Totals::default(),
-            compensation: QueueSummary::default(),
-            outbox: QueueSummary::default(),
-            taken_at: Utc::now(),
-            clock_skew_ms: None,
-            redis_nodes: Vec::new(),
-            master: None,
-        }
+        crate::ops::status::one_product_report("a", stock)
     }
 
     #[test]

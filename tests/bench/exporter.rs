@@ -30,6 +30,7 @@
 mod harness;
 
 use harness::fixtures::{buy, import, live_window, product_keys, standalone};
+use harness::procstat::cpu_seconds;
 use harness::{RedisServer, TestDb};
 use seckill_console::db::Db;
 use seckill_console::db::orders::{NewOrder, insert_with_outbox};
@@ -69,29 +70,6 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 
 fn verdict(ok: bool) -> &'static str {
     if ok { "met" } else { "MISSED" }
-}
-
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// CPU time (user + system, every thread) of a process, seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let ticks = clock_ticks();
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let rest = stat.get(stat.rfind(')')? + 2..)?.to_string();
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / ticks)
-        })
-        .unwrap_or(0.0)
 }
 
 fn signal(child: &Child, sig: &str) {

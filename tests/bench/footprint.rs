@@ -42,6 +42,7 @@
 mod harness;
 
 use harness::fixtures::{import, live_window, product_keys, standalone};
+use harness::procstat::{clock_ticks, cpu_seconds};
 use harness::{RedisServer, TestDb};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -276,30 +277,6 @@ fn used_memory(server: &RedisServer) -> f64 {
         .lines()
         .find_map(|l| l.strip_prefix("used_memory:"))
         .and_then(|v| v.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
-/// Clock ticks per second, the unit of /proc's CPU times.
-fn clock_ticks() -> f64 {
-    Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(100.0)
-}
-
-/// CPU time (user + system, every thread) of a process, seconds.
-fn cpu_seconds(pid: u32) -> f64 {
-    let ticks = clock_ticks();
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            let rest = stat.get(stat.rfind(')')? + 2..)?.to_string();
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            Some((f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?) / ticks)
-        })
         .unwrap_or(0.0)
 }
 

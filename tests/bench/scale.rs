@@ -17,6 +17,7 @@
 mod harness;
 
 use harness::fixtures::{commandstats, future_window, standalone};
+use harness::procstat::cpu_seconds;
 use harness::{RedisServer, TestDb};
 use seckill_console::db::activity::import;
 use seckill_console::domain::activity::{Activity, ActivityDef, Product};
@@ -88,21 +89,6 @@ impl Run {
             writes: writes[1],
         }
     }
-}
-
-/// utime + stime of a process, in seconds (`/proc/PID/stat`, USER_HZ of 100).
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    let Some(rest) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
-        return f64::NAN;
-    };
-    let f: Vec<f64> = rest
-        .split_whitespace()
-        .skip(11)
-        .take(2)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    f.iter().sum::<f64>() / 100.0
 }
 
 /// `seckill-console --json <command> A` at its default settings, under /usr/bin/time.

@@ -36,6 +36,7 @@ mod harness;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
 use harness::fixtures::{buy, import, live_window, standalone};
+use harness::procstat::{clock_ticks, cpu_of};
 use harness::{RedisServer, TestDb};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
@@ -222,30 +223,6 @@ fn render_bench() -> (f64, f64) {
 // ---------------------------------------------------------------------------------------------
 // (b) and (c): the real loop, headless
 
-/// Clock ticks per second of /proc's utime and stime (USER_HZ; 100 on Linux).
-fn clock_ticks() -> f64 {
-    std::process::Command::new("getconf")
-        .arg("CLK_TCK")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse::<f64>().ok())
-        .filter(|t| *t > 0.0)
-        .unwrap_or(100.0)
-}
-
-/// utime + stime of a process, in seconds, every thread included.
-fn cpu_seconds(pid: &str, ticks: f64) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name may hold spaces: the fields after it start past the last ')'.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // utime and stime are fields 14 and 15 of stat(5); `rest` starts at field 3.
-    let utime: f64 = fields.get(11)?.parse().ok()?;
-    let stime: f64 = fields.get(12)?.parse().ok()?;
-    Some((utime + stime) / ticks)
-}
-
 /// What the loop's frames show, recorded right after each frame.
 #[derive(Default)]
 struct Probe {
@@ -350,8 +327,8 @@ impl Window {
         let stats0 = commandstats(info).await;
         Window {
             ticks,
-            cpu0: cpu_seconds("self", ticks).expect("/proc/self/stat"),
-            redis0: redis_pid.as_deref().and_then(|p| cpu_seconds(p, ticks)),
+            cpu0: cpu_of("self", ticks).expect("/proc/self/stat"),
+            redis0: redis_pid.as_deref().and_then(|p| cpu_of(p, ticks)),
             redis_pid,
             stats0,
             wall0: Instant::now(),
@@ -371,11 +348,11 @@ impl Window {
 
     async fn finish(self, info: &seckill_console::redis::RedisStore) -> Measured {
         let wall = self.wall0.elapsed().as_secs_f64();
-        let cpu = cpu_seconds("self", self.ticks).expect("/proc/self/stat") - self.cpu0;
+        let cpu = cpu_of("self", self.ticks).expect("/proc/self/stat") - self.cpu0;
         let redis_cpu = self
             .redis_pid
             .as_deref()
-            .and_then(|p| cpu_seconds(p, self.ticks))
+            .and_then(|p| cpu_of(p, self.ticks))
             .zip(self.redis0)
             .map(|(b, a)| b - a);
         let stats = commandstats(info).await.since(&self.stats0);

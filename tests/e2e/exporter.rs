@@ -2,7 +2,7 @@
 //! every product's stock read back through Prometheus's API, an injected drift seen as 7 and a
 //! shipped alerting rule firing, then clearing after `fix`; the dashboard's queries evaluate.
 
-use crate::harness::cli::finish;
+use crate::harness::cli::{finish, terminate};
 use crate::harness::fixtures::{product_keys, redis_cmd};
 use crate::harness::prometheus::{Prometheus, get};
 use crate::harness::redis_server::free_port;
@@ -136,11 +136,7 @@ async fn prometheus_scrapes_the_exporter_and_a_shipped_rule_fires_and_clears() {
         .and_then(|p| p.parse().ok())
         .expect("port");
     assert_eq!(get(port, "/healthz"), Some((200, "ok\n".to_string())));
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &exporter.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+    terminate(&exporter);
     let run = finish(exporter, Duration::from_secs(30));
     run.expect_code(0);
     assert!(run.stderr.contains("serving http://"), "{}", run.stderr);

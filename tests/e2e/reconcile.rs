@@ -490,9 +490,7 @@ async fn read_only_refuses_every_write_before_sending_it() {
                 std::thread::sleep(std::time::Duration::from_millis(100));
             }
             std::thread::sleep(std::time::Duration::from_millis(600));
-            let _ = std::process::Command::new("kill")
-                .args(["-TERM", &exporter.id().to_string()])
-                .status();
+            crate::harness::cli::terminate(&exporter);
             crate::harness::cli::finish(exporter, std::time::Duration::from_secs(30))
                 .expect_code(0);
             let seen = monitored_commands(sessions);

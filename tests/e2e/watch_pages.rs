@@ -1,7 +1,7 @@
 //! `watch` as a pager (issue 23, item 3): hooks beside the polling loop, SIGTERM at once, and
 //! an unreachable Redis or database raised, escalated, paged and cleared like any alert.
 
-use crate::harness::cli::finish;
+use crate::harness::cli::{finish, terminate};
 use crate::harness::fixtures::{product_keys, redis_cmd};
 use crate::harness::{Console, TestDb, Topo, console};
 use std::io::{BufRead, BufReader};
@@ -79,12 +79,31 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
     }
 }
 
-fn terminate(child: &Child) {
-    let status = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(status.success());
+/// A preheated sale of `products` on a private standalone Redis and a SQLite file.
+struct Sale {
+    topo: Topo,
+    store: seckill_console::redis::RedisStore,
+    db: TestDb,
+    c: Console,
+    lib: seckill_console::db::Db,
+}
+
+impl Sale {
+    async fn start(activity: &str, products: &[(&str, i64, i64)]) -> Sale {
+        let topo = Topo::standalone();
+        let store = topo.store().await;
+        let db = TestDb::sqlite();
+        let c = Console::new(&topo, &db);
+        let lib = db.open().await;
+        c.import_preheat(&lib, activity, products).await;
+        Sale {
+            topo,
+            store,
+            db,
+            c,
+            lib,
+        }
+    }
 }
 
 /// A hook that holds its page (until the test lets it go) does not hold the polls: a second
@@ -92,13 +111,14 @@ fn terminate(child: &Child) {
 /// the first, in order. Before, the loop waited for the hook and never saw that alert.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_hook_never_holds_a_poll_and_every_alert_is_paged_in_order() {
-    let topo = Topo::standalone();
-    let store = topo.store().await;
-    let db = TestDb::sqlite();
-    let c = Console::new(&topo, &db);
-    let lib = db.open().await;
-    c.import_preheat(&lib, "slowpage", &[("p1", 100, 5), ("p2", 100, 5)])
-        .await;
+    // Every server and file is bound: what a pattern leaves out is dropped (and deleted) at once.
+    let Sale {
+        topo: _topo,
+        store,
+        db: _db,
+        c,
+        lib,
+    } = Sale::start("slowpage", &[("p1", 100, 5), ("p2", 100, 5)]).await;
     let dir = tempfile::tempdir().expect("tmp");
     let log = dir.path().join("pages.log");
     let release = dir.path().join("release");
@@ -149,17 +169,69 @@ async fn a_slow_hook_never_holds_a_poll_and_every_alert_is_paged_in_order() {
     lib.close().await;
 }
 
+/// A hook that runs past its 10 s is killed with every process it started: a child it left in
+/// the background never writes afterwards (killing `sh` alone left it running, reparented).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_that_runs_too_long_is_killed_with_its_children() {
+    let Sale {
+        topo: _topo,
+        store,
+        db: _db,
+        c,
+        lib,
+    } = Sale::start("slow", &[("p1", 100, 5)]).await;
+    let k = product_keys("slow", "p1");
+    redis_cmd(&store, &["INCRBY", &k.stock, "7"]).await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let late = dir.path().join("late.log");
+    let started = dir.path().join("started.log");
+    // The hook starts a child that writes at 13 s, then waits on its own for 30 s.
+    let cmd = format!(
+        "(sleep 13; echo late >> {}) & echo started >> {}; sleep 30",
+        late.display(),
+        started.display()
+    );
+    let w = c.run(&[
+        "watch",
+        "slow",
+        "--interval",
+        "0.2",
+        "--count",
+        "1",
+        "--exec",
+        &cmd,
+    ]);
+    // The drift is still raised at the last poll: 4; the hook was killed at 10 s.
+    w.expect_code(4);
+    assert!(
+        w.stderr
+            .contains("was killed with every process it started"),
+        "{}",
+        w.stderr
+    );
+    assert!(started.exists(), "the hook never ran: {}", w.stderr);
+    // Past the moment the child would have written.
+    std::thread::sleep(Duration::from_secs(5));
+    assert!(
+        !late.exists(),
+        "a child of the killed hook wrote afterwards: {:?}",
+        std::fs::read_to_string(&late)
+    );
+    lib.close().await;
+}
+
 /// SIGTERM while a hook runs: the watch exits at once with 0, and the hook goes with every
 /// process it started (its child never writes). Before, SIGTERM waited for the hook's 10 s and
 /// the child wrote afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_the_watch_and_its_hook_at_once() {
-    let topo = Topo::standalone();
-    let store = topo.store().await;
-    let db = TestDb::sqlite();
-    let c = Console::new(&topo, &db);
-    let lib = db.open().await;
-    c.import_preheat(&lib, "termed", &[("p1", 100, 5)]).await;
+    let Sale {
+        topo: _topo,
+        store,
+        db: _db,
+        c,
+        lib,
+    } = Sale::start("termed", &[("p1", 100, 5)]).await;
     let dir = tempfile::tempdir().expect("tmp");
     let started = dir.path().join("started");
     let late = dir.path().join("late");
@@ -198,11 +270,13 @@ async fn sigterm_stops_the_watch_and_its_hook_at_once() {
 /// `--exec-severity warning`, a page; it clears when Redis answers again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_redis_is_an_alert_that_escalates_pages_and_clears() {
-    let topo = Topo::standalone();
-    let db = TestDb::sqlite();
-    let c = Console::new(&topo, &db);
-    let lib = db.open().await;
-    c.import_preheat(&lib, "outage", &[("p1", 100, 5)]).await;
+    let Sale {
+        topo,
+        store: _store,
+        db: _db,
+        c,
+        lib,
+    } = Sale::start("outage", &[("p1", 100, 5)]).await;
     let dir = tempfile::tempdir().expect("tmp");
     let log = dir.path().join("pages.log");
     let env_log = dir.path().join("env.log");
@@ -318,12 +392,13 @@ fn an_unreachable_database_is_an_alert_too() {
 /// to stderr, not into the watch's JSON lines.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hooks_background_child_goes_at_10_s_and_the_hook_sees_no_url() {
-    let topo = Topo::standalone();
-    let store = topo.store().await;
-    let db = TestDb::sqlite();
-    let c = Console::new(&topo, &db);
-    let lib = db.open().await;
-    c.import_preheat(&lib, "bg", &[("p1", 100, 5)]).await;
+    let Sale {
+        topo,
+        store,
+        db,
+        c: _c,
+        lib,
+    } = Sale::start("bg", &[("p1", 100, 5)]).await;
     redis_cmd(&store, &["INCRBY", &product_keys("bg", "p1").stock, "7"]).await;
     let dir = tempfile::tempdir().expect("tmp");
     let late = dir.path().join("late");

@@ -429,40 +429,16 @@ fn seconds(s: Option<i64>) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::Phase;
-    use crate::domain::alerts::{QueueSummary, product_alerts};
-    use crate::domain::stock::{Meta, ProductStatus, StockValue, Truth};
-    use crate::ops::status::Totals;
+    use crate::domain::alerts::QueueSummary;
 
     fn report(stock: i64) -> StatusReport {
-        let meta = Meta {
-            present: true,
-            limit: Some(1),
-            ..Meta::default()
+        let mut r = crate::ops::status::one_product_report("a1", stock);
+        r.compensation = QueueSummary {
+            pending: 2,
+            more: false,
+            oldest_secs: Some(40),
         };
-        let p = ProductStatus::build(
-            "p1",
-            1,
-            (&StockValue::Value(stock), &meta, &[]),
-            Truth::new(10, 0, 0, 0),
-        );
-        StatusReport {
-            activity: "a1".into(),
-            phase: Phase::Live,
-            alerts: product_alerts(std::slice::from_ref(&p)),
-            products: vec![p],
-            totals: Totals::default(),
-            compensation: QueueSummary {
-                pending: 2,
-                more: false,
-                oldest_secs: Some(40),
-            },
-            outbox: QueueSummary::default(),
-            taken_at: Utc::now(),
-            clock_skew_ms: None,
-            redis_nodes: Vec::new(),
-            master: None,
-        }
+        r
     }
 
     fn line<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {

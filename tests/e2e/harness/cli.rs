@@ -108,6 +108,15 @@ pub fn spawn(args: &[&str]) -> Child {
     cmd.spawn().expect("spawn seckill-console")
 }
 
+/// Sends SIGTERM to a background run, as systemd stops a service.
+pub fn terminate(child: &Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -TERM {}", child.id());
+}
+
 /// Waits for a background run (at most `limit`) and collects its output.
 pub fn finish(child: Child, limit: Duration) -> Run {
     let started = Instant::now();
