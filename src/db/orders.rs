@@ -139,8 +139,12 @@ pub struct NewOrder {
 /// The outbox topic of order events.
 pub const ORDER_TOPIC: &str = "seckill.order.created";
 
-fn order_args(o: &NewOrder, now: chrono::DateTime<chrono::Utc>) -> Vec<Arg> {
-    vec![
+/// The values of one order's row and of its outbox message's.
+const ORDER_COLUMNS: usize = 9;
+const OUTBOX_VALUES: usize = 5;
+
+fn order_args(o: &NewOrder, now: chrono::DateTime<chrono::Utc>) -> [Arg; ORDER_COLUMNS] {
+    [
         o.order_id.clone().into(),
         o.request_id.clone().into(),
         o.activity_id.clone().into(),
@@ -159,16 +163,29 @@ const INSERT_ORDER: &str = "INSERT INTO seckill_order \
 const INSERT_OUTBOX: &str = "INSERT INTO seckill_outbox \
     (order_id, activity_id, topic, payload, status, attempts, created_at) VALUES (?, ?, ?, ?, 'pending', 0, ?)";
 
+/// The outbox message's body. A struct of borrowed fields, not a `json!` map: the order
+/// writer builds one per sale (the map cost a tree and a copy of every id). The fields are in
+/// the map's (alphabetical) order, so the message reads as it always did.
+#[derive(serde::Serialize)]
+struct OutboxPayload<'a> {
+    activity_id: &'a str,
+    order_id: &'a str,
+    product_id: &'a str,
+    quantity: i64,
+    request_id: &'a str,
+    user_id: &'a str,
+}
+
 fn outbox_payload(o: &NewOrder) -> String {
-    serde_json::json!({
-        "order_id": o.order_id,
-        "request_id": o.request_id,
-        "activity_id": o.activity_id,
-        "product_id": o.product_id,
-        "user_id": o.user_id,
-        "quantity": o.quantity,
+    serde_json::to_string(&OutboxPayload {
+        activity_id: &o.activity_id,
+        order_id: &o.order_id,
+        product_id: &o.product_id,
+        quantity: o.quantity,
+        request_id: &o.request_id,
+        user_id: &o.user_id,
     })
-    .to_string()
+    .unwrap_or_default()
 }
 
 /// Writes orders and their outbox messages in one transaction (the local message table: an
@@ -190,10 +207,16 @@ pub async fn insert_with_outbox_at(
     // Multi-row statements: each statement is a hand-over to SQLite's worker thread (a round
     // trip on the other backends), and two per order was what bounded `load`'s order writer.
     for chunk in batch.chunks(ROWS_PER_INSERT) {
-        let orders: Vec<Arg> = chunk.iter().flat_map(|o| order_args(o, now)).collect();
+        // Sized once: collected through `flat_map` these grew by reallocation, a tenth of the
+        // order writer's time at 50,000 sales a second.
+        let mut orders: Vec<Arg> = Vec::with_capacity(chunk.len() * ORDER_COLUMNS);
+        let mut messages: Vec<Arg> = Vec::with_capacity(chunk.len() * OUTBOX_VALUES);
+        for o in chunk {
+            orders.extend(order_args(o, now));
+            messages.extend(outbox_args(o, now));
+        }
         tx.execute(&values_rows(INSERT_ORDER, chunk.len()), &orders)
             .await?;
-        let messages: Vec<Arg> = chunk.iter().flat_map(|o| outbox_args(o, now)).collect();
         tx.execute(&values_rows(INSERT_OUTBOX, chunk.len()), &messages)
             .await?;
     }
@@ -227,8 +250,8 @@ pub async fn insert_in_at(
     Ok(())
 }
 
-fn outbox_args(o: &NewOrder, now: chrono::DateTime<chrono::Utc>) -> Vec<Arg> {
-    vec![
+fn outbox_args(o: &NewOrder, now: chrono::DateTime<chrono::Utc>) -> [Arg; OUTBOX_VALUES] {
+    [
         o.order_id.clone().into(),
         o.activity_id.clone().into(),
         ORDER_TOPIC.into(),
@@ -306,5 +329,33 @@ mod tests {
         let sql = values_rows(INSERT_OUTBOX, 2);
         assert_eq!(sql.matches('?').count(), 10, "{sql}");
         assert!(sql.contains("'pending', 0, ?), ("), "{sql}");
+    }
+
+    #[test]
+    fn the_outbox_message_names_the_order_in_its_fixed_field_order() {
+        let o = NewOrder {
+            order_id: "o-1".into(),
+            request_id: "r\"1".into(),
+            activity_id: "A".into(),
+            product_id: "P".into(),
+            user_id: "u\\9".into(),
+            quantity: 2,
+            status: OrderStatus::PendingPayment,
+        };
+        // The shop's consumers read this body: the fields and their order are as they were
+        // when it was a `json!` map, and a quote in an id is escaped.
+        assert_eq!(
+            outbox_payload(&o),
+            r#"{"activity_id":"A","order_id":"o-1","product_id":"P","quantity":2,"request_id":"r\"1","user_id":"u\\9"}"#
+        );
+        assert_eq!(order_args(&o, chrono::Utc::now()).len(), ORDER_COLUMNS);
+        assert_eq!(
+            values_rows(INSERT_ORDER, 1).matches('?').count(),
+            ORDER_COLUMNS
+        );
+        assert_eq!(
+            values_rows(INSERT_OUTBOX, 1).matches('?').count(),
+            OUTBOX_VALUES
+        );
     }
 }

@@ -108,7 +108,7 @@ impl Written {
                     let _ = pay
                         .send(Sold {
                             request_id: p.order.request_id.clone(),
-                            keys: (*p.keys).clone(),
+                            keys: p.keys.clone(),
                             at: tokio::time::Instant::now(),
                         })
                         .await;

@@ -28,7 +28,7 @@ pub struct PaymentSpec {
 #[derive(Clone, Debug)]
 pub struct Sold {
     pub request_id: String,
-    pub keys: ProductKeys,
+    pub keys: std::sync::Arc<ProductKeys>,
     pub at: Instant,
 }
 

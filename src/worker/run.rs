@@ -338,7 +338,7 @@ async fn after(
                 let _ = pay
                     .send(Sold {
                         request_id: req.request_id.clone(),
-                        keys: (*t.keys).clone(),
+                        keys: t.keys.clone(),
                         at: Instant::now(),
                     })
                     .await;

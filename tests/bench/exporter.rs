@@ -210,48 +210,6 @@ fn console(server: &RedisServer, db: &TestDb, grace: &str, rest: &[&str]) -> Chi
         .expect("start the console")
 }
 
-/// redis-server on a core of its own at real-time priority, this process (and so the console
-/// children it starts) on the others, as in production where Redis has its own host: SLOWLOG
-/// times by the wall clock, and on 2 shared cores a command preempted mid-way was logged at
-/// several times its cost (the footprint benchmark does the same).
-fn pin_redis_apart(server: &RedisServer) -> bool {
-    // Every CPU of the machine: `available_parallelism` counts this process's own affinity,
-    // one core once the first set-up has pinned it.
-    let cpus = Command::new("nproc")
-        .arg("--all")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .and_then(|s| s.trim().parse::<usize>().ok())
-        .unwrap_or(1);
-    let Some(pid) = server.pid() else {
-        return false;
-    };
-    if cpus < 2 {
-        return false;
-    }
-    let last = (cpus - 1).to_string();
-    let rest = if cpus == 2 {
-        "0".to_string()
-    } else {
-        format!("0-{}", cpus - 2)
-    };
-    let taskset = |list: &str, pid: u32| {
-        Command::new("taskset")
-            .args(["-a", "-p", "-c", list, &pid.to_string()])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    // This process's threads come and go (a thread that ended between taskset listing and
-    // pinning it fails the call): best effort here, the children it starts next inherit it.
-    let _ = taskset(&rest, std::process::id());
-    let pinned = taskset(&last, pid);
-    let _ = Command::new("chrt")
-        .args(["-f", "-a", "-p", "1", &pid.to_string()])
-        .output();
-    pinned
-}
-
 fn healthy(port: u16) -> bool {
     let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) else {
         return false;
@@ -269,7 +227,7 @@ fn measure(label: &str, server: &RedisServer, db: &TestDb, activity: &str, grace
     let warm = env_num("BENCH_WARM", 45);
     println!(
         "[{label}] redis-server on a core of its own: {}",
-        if pin_redis_apart(server) {
+        if harness::pin::redis_apart(server) {
             "yes"
         } else {
             "no (not permitted)"

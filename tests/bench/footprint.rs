@@ -447,39 +447,6 @@ fn load(server: &RedisServer, db: &TestDb, activity: &str, buyers: u64) -> (f64,
     )
 }
 
-/// Pins redis-server to the last CPU and this process (and so the children it starts) to the
-/// others; false where there is one CPU or no `taskset`.
-fn pin_redis_apart(server: &RedisServer) -> bool {
-    let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
-    let Some(pid) = server.pid() else {
-        return false;
-    };
-    if cpus < 2 {
-        return false;
-    }
-    let last = (cpus - 1).to_string();
-    let rest = if cpus == 2 {
-        "0".to_string()
-    } else {
-        format!("0-{}", cpus - 2)
-    };
-    let taskset = |list: &str, pid: u32| {
-        Command::new("taskset")
-            .args(["-a", "-p", "-c", list, &pid.to_string()])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    let pinned = taskset(&last, pid) && taskset(&rest, std::process::id());
-    // The pin keeps this benchmark's processes off Redis's core, not the machine's others (the
-    // PostgreSQL and MariaDB servers, kernel threads): a real-time class for every thread of
-    // redis-server makes its core as much its own as a dedicated host's. Where that is not
-    // permitted, the pin alone.
-    let _ = Command::new("chrt")
-        .args(["-f", "-a", "-p", "1", &pid.to_string()])
-        .output();
-    pinned
-}
-
 /// A baseline for (d), in the same run: the benchmark itself sends the console's costliest
 /// page (XREVRANGE of `events::PAGE` entries, spelled `count` so SLOWLOG tells it apart) every
 /// 5 ms on a connection of its own until stopped. A command of fixed cost is logged over 1 ms
@@ -541,11 +508,6 @@ fn steal_ms(cpu: usize) -> f64 {
                 .and_then(|l| l.split_whitespace().nth(8)?.parse::<f64>().ok())
         })
         .map_or(0.0, |t| t * 1000.0 / ticks)
-}
-
-/// The CPU `pin_redis_apart` gives Redis.
-fn redis_cpu() -> usize {
-    std::thread::available_parallelism().map_or(1, std::num::NonZero::get) - 1
 }
 
 /// Times redis-server's threads were preempted (involuntary context switches), which SLOWLOG
@@ -632,11 +594,11 @@ fn main() {
     // command by the wall clock: sharing two cores with the console it watches, Redis was
     // preempted mid-command, and 100-field HMGETs that average 0.1 ms were logged at 1.5 and
     // 6 ms. Pinned, the log shows what the commands cost Redis.
-    let pinned = pin_redis_apart(&server);
+    let pinned = harness::pin::redis_apart(&server);
     server.cli(&["SLOWLOG", "RESET"]);
     server.cli(&["CONFIG", "RESETSTAT"]);
     let preempted_before = preemptions(&server);
-    let steal_before = steal_ms(redis_cpu());
+    let steal_before = steal_ms(harness::pin::redis_cpu());
     let probe = Probe::start(server.url(), product_keys("fp", "item").events.clone());
     let spaced = || {
         std::thread::sleep(MARGIN + Duration::from_millis(100));
@@ -710,7 +672,7 @@ fn main() {
 
     // (d) the slowlog of everything the console sent, beside the probe's.
     let console_calls = (sent.get() + all_calls(&server)).saturating_sub(probe_calls);
-    let stolen_ms = steal_ms(redis_cpu()) - steal_before;
+    let stolen_ms = steal_ms(harness::pin::redis_cpu()) - steal_before;
     // The benchmark's own resets (SLOWLOG RESET, CONFIG ...) are not the console's.
     let logged: Vec<Slow> = rt
         .block_on(slowlog(&server))

@@ -13,6 +13,14 @@
 //!    worker, every request a sale with its order written to SQLite. Medians of the three and
 //!    the median of the per-round ratios.
 //!
+//! redis-server runs on a core of its own (the last CPU, real-time priority) and everything else
+//! on the others, `redis-benchmark` and the worker alike: on this 2-core machine the worker's
+//! threads (the buyers' dispatcher, SQLite's writers of every order and payment) otherwise
+//! preempt Redis and move it between cores, and the all-sales ratio measured the scheduler
+//! (0.74 to 0.96 from run to run with the same code) more than the worker. Each all-sales round
+//! also gives Redis's own CPU per request (`INFO cpu`) for both, so a gap that Redis's work
+//! explains shows as such.
+//!
 //! Run with `scripts/bench worker`. Set BENCH_REQUESTS to change the hot product's request
 //! count, BENCH_SALES the all-sales rounds' (300,000 by default).
 
@@ -140,6 +148,17 @@ fn without_event(script: &str) -> String {
     script.replace(line, "local at = call('TIME')[1]")
 }
 
+/// redis-server's CPU so far (`INFO cpu`: user and system, seconds).
+fn redis_cpu_secs(server: &RedisServer) -> f64 {
+    server
+        .cli(&["INFO", "cpu"])
+        .lines()
+        .filter_map(|l| l.trim().split_once(':'))
+        .filter(|(k, _)| *k == "used_cpu_user" || *k == "used_cpu_sys")
+        .filter_map(|(_, v)| v.parse::<f64>().ok())
+        .sum()
+}
+
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
@@ -151,6 +170,7 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1_000_000);
     let server = RedisServer::start();
+    let pinned = harness::pin::redis_apart(&server);
     let db = TestDb::sqlite();
     let dir = tempfile::tempdir().expect("tmp");
     let (s, e) = live_window();
@@ -181,8 +201,9 @@ fn main() {
         console(&["preheat", "hot"]);
     };
     println!(
-        "worker benchmark: redis-server {} (private), {requests} requests per run, one hot product of 10,000 units",
-        server.addr()
+        "worker benchmark: redis-server {} (private), {requests} requests per run, one hot product of 10,000 units; redis-server on a core of its own: {}",
+        server.addr(),
+        if pinned { "yes" } else { "no (not permitted)" }
     );
 
     reset();
@@ -262,8 +283,15 @@ fn all_sales(
         "all sales: {sales} requests per run, one product of {sales} units (a unit for every request), three rounds"
     );
     println!(
-        "{:<6} {:>16} {:>16} {:>12} {:>8} {:>10} {:>10}",
-        "round", "redis-benchmark", "without event", "worker", "ratio", "p99 ms", "sold"
+        "{:<6} {:>16} {:>16} {:>12} {:>8} {:>10} {:>10} {:>22}",
+        "round",
+        "redis-benchmark",
+        "without event",
+        "worker",
+        "ratio",
+        "p99 ms",
+        "sold",
+        "Redis CPU us/request"
     );
     let (mut bench, mut bare, mut worker, mut ratios) = (vec![], vec![], vec![], vec![]);
     for round in 1..=3 {
@@ -284,17 +312,22 @@ fn all_sales(
             console(&["preheat", &id]);
         };
         reset();
+        let cpu = redis_cpu_secs(server);
         let b = redis_benchmark(server, sales, DEDUCT.sha(), &script_keys);
+        let b_us = (redis_cpu_secs(server) - cpu) * 1e6 / sales as f64;
         reset();
         let n = redis_benchmark(server, sales, &no_event_sha, &script_keys);
         reset();
+        let cpu = redis_cpu_secs(server);
         let (doc, _) = run_worker(bin, server, db_url, &id, sales);
+        let w_us = (redis_cpu_secs(server) - cpu) * 1e6 / sales as f64;
         let w = doc["ops_per_sec"].as_f64().unwrap_or(0.0);
         let sold = doc["sold"].as_i64().unwrap_or(0);
         println!(
-            "{round:<6} {b:>16.0} {n:>16.0} {w:>12.0} {:>8.3} {:>10} {sold:>10}",
+            "{round:<6} {b:>16.0} {n:>16.0} {w:>12.0} {:>8.3} {:>10} {sold:>10} {:>22}",
             w / b,
-            doc["p99_ms"]
+            doc["p99_ms"],
+            format!("{b_us:.1} / worker {w_us:.1}")
         );
         // Every request a sale: a run that sold out early or refused buyers measures another
         // path.

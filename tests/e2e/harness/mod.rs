@@ -7,6 +7,7 @@
 pub mod cli;
 pub mod db;
 pub mod fixtures;
+pub mod pin;
 pub mod procstat;
 pub mod prometheus;
 pub mod proxy;
