@@ -29,16 +29,9 @@
 #[allow(unused_imports)]
 mod harness;
 
-use harness::fixtures::{buy, import, live_window, product_keys, standalone};
+use harness::fixtures::{buy, import, live_window, preheat_go, sell_one_each, standalone};
 use harness::procstat::cpu_seconds;
 use harness::{RedisServer, TestDb};
-use seckill_console::db::Db;
-use seckill_console::db::orders::{NewOrder, insert_with_outbox};
-use seckill_console::domain::ActivityId;
-use seckill_console::ops::preheat::{PreheatOptions, preheat};
-use seckill_console::ops::progress::Silent;
-use seckill_console::redis::scripts::DEDUCT;
-use seckill_console::redis::{KeySpace, RedisStore};
 use std::io::{Read, Write};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
@@ -341,17 +334,6 @@ fn measure(label: &str, server: &RedisServer, db: &TestDb, activity: &str, grace
     ratio <= RATIO_TARGET && p99 < SCRAPE_TARGET_MS && slow == 0
 }
 
-fn preheat_opts(grace: u64) -> PreheatOptions {
-    PreheatOptions {
-        force: false,
-        accept_eviction: false,
-        actor: "bench".into(),
-        grace: Duration::from_secs(grace),
-        key_ttl_days: 7,
-        interleave: Default::default(),
-    }
-}
-
 async fn quiet_setup(server: &RedisServer, db: &TestDb) {
     let lib = db.open().await;
     let store = standalone(&server.url()).await;
@@ -363,18 +345,7 @@ async fn quiet_setup(server: &RedisServer, db: &TestDb) {
         .map(|(p, s, l)| (p.as_str(), *s, *l))
         .collect();
     import(&lib, "quiet", &refs, live_window()).await;
-    let id = ActivityId::parse("quiet").expect("id");
-    let r = preheat(
-        &store,
-        &lib,
-        &KeySpace::default(),
-        &id,
-        &preheat_opts(60),
-        &Silent,
-    )
-    .await
-    .expect("preheat");
-    assert_eq!(r.decision, "go", "{:?}", r.reasons);
+    preheat_go(&store, &lib, "quiet", Duration::from_secs(60)).await;
     for i in 0..2_000 {
         let p = format!("sku-{:05}", (i * 7) % 10_000);
         buy(
@@ -397,62 +368,10 @@ async fn footprint_setup(server: &RedisServer, db: &TestDb, units: usize) {
     let lib = db.open().await;
     let store = standalone(&server.url()).await;
     import(&lib, "fp", &[("item", units as i64, 1)], live_window()).await;
-    let id = ActivityId::parse("fp").expect("id");
-    let r = preheat(
-        &store,
-        &lib,
-        &KeySpace::default(),
-        &id,
-        &preheat_opts(3600),
-        &Silent,
-    )
-    .await
-    .expect("preheat");
-    assert_eq!(r.decision, "go", "{:?}", r.reasons);
-    sell(&store, &lib, units, (units / 1000).max(1)).await;
+    preheat_go(&store, &lib, "fp", Duration::from_secs(3600)).await;
+    // The held orders stay unwritten: their deductions read as in flight, then orphaned.
+    sell_one_each(&store, &lib, ("fp", "item"), units, (units / 1000).max(1)).await;
     lib.close().await;
-}
-
-async fn sell(store: &RedisStore, db: &Db, units: usize, held: usize) {
-    let k = product_keys("fp", "item");
-    let keys: Vec<String> = k.script_keys().iter().map(|s| s.to_string()).collect();
-    for chunk in (0..units).collect::<Vec<_>>().chunks(10_000) {
-        let calls: Vec<(Vec<String>, Vec<Vec<u8>>)> = chunk
-            .iter()
-            .map(|i| {
-                (
-                    keys.clone(),
-                    vec![
-                        format!("r{i}").into_bytes(),
-                        format!("u{i}").into_bytes(),
-                        b"1".to_vec(),
-                    ],
-                )
-            })
-            .collect();
-        for r in store.eval_each(&DEDUCT, &calls).await {
-            assert!(
-                matches!(r, Ok(redis::Value::Int(n)) if n >= 0),
-                "a deduction of the sale failed: {r:?}"
-            );
-        }
-    }
-    let written: Vec<usize> = (0..units - held).collect();
-    for chunk in written.chunks(5_000) {
-        let orders: Vec<NewOrder> = chunk
-            .iter()
-            .map(|&i| NewOrder {
-                order_id: format!("o{i}"),
-                request_id: format!("r{i}"),
-                activity_id: "fp".into(),
-                product_id: "item".into(),
-                user_id: format!("u{i}"),
-                quantity: 1,
-                status: seckill_console::domain::order::OrderStatus::Paid,
-            })
-            .collect();
-        insert_with_outbox(db, &orders).await.expect("orders");
-    }
 }
 
 fn main() {

@@ -41,21 +41,17 @@
 #[allow(unused_imports)]
 mod harness;
 
-use harness::fixtures::{import, live_window, product_keys, standalone};
+use harness::fixtures::{import, live_window, preheat_go, product_keys, sell_one_each, standalone};
 use harness::procstat::{clock_ticks, cpu_seconds};
 use harness::{RedisServer, TestDb};
 use ratatui::Terminal;
 use ratatui::backend::TestBackend;
 use seckill_console::config::{Layer, resolve};
 use seckill_console::ctx::Ctx;
-use seckill_console::db::Db;
-use seckill_console::db::orders::{NewOrder, insert_with_outbox};
+use seckill_console::db::orders::insert_with_outbox;
 use seckill_console::domain::ActivityId;
-use seckill_console::ops::preheat::{PreheatOptions, preheat};
-use seckill_console::ops::progress::Silent;
 use seckill_console::ops::tracker::{MARGIN, Tracker, TrackerOptions};
-use seckill_console::redis::scripts::DEDUCT;
-use seckill_console::redis::{KeySpace, RedisStore};
+use seckill_console::redis::KeySpace;
 use seckill_console::tui::{Action, Headless, TuiOptions, priority};
 use std::cell::RefCell;
 use std::process::{Command, Stdio};
@@ -278,57 +274,6 @@ fn used_memory(server: &RedisServer) -> f64 {
         .find_map(|l| l.strip_prefix("used_memory:"))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0.0)
-}
-
-/// The sale: BENCH_UNITS deductions, one per buyer, pipelined; the orders of all but the
-/// newest `held`, with their outbox rows. Returns the held orders.
-async fn sell(store: &RedisStore, db: &Db, units: usize, held: usize) -> Vec<NewOrder> {
-    let k = product_keys("fp", "item");
-    let keys: Vec<String> = k.script_keys().iter().map(|s| s.to_string()).collect();
-    let order = |i: usize| NewOrder {
-        order_id: format!("o{i}"),
-        request_id: format!("r{i}"),
-        activity_id: "fp".into(),
-        product_id: "item".into(),
-        user_id: format!("u{i}"),
-        quantity: 1,
-        status: seckill_console::domain::order::OrderStatus::Paid,
-    };
-    let started = Instant::now();
-    for chunk in (0..units).collect::<Vec<_>>().chunks(10_000) {
-        let calls: Vec<(Vec<String>, Vec<Vec<u8>>)> = chunk
-            .iter()
-            .map(|i| {
-                (
-                    keys.clone(),
-                    vec![
-                        format!("r{i}").into_bytes(),
-                        format!("u{i}").into_bytes(),
-                        b"1".to_vec(),
-                    ],
-                )
-            })
-            .collect();
-        for r in store.eval_each(&DEDUCT, &calls).await {
-            assert!(
-                matches!(r, Ok(redis::Value::Int(n)) if n >= 0),
-                "a deduction of the sale failed: {r:?}"
-            );
-        }
-    }
-    let deducted = started.elapsed();
-    let written: Vec<usize> = (0..units - held).collect();
-    for chunk in written.chunks(5_000) {
-        let orders: Vec<NewOrder> = chunk.iter().map(|&i| order(i)).collect();
-        insert_with_outbox(db, &orders).await.expect("orders");
-    }
-    println!(
-        "sale: {units} deductions in {:.1} s, {} orders in {:.1} s more ({held} held back)",
-        deducted.as_secs_f64(),
-        units - held,
-        (started.elapsed() - deducted).as_secs_f64()
-    );
-    (units - held..units).map(order).collect()
 }
 
 /// One `status --json` of the real binary under /usr/bin/time: wall seconds, peak KB.
@@ -564,21 +509,9 @@ fn main() {
         let lib = db.open().await;
         let store = standalone(&server.url()).await;
         import(&lib, "fp", &[("item", units as i64, 1)], live_window()).await;
-        let opts = PreheatOptions {
-            force: false,
-            accept_eviction: false,
-            actor: "bench".into(),
-            grace: Duration::from_secs(3600),
-            key_ttl_days: 7,
-            interleave: Default::default(),
-        };
-        let id = ActivityId::parse("fp").expect("id");
-        let r = preheat(&store, &lib, &KeySpace::default(), &id, &opts, &Silent)
-            .await
-            .expect("preheat");
-        assert_eq!(r.decision, "go", "{:?}", r.reasons);
+        preheat_go(&store, &lib, "fp", Duration::from_secs(3600)).await;
         let before = used_memory(&server);
-        let held = sell(&store, &lib, units, held).await;
+        let held = sell_one_each(&store, &lib, ("fp", "item"), units, held).await;
         lib.close().await;
         (held, before)
     });
@@ -712,18 +645,7 @@ fn main() {
                 let lib = db.open().await;
                 let store = standalone(&server.url()).await;
                 import(&lib, &activity, &[("item", 10_000_000, 1)], live_window()).await;
-                let opts = PreheatOptions {
-                    force: false,
-                    accept_eviction: false,
-                    actor: "bench".into(),
-                    grace: Duration::from_secs(60),
-                    key_ttl_days: 7,
-                    interleave: Default::default(),
-                };
-                let id = ActivityId::parse(&activity).expect("id");
-                preheat(&store, &lib, &KeySpace::default(), &id, &opts, &Silent)
-                    .await
-                    .expect("preheat");
+                preheat_go(&store, &lib, &activity, Duration::from_secs(60)).await;
                 lib.close().await;
             });
             let p99 = if with_tui {

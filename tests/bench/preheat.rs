@@ -6,10 +6,10 @@
 #[allow(unused_imports)]
 mod harness;
 
-use harness::fixtures::{future_window, import, standalone};
+use harness::fixtures::{future_window, import, preheat_options, standalone};
 use harness::{RedisServer, TestDb};
 use seckill_console::domain::ActivityId;
-use seckill_console::ops::preheat::{PreheatOptions, preheat};
+use seckill_console::ops::preheat::preheat;
 use seckill_console::ops::progress::Silent;
 use seckill_console::redis::{KeySpace, RedisStore};
 use std::time::{Duration, Instant};
@@ -137,14 +137,7 @@ fn main() {
                 .collect();
             import(&lib, &id, &refs, future_window()).await;
             let activity = ActivityId::parse(&id).expect("id");
-            let opts = PreheatOptions {
-                force: false,
-                accept_eviction: false,
-                actor: "bench".into(),
-                grace: Duration::from_secs(60),
-                key_ttl_days: 7,
-                interleave: Default::default(),
-            };
+            let opts = preheat_options("bench", Duration::from_secs(60));
 
             let started = Instant::now();
             let report = preheat(

@@ -16,14 +16,14 @@
 #[allow(unused_imports)]
 mod harness;
 
-use harness::fixtures::{commandstats, future_window, standalone};
+use harness::fixtures::{commandstats, future_window, preheat_options, standalone};
 use harness::procstat::cpu_seconds;
 use harness::{RedisServer, TestDb};
 use seckill_console::db::activity::import;
 use seckill_console::domain::activity::{Activity, ActivityDef, Product};
 use seckill_console::domain::{ActivityId, ProductId};
 use seckill_console::ops::fix::{FixOptions, fix};
-use seckill_console::ops::preheat::{PreheatOptions, preheat};
+use seckill_console::ops::preheat::preheat;
 use seckill_console::ops::progress::Silent;
 use seckill_console::ops::status::{StatusOptions, status};
 use seckill_console::redis::{KeySpace, Keyed};
@@ -237,14 +237,7 @@ fn main() {
                     &lib,
                     &keys,
                     &id,
-                    &PreheatOptions {
-                        force: false,
-                        accept_eviction: false,
-                        actor: "bench".into(),
-                        grace,
-                        key_ttl_days: 7,
-                        interleave: Default::default(),
-                    },
+                    &preheat_options("bench", grace),
                     &Silent,
                 )
                 .await

@@ -35,7 +35,7 @@
 mod harness;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use harness::fixtures::{buy, import, live_window, standalone};
+use harness::fixtures::{buy, import, live_window, preheat_go, standalone};
 use harness::procstat::{clock_ticks, cpu_of};
 use harness::{RedisServer, TestDb};
 use ratatui::Terminal;
@@ -45,10 +45,7 @@ use seckill_console::ctx::Ctx;
 use seckill_console::domain::alerts::{self, QueueSummary};
 use seckill_console::domain::stock::{Meta, ProductStatus, State, StockValue, Truth};
 use seckill_console::domain::{ActivityId, Phase};
-use seckill_console::ops::preheat::{PreheatOptions, preheat};
-use seckill_console::ops::progress::Silent;
 use seckill_console::ops::status::{StatusReport, Totals};
-use seckill_console::redis::KeySpace;
 use seckill_console::tui::feed::Fetched;
 use seckill_console::tui::{Action, App, AppConfig, Headless, TuiOptions, View, views};
 use std::cell::RefCell;
@@ -438,19 +435,7 @@ async fn live_bench(secs: u64, warm: u64) -> bool {
         .map(|(p, s, l)| (p.as_str(), *s, *l))
         .collect();
     import(&lib, "bench", &refs, live_window()).await;
-    let id = ActivityId::parse("bench").expect("id");
-    let opts = PreheatOptions {
-        force: false,
-        accept_eviction: false,
-        actor: "bench".into(),
-        grace: Duration::from_secs(60),
-        key_ttl_days: 7,
-        interleave: Default::default(),
-    };
-    let r = preheat(&store, &lib, &KeySpace::default(), &id, &opts, &Silent)
-        .await
-        .expect("preheat");
-    assert_eq!(r.decision, "go", "{:?}", r.reasons);
+    preheat_go(&store, &lib, "bench", Duration::from_secs(60)).await;
     for i in 0..ORDERS {
         let p = format!("sku-{:05}", (i * 7) % PRODUCTS);
         buy(
@@ -496,7 +481,7 @@ async fn live_bench(secs: u64, warm: u64) -> bool {
     let headless = Headless::new(
         &ctx,
         TuiOptions {
-            activity: Some(id.clone()),
+            activity: Some(ActivityId::parse("bench").expect("id")),
         },
     );
     let tx = headless.sender();

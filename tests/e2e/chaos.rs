@@ -75,11 +75,11 @@ mod invariants;
 mod steps;
 mod world;
 
-use crate::harness::fixtures::{import, live_window};
+use crate::harness::fixtures::{import, live_window, preheat_options};
 use crate::harness::{TestDb, Topo};
 use futures::StreamExt;
 use seckill_console::domain::ActivityId;
-use seckill_console::ops::preheat::{PreheatOptions, preheat};
+use seckill_console::ops::preheat::preheat;
 use seckill_console::ops::progress::Silent;
 use seckill_console::ops::repair;
 use seckill_console::ops::snapshot::{self, Scope};
@@ -339,14 +339,7 @@ async fn run_case(
     import(&db, &activity, &PRODUCTS, live_window()).await;
     let id = ActivityId::parse(&activity).expect("activity id");
     let keys = KeySpace::default();
-    let opts = PreheatOptions {
-        force: false,
-        accept_eviction: false,
-        actor: world::ACTOR.into(),
-        grace: cfg.grace,
-        key_ttl_days: 7,
-        interleave: Default::default(),
-    };
+    let opts = preheat_options(world::ACTOR, cfg.grace);
     let r = preheat(store, &db, &keys, &id, &opts, &Silent)
         .await
         .expect("the first preheat");

@@ -12,7 +12,9 @@
 //! active at the cut, which live orders back it, which deductions came after the cut.
 
 use crate::harness::Topo;
-use crate::harness::fixtures::{import, ledger_entries, live_window, product_keys};
+use crate::harness::fixtures::{
+    import, ledger_entries, live_window, preheat_options, product_keys,
+};
 use seckill_console::db::Db;
 use seckill_console::db::compensation::NewCompensation;
 use seckill_console::db::orders::{self, NewOrder};
@@ -488,11 +490,7 @@ async fn case(topo: &Topo, seed: u64, grace: Duration) {
     let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
     let pre = |force| PreheatOptions {
         force,
-        accept_eviction: false,
-        actor: "model".into(),
-        grace,
-        key_ttl_days: 7,
-        interleave: Default::default(),
+        ..preheat_options("model", grace)
     };
     let r = preheat(&store, &db, &keys, &id, &pre(false), &Silent)
         .await

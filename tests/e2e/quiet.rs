@@ -7,12 +7,14 @@
 //! cluster.
 
 use crate::harness::Topo;
-use crate::harness::fixtures::{buy, commandstats, import, live_window, product_keys, redis_cmd};
+use crate::harness::fixtures::{
+    buy, commandstats, import, live_window, preheat_options, product_keys, redis_cmd,
+};
 use seckill_console::db::Db;
 use seckill_console::domain::ActivityId;
 use seckill_console::domain::stock::State;
 use seckill_console::ops::pause::set_paused;
-use seckill_console::ops::preheat::{PreheatOptions, preheat};
+use seckill_console::ops::preheat::preheat;
 use seckill_console::ops::progress::Silent;
 use seckill_console::ops::quiet::QuietOptions;
 use seckill_console::ops::snapshot::Snapshot;
@@ -68,14 +70,7 @@ impl Sale {
             &db,
             &keys,
             &id,
-            &PreheatOptions {
-                force: false,
-                accept_eviction: false,
-                actor: "test".into(),
-                grace: Duration::from_secs(3600),
-                key_ttl_days: 7,
-                interleave: Default::default(),
-            },
+            &preheat_options("test", Duration::from_secs(3600)),
             &Silent,
         )
         .await

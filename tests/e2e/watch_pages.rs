@@ -1,5 +1,6 @@
-//! `watch` as a pager (issue 23, item 3): hooks beside the polling loop, SIGTERM at once, and
-//! an unreachable Redis or database raised, escalated, paged and cleared like any alert.
+//! `watch`: one page per critical alert and its exit codes, giving up on a Redis that stays
+//! away, and (issue 23, item 3) hooks beside the polling loop, SIGTERM at once, and an
+//! unreachable Redis or database raised, escalated, paged and cleared like any alert.
 
 use crate::harness::cli::{finish, terminate};
 use crate::harness::fixtures::{product_keys, redis_cmd};
@@ -80,6 +81,8 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 }
 
 /// A preheated sale of `products` on a private standalone Redis and a SQLite file.
+/// A live activity preheated on a private server and database. Bind it whole (`let sale =`):
+/// a pattern that leaves a field out drops it, and with it the server or the database file.
 struct Sale {
     topo: Topo,
     store: seckill_console::redis::RedisStore,
@@ -106,19 +109,145 @@ impl Sale {
     }
 }
 
+/// `watch --json --exec` with an injected drift: one `raised` line and exactly one hook call
+/// with the alert's JSON and its environment; after `fix`, a `cleared` line; no second call
+/// while the drift lasts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_pages_once_per_critical_alert_and_says_when_it_clears() {
+    let sale = Sale::start("pager", &[("p1", 100, 5), ("p2", 50, 5)]).await;
+    let Sale { store, c, lib, .. } = &sale;
+    let dir = tempfile::tempdir().expect("tmp");
+    let hook = dir.path().join("hook.log");
+    let env_log = dir.path().join("env.log");
+    let cmd = format!(
+        "cat >> {}; echo \"$SECKILL_ALERT_KIND $SECKILL_ALERT_PRODUCT $SECKILL_ACTIVITY\" >> {}",
+        hook.display(),
+        env_log.display()
+    );
+    let child = c.spawn(&[
+        "--json",
+        "watch",
+        "pager",
+        "--interval",
+        "0.3",
+        "--count",
+        "30",
+        "--exec",
+        &cmd,
+    ]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let k = product_keys("pager", "p1");
+    redis_cmd(store, &["INCRBY", &k.stock, "7"]).await;
+    // The drift lasts several polls.
+    std::thread::sleep(Duration::from_millis(2500));
+    // A counted watch (a cron job) ends 4 while a critical alert is still raised...
+    let counted = c.run("watch pager --interval 0.2 --count 2");
+    counted.expect_code(4);
+    assert!(
+        counted.stderr.contains("critical alert(s) still raised"),
+        "{}",
+        counted.stderr
+    );
+    c.ok("fix pager --yes");
+    // ... and 0 once it cleared.
+    c.run("watch pager --interval 0.2 --count 2").expect_code(0);
+    let w = finish(child, PATIENCE);
+    w.expect_code(0);
+    let events: Vec<serde_json::Value> = w
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let drift = |event: &str| {
+        events
+            .iter()
+            .filter(|e| e["event"] == event && e["kind"] == "drift" && e["product"] == "p1")
+            .count()
+    };
+    assert_eq!(drift("raised"), 1, "{}", w.stdout);
+    // One shape for every line: each key is there, null when it does not apply.
+    for e in &events {
+        for k in [
+            "at", "event", "kind", "severity", "product", "node", "message", "state", "previous",
+        ] {
+            assert!(e.get(k).is_some(), "{k} missing: {e}");
+        }
+    }
+    assert_eq!(drift("cleared"), 1, "{}", w.stdout);
+    let raised = events
+        .iter()
+        .find(|e| e["event"] == "raised")
+        .expect("a raised line");
+    assert_eq!(raised["severity"], "critical");
+    assert!(
+        raised["at"].as_str().is_some_and(|t| t.contains('T')),
+        "{raised}"
+    );
+    let states: Vec<&serde_json::Value> = events.iter().filter(|e| e["event"] == "state").collect();
+    assert!(
+        states
+            .iter()
+            .any(|e| e["product"] == "p1" && e["state"] == "drift" && e["previous"] == "ok"),
+        "{}",
+        w.stdout
+    );
+    let calls = std::fs::read_to_string(&hook).expect("the hook ran");
+    let calls: Vec<&str> = calls.lines().collect();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    let body: serde_json::Value = serde_json::from_str(calls[0]).expect("the alert's JSON");
+    assert_eq!(body["kind"], "drift");
+    assert_eq!(body["product"], "p1");
+    assert_eq!(
+        std::fs::read_to_string(&env_log).expect("env").trim(),
+        "drift p1 pager"
+    );
+    lib.close().await;
+}
+
+/// `watch` gives up with exit 3 when Redis stays unreachable past `--give-up-secs`.
+#[test]
+fn watch_gives_up_when_redis_stays_away() {
+    let db = TestDb::sqlite();
+    let port = crate::harness::redis_server::free_port();
+    let url = format!("redis://127.0.0.1:{port}");
+    // A watch of an activity on a Redis that never answers, ended by `until`.
+    let watch = |until: [&str; 2]| {
+        let mut args = vec![
+            "--redis",
+            url.as_str(),
+            "--db",
+            db.url.as_str(),
+            "--connect-timeout-ms",
+            "200",
+            "watch",
+            "nowhere",
+            "--interval",
+            "0.2",
+        ];
+        args.extend(until);
+        console(&args)
+    };
+    let w = watch(["--give-up-secs", "1"]);
+    w.expect_code(3);
+    assert!(w.stderr.contains("gave up"), "{}", w.stderr);
+    // Counted polls that all failed, well before giving up: exit 3 too, never success.
+    let w = watch(["--count", "3"]);
+    w.expect_code(3);
+    assert!(
+        w.stderr.contains("no poll of 3 read the books"),
+        "{}",
+        w.stderr
+    );
+}
+
 /// A hook that holds its page (until the test lets it go) does not hold the polls: a second
 /// critical alert raised and cleared meanwhile is printed at once, both ways, and paged after
 /// the first, in order. Before, the loop waited for the hook and never saw that alert.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_hook_never_holds_a_poll_and_every_alert_is_paged_in_order() {
-    // Every server and file is bound: what a pattern leaves out is dropped (and deleted) at once.
-    let Sale {
-        topo: _topo,
-        store,
-        db: _db,
-        c,
-        lib,
-    } = Sale::start("slowpage", &[("p1", 100, 5), ("p2", 100, 5)]).await;
+    // Bound whole: the servers and files live to the end of the test.
+    let sale = Sale::start("slowpage", &[("p1", 100, 5), ("p2", 100, 5)]).await;
+    let Sale { store, c, lib, .. } = &sale;
     let dir = tempfile::tempdir().expect("tmp");
     let log = dir.path().join("pages.log");
     let release = dir.path().join("release");
@@ -141,13 +270,13 @@ async fn a_slow_hook_never_holds_a_poll_and_every_alert_is_paged_in_order() {
         product_keys("slowpage", "p1"),
         product_keys("slowpage", "p2"),
     );
-    redis_cmd(&store, &["INCRBY", &k1.stock, "7"]).await;
+    redis_cmd(store, &["INCRBY", &k1.stock, "7"]).await;
     lines.wait_for("raised", "drift", Some("p1"), Some("critical"));
     wait_until("the first page", || pages(&log).len() == 1);
     // The first hook holds on; another product drifts and is put right meanwhile.
-    redis_cmd(&store, &["INCRBY", &k2.stock, "7"]).await;
+    redis_cmd(store, &["INCRBY", &k2.stock, "7"]).await;
     lines.wait_for("raised", "drift", Some("p2"), Some("critical"));
-    redis_cmd(&store, &["INCRBY", &k2.stock, "-7"]).await;
+    redis_cmd(store, &["INCRBY", &k2.stock, "-7"]).await;
     lines.wait_for("cleared", "drift", Some("p2"), None);
     assert_eq!(pages(&log).len(), 1, "the first hook is still running");
     std::fs::write(&release, "").expect("release");
@@ -173,15 +302,10 @@ async fn a_slow_hook_never_holds_a_poll_and_every_alert_is_paged_in_order() {
 /// the background never writes afterwards (killing `sh` alone left it running, reparented).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hook_that_runs_too_long_is_killed_with_its_children() {
-    let Sale {
-        topo: _topo,
-        store,
-        db: _db,
-        c,
-        lib,
-    } = Sale::start("slow", &[("p1", 100, 5)]).await;
+    let sale = Sale::start("slow", &[("p1", 100, 5)]).await;
+    let Sale { store, c, lib, .. } = &sale;
     let k = product_keys("slow", "p1");
-    redis_cmd(&store, &["INCRBY", &k.stock, "7"]).await;
+    redis_cmd(store, &["INCRBY", &k.stock, "7"]).await;
     let dir = tempfile::tempdir().expect("tmp");
     let late = dir.path().join("late.log");
     let started = dir.path().join("started.log");
@@ -225,13 +349,8 @@ async fn a_hook_that_runs_too_long_is_killed_with_its_children() {
 /// the child wrote afterwards.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_stops_the_watch_and_its_hook_at_once() {
-    let Sale {
-        topo: _topo,
-        store,
-        db: _db,
-        c,
-        lib,
-    } = Sale::start("termed", &[("p1", 100, 5)]).await;
+    let sale = Sale::start("termed", &[("p1", 100, 5)]).await;
+    let Sale { store, c, lib, .. } = &sale;
     let dir = tempfile::tempdir().expect("tmp");
     let started = dir.path().join("started");
     let late = dir.path().join("late");
@@ -241,11 +360,7 @@ async fn sigterm_stops_the_watch_and_its_hook_at_once() {
         started.display()
     );
     let child = c.spawn(&["watch", "termed", "--interval", "0.2", "--exec", &cmd]);
-    redis_cmd(
-        &store,
-        &["INCRBY", &product_keys("termed", "p1").stock, "7"],
-    )
-    .await;
+    redis_cmd(store, &["INCRBY", &product_keys("termed", "p1").stock, "7"]).await;
     wait_until("the hook to start", || started.exists());
     terminate(&child);
     let w = finish(child, PATIENCE);
@@ -270,13 +385,8 @@ async fn sigterm_stops_the_watch_and_its_hook_at_once() {
 /// `--exec-severity warning`, a page; it clears when Redis answers again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_redis_is_an_alert_that_escalates_pages_and_clears() {
-    let Sale {
-        topo,
-        store: _store,
-        db: _db,
-        c,
-        lib,
-    } = Sale::start("outage", &[("p1", 100, 5)]).await;
+    let sale = Sale::start("outage", &[("p1", 100, 5)]).await;
+    let Sale { topo, c, lib, .. } = &sale;
     let dir = tempfile::tempdir().expect("tmp");
     let log = dir.path().join("pages.log");
     let env_log = dir.path().join("env.log");
@@ -392,14 +502,15 @@ fn an_unreachable_database_is_an_alert_too() {
 /// to stderr, not into the watch's JSON lines.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hooks_background_child_goes_at_10_s_and_the_hook_sees_no_url() {
+    let sale = Sale::start("bg", &[("p1", 100, 5)]).await;
     let Sale {
         topo,
         store,
         db,
-        c: _c,
         lib,
-    } = Sale::start("bg", &[("p1", 100, 5)]).await;
-    redis_cmd(&store, &["INCRBY", &product_keys("bg", "p1").stock, "7"]).await;
+        ..
+    } = &sale;
+    redis_cmd(store, &["INCRBY", &product_keys("bg", "p1").stock, "7"]).await;
     let dir = tempfile::tempdir().expect("tmp");
     let late = dir.path().join("late");
     let env_dump = dir.path().join("env");

@@ -46,11 +46,8 @@ fn fix_options(h: &Handles, interleave: Interleave) -> FixOptions {
 fn preheat_options(h: &Handles, force: bool, interleave: Interleave) -> PreheatOptions {
     PreheatOptions {
         force,
-        accept_eviction: false,
-        actor: ACTOR.into(),
-        grace: h.grace,
-        key_ttl_days: 7,
         interleave,
+        ..crate::harness::fixtures::preheat_options(ACTOR, h.grace)
     }
 }
 

@@ -3,9 +3,13 @@
 use chrono::{DateTime, Duration, Utc};
 use seckill_console::db::Db;
 use seckill_console::db::activity;
+use seckill_console::db::orders::{NewOrder, insert_with_outbox};
 use seckill_console::domain::ActivityId;
 use seckill_console::domain::import::parse_activity_file;
+use seckill_console::ops::preheat::{PreheatOptions, preheat};
+use seckill_console::ops::progress::Silent;
 use seckill_console::redact::SecretUrl;
+use seckill_console::redis::scripts::DEDUCT;
 use seckill_console::redis::{KeySpace, Keyed, RedisSettings, RedisStore, RedisTarget};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -66,6 +70,97 @@ pub async fn import(db: &Db, id: &str, products: &[P<'_>], window: (DateTime<Utc
     )
     .await
     .expect("import");
+}
+
+/// The library's preheat options of a set-up: no force, no eviction accepted, 7-day keys.
+pub fn preheat_options(actor: &str, grace: std::time::Duration) -> PreheatOptions {
+    PreheatOptions {
+        force: false,
+        accept_eviction: false,
+        actor: actor.into(),
+        grace,
+        key_ttl_days: 7,
+        interleave: Default::default(),
+    }
+}
+
+/// Preheats an imported activity through the library under the live prefix; a set-up that
+/// does not get a go stops there, naming the reasons.
+pub async fn preheat_go(store: &RedisStore, db: &Db, activity: &str, grace: std::time::Duration) {
+    let id = ActivityId::parse(activity).expect("valid activity");
+    let r = preheat(
+        store,
+        db,
+        &KeySpace::default(),
+        &id,
+        &preheat_options("test", grace),
+        &Silent,
+    )
+    .await
+    .expect("preheat");
+    assert_eq!(r.decision, "go", "{:?}", r.reasons);
+}
+
+/// A sale of `units` on one product, one unit to each buyer (request `r<i>`, user `u<i>`),
+/// pipelined ten thousand at a time through `deduct.lua`; then the paid orders of all but the
+/// newest `held`, with their outbox rows. Returns the held orders, for the caller to write
+/// later (the orders an app server has not committed yet).
+pub async fn sell_one_each(
+    store: &RedisStore,
+    db: &Db,
+    (activity, product): (&str, &str),
+    units: usize,
+    held: usize,
+) -> Vec<NewOrder> {
+    let keys: Vec<String> = product_keys(activity, product)
+        .script_keys()
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let order = |i: usize| NewOrder {
+        order_id: format!("o{i}"),
+        request_id: format!("r{i}"),
+        activity_id: activity.into(),
+        product_id: product.into(),
+        user_id: format!("u{i}"),
+        quantity: 1,
+        status: seckill_console::domain::order::OrderStatus::Paid,
+    };
+    let started = std::time::Instant::now();
+    for chunk in (0..units).collect::<Vec<_>>().chunks(10_000) {
+        let calls: Vec<(Vec<String>, Vec<Vec<u8>>)> = chunk
+            .iter()
+            .map(|i| {
+                (
+                    keys.clone(),
+                    vec![
+                        format!("r{i}").into_bytes(),
+                        format!("u{i}").into_bytes(),
+                        b"1".to_vec(),
+                    ],
+                )
+            })
+            .collect();
+        for r in store.eval_each(&DEDUCT, &calls).await {
+            assert!(
+                matches!(r, Ok(redis::Value::Int(n)) if n >= 0),
+                "a deduction of the sale failed: {r:?}"
+            );
+        }
+    }
+    let deducted = started.elapsed();
+    let written: Vec<usize> = (0..units - held).collect();
+    for chunk in written.chunks(5_000) {
+        let orders: Vec<NewOrder> = chunk.iter().map(|&i| order(i)).collect();
+        insert_with_outbox(db, &orders).await.expect("orders");
+    }
+    println!(
+        "sale: {units} deductions in {:.1} s, {} orders in {:.1} s more ({held} held back)",
+        deducted.as_secs_f64(),
+        units - held,
+        (started.elapsed() - deducted).as_secs_f64()
+    );
+    (units - held..units).map(order).collect()
 }
 
 /// A Redis handle on a standalone server.
