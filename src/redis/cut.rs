@@ -6,7 +6,9 @@
 //! This needs no MULTI and no script: only reads, which a read-only ACL user may send.
 
 use super::events::{last_id, newest};
-use super::product_state::{get_meta, get_stock, meta_from, stock_from};
+use super::product_state::{
+    get_meta, get_meta_whole, get_stock, meta_from, meta_from_whole, stock_from,
+};
 use super::reply::text;
 use super::{Keyed, ProductKeys, RedisStore};
 use crate::domain::events::EventId;
@@ -95,17 +97,17 @@ impl ProductCut {
     }
 }
 
-/// The reads of one product's cut. The events key's TYPE is not among them: a stream whose
+/// The reads of one product's cut between its two looks at the stream: the stock, the whole
+/// meta hash (one bounded read, or the named fields of a wider hash) and the types of the two
+/// hashes every deduction writes. The events key's TYPE is not among them: a stream whose
 /// newest event was read exists (and one of another type answers the XREVRANGE with an
 /// error); only a product with no event is asked whether its stream is there at all.
-fn items(k: &ProductKeys) -> [Keyed; 6] {
+fn items(k: &ProductKeys, wide: bool) -> [Keyed; 4] {
     [
-        newest(k),
         get_stock(k),
-        get_meta(k),
+        if wide { get_meta(k) } else { get_meta_whole(k) },
         type_of(&k.buyers),
         type_of(&k.ledger),
-        newest(k),
     ]
 }
 
@@ -168,23 +170,53 @@ async fn read_window(
 ) -> RedisResult<Vec<ProductCut>> {
     let mut out: Vec<Option<ProductCut>> = vec![None; keys.len()];
     let mut todo: Vec<usize> = (0..keys.len()).collect();
+    // Products whose meta hash held more fields than one bounded read returns.
+    let mut wide = vec![false; keys.len()];
     for _ in 0..MAX_ROUNDS {
         if todo.is_empty() {
             break;
         }
-        let batch: Vec<Keyed> = todo.iter().flat_map(|&i| items(&keys[i])).collect();
+        // Three steps, each sent when the one before has been answered, so that each reads
+        // after the last: the newest event; the product's keys; whether the stream moved past
+        // that event meanwhile (a hundred streams to an XREAD on a single server, where a
+        // second XREVRANGE each cost twice as much). Every script's write appends an event,
+        // so a product whose stream stood still was read at one instant.
+        let firsts = redis
+            .pipeline(todo.iter().map(|&i| newest(&keys[i])).collect())
+            .await;
+        let positions: Vec<Option<EventId>> =
+            firsts.iter().map(position).collect::<RedisResult<_>>()?;
+        let batch: Vec<Keyed> = todo
+            .iter()
+            .flat_map(|&i| items(&keys[i], wide[i]))
+            .collect();
         let results = redis.pipeline(batch).await;
+        // A product whose events key is of another type has no stream to hold still: its read
+        // stands as it is (the type is what it reports).
+        let asks: Vec<(&ProductKeys, EventId)> = todo
+            .iter()
+            .zip(&positions)
+            .filter_map(|(&i, p)| Some((&keys[i], (*p)?)))
+            .collect();
+        let mut moved = moved_after(redis, &asks).await?.into_iter();
         let mut again = Vec::new();
-        for (&i, r) in todo.iter().zip(results.chunks(6)) {
-            let [first, stock, meta, buyers, ledger, last] = r else {
+        for ((&i, r), at) in todo.iter().zip(results.chunks(4)).zip(positions) {
+            let [stock, meta, buyers, ledger] = r else {
                 return Err(RedisError::from((ErrorKind::Parse, "short pipeline reply")));
             };
-            let (before, after) = (position(first)?, position(last)?);
-            if before != after {
+            if at.is_some() && moved.next().unwrap_or(true) {
                 again.push(i);
                 continue;
             }
-            let mut meta = meta_from(meta)?;
+            let mut meta = if wide[i] {
+                meta_from(meta)?
+            } else if let Some(m) = meta_from_whole(meta)? {
+                m
+            } else {
+                wide[i] = true;
+                again.push(i);
+                continue;
+            };
             let foreign = match wrong_hash("buyers", &keys[i].buyers, buyers)? {
                 Some(w) => Some(w),
                 None => wrong_hash("ledger", &keys[i].ledger, ledger)?,
@@ -195,13 +227,13 @@ async fn read_window(
             out[i] = Some(ProductCut {
                 stock: stock_from(stock)?,
                 meta,
-                position: after,
+                position: at,
                 now_ms: clock_for(redis, clocks, &keys[i]).unwrap_or(local),
                 keys: KeysPresent {
                     buyers: exists(buyers)?,
                     ledger: exists(ledger)?,
                     // Settled below for a product without events.
-                    events: after != Some(EventId::ZERO),
+                    events: at != Some(EventId::ZERO),
                     foreign,
                 },
             });
@@ -219,16 +251,58 @@ async fn read_window(
     let empty: Vec<usize> = (0..cuts.len())
         .filter(|&i| cuts[i].position == Some(EventId::ZERO))
         .collect();
-    if !empty.is_empty() {
-        let types = redis
-            .pipeline(empty.iter().map(|&i| type_of(&keys[i].events)).collect())
-            .await;
-        for (&i, t) in empty.iter().zip(types) {
-            cuts[i].keys.events = exists(&t)?;
-        }
+    for (i, there) in streams_exist(redis, keys, &empty).await? {
+        cuts[i].keys.events = there;
     }
     super::product_state::name_wrong_types(redis, keys, &mut cuts).await?;
     Ok(cuts)
+}
+
+/// Whether the events key of each product of `which` exists. On a single server a hundred go
+/// to one EXISTS, which answers how many exist: a full count settles them all, and only a
+/// batch short of one is asked key by key (in a cluster each key sits in a slot of its own).
+async fn streams_exist(
+    redis: &RedisStore,
+    keys: &[ProductKeys],
+    which: &[usize],
+) -> RedisResult<Vec<(usize, bool)>> {
+    let mut out = Vec::with_capacity(which.len());
+    let mut unsure: Vec<usize> = Vec::new();
+    if redis.is_cluster() {
+        unsure.extend_from_slice(which);
+    } else {
+        let batches: Vec<&[usize]> = which.chunks(MOVED_BATCH).collect();
+        let counts = redis
+            .pipeline(
+                batches
+                    .iter()
+                    .map(|b| {
+                        let mut cmd = redis::cmd("EXISTS");
+                        for &i in *b {
+                            cmd.arg(&keys[i].events);
+                        }
+                        Keyed::new(&keys[b[0]].events, cmd)
+                    })
+                    .collect(),
+            )
+            .await;
+        for (batch, count) in batches.into_iter().zip(counts) {
+            if matches!(count?, Value::Int(n) if n == batch.len() as i64) {
+                out.extend(batch.iter().map(|&i| (i, true)));
+            } else {
+                unsure.extend_from_slice(batch);
+            }
+        }
+    }
+    if !unsure.is_empty() {
+        let types = redis
+            .pipeline(unsure.iter().map(|&i| type_of(&keys[i].events)).collect())
+            .await;
+        for (&i, t) in unsure.iter().zip(types) {
+            out.push((i, exists(&t)?));
+        }
+    }
+    Ok(out)
 }
 
 /// Streams one XREAD asks about at once on a single server: about 60 us of Redis for 100

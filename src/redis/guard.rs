@@ -17,6 +17,9 @@ pub const READ_COMMANDS: &[&str] = &[
     "PTTL",
     "HGET",
     "HMGET",
+    // Only as `HRANDFIELD meta 64 WITHVALUES`: the meta hash whole, but never more than 64
+    // fields of it.
+    "HRANDFIELD",
     "HLEN",
     "HEXISTS",
     "HSCAN",

@@ -256,17 +256,12 @@ async fn a_hand_written_stock_shows_within_the_whole_read_period() {
 /// writes for 100,000 quiet products).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_status_where_nothing_happened_writes_nothing() {
-    use seckill_console::ops::status::{StatusOptions, status};
+    use seckill_console::ops::status::status;
     let topo = Topo::standalone();
     let tdb = crate::harness::TestDb::sqlite();
     let sale = Sale::open(&topo, tdb.open().await, "quiet3").await;
     buy(&sale.store, &sale.db, &sale.name, "q01", "r1", "u1", 1).await;
-    let opts = StatusOptions {
-        grace: Duration::from_secs(3600),
-        compensation_alert: Duration::from_secs(60),
-        outbox_alert: Duration::from_secs(60),
-        gauge: Default::default(),
-    };
+    let opts = status_options();
     let writes = ["hset", "rename", "pexpire", "pexpireat", "persist", "del"];
     let mut written = Vec::new();
     for _ in 0..3 {
@@ -301,6 +296,69 @@ async fn a_status_where_nothing_happened_writes_nothing() {
     let c = calls(&sale.store).await;
     assert_eq!(c.get("rename"), Some(&1), "one checkpoint written: {c:?}");
     sale.db.close().await;
+}
+
+/// A `status` reads each product's stream once before its keys and asks after them whether it
+/// moved, a hundred streams to an XREAD (it read every stream twice); it reads the meta hash
+/// whole in one bounded command, and a hash wider than that by the fields' names.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_status_reads_each_stream_once_and_the_meta_hash_whole() {
+    use seckill_console::ops::status::status;
+    let topo = Topo::standalone();
+    let tdb = crate::harness::TestDb::sqlite();
+    let sale = Sale::open(&topo, tdb.open().await, "quiet4").await;
+    // 70 fields another writer left in one product's meta hash.
+    let k = product_keys(&sale.name, "q05");
+    let mut hset = vec!["HSET".to_string(), k.meta.clone()];
+    for i in 0..70 {
+        hset.extend([format!("x{i}"), "1".to_string()]);
+    }
+    redis_cmd(
+        &sale.store,
+        &hset.iter().map(String::as_str).collect::<Vec<_>>(),
+    )
+    .await;
+    reset_stats(&sale.store).await;
+    let r = status(
+        &sale.store,
+        &sale.db,
+        &sale.keys,
+        &sale.id,
+        &status_options(),
+    )
+    .await
+    .expect("status");
+    assert!(r.all_ok(), "{:?}", r.alerts);
+    let wide = r.products.iter().find(|p| p.product == "q05").expect("q05");
+    assert_eq!(
+        (wide.redis_remaining, wide.redis_limit),
+        (Some(100), Some(5)),
+        "{wide:?}"
+    );
+    let c = calls(&sale.store).await;
+    let n = PRODUCTS as u64;
+    // The wide hash's product is read a second time, by name.
+    assert_eq!(c.get("xrevrange"), Some(&(n + 1)), "{c:?}");
+    assert_eq!(c.get("hrandfield"), Some(&n), "{c:?}");
+    assert_eq!(c.get("hmget"), Some(&1), "{c:?}");
+    // The two hashes' types per product; whether the (empty) streams are there, a hundred to
+    // an EXISTS.
+    assert_eq!(c.get("type"), Some(&(2 * n + 2)), "{c:?}");
+    assert_eq!(c.get("exists"), Some(&1), "{c:?}");
+    assert!(
+        c.get("xread").is_some_and(|&x| (1..=4).contains(&x)),
+        "{c:?}"
+    );
+    sale.db.close().await;
+}
+
+fn status_options() -> seckill_console::ops::status::StatusOptions {
+    seckill_console::ops::status::StatusOptions {
+        grace: Duration::from_secs(3600),
+        compensation_alert: Duration::from_secs(60),
+        outbox_alert: Duration::from_secs(60),
+        gauge: Default::default(),
+    }
 }
 
 /// 600,000 commands through one store whose replies may take 300 ms: sent all at once, the
