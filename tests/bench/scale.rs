@@ -110,23 +110,7 @@ async fn run(
         .expect("/usr/bin/time seckill-console");
     let redis_cpu = cpu_seconds(pid) - cpu0;
     let after = commandstats(store).await;
-    if std::env::var("BENCH_TOP").is_ok() {
-        let mut top: Vec<(String, u64, u64)> = after
-            .iter()
-            .map(|(name, (calls, usec))| {
-                let (c0, u0) = before.get(name).copied().unwrap_or((0, 0));
-                (name.clone(), calls - c0, usec - u0)
-            })
-            .filter(|(_, calls, _)| *calls > 0)
-            .collect();
-        top.sort_by_key(|(_, _, usec)| std::cmp::Reverse(*usec));
-        for (name, calls, usec) in top.iter().take(8) {
-            println!(
-                "    {command}: {name} {calls} calls, {:.0} ms",
-                *usec as f64 / 1000.0
-            );
-        }
-    }
+    print_top(command, &before, &after);
     let writes = WRITES
         .iter()
         .map(|w| {
@@ -155,6 +139,31 @@ async fn run(
         peak_mb: kb / 1024.0,
         redis_cpu,
         writes,
+    }
+}
+
+type Stats = std::collections::HashMap<String, (u64, u64)>;
+
+/// With BENCH_TOP set, the eight commands that took Redis longest between two readings of
+/// `INFO commandstats`.
+fn print_top(label: &str, before: &Stats, after: &Stats) {
+    if std::env::var("BENCH_TOP").is_err() {
+        return;
+    }
+    let mut top: Vec<(&String, u64, u64)> = after
+        .iter()
+        .map(|(name, (calls, usec))| {
+            let (c0, u0) = before.get(name).copied().unwrap_or((0, 0));
+            (name, calls - c0, usec - u0)
+        })
+        .filter(|(_, calls, _)| *calls > 0)
+        .collect();
+    top.sort_by_key(|(_, _, usec)| std::cmp::Reverse(*usec));
+    for (name, calls, usec) in top.iter().take(8) {
+        println!(
+            "    {label}: {name} {calls} calls, {:.0} ms",
+            *usec as f64 / 1000.0
+        );
     }
 }
 
@@ -231,6 +240,7 @@ fn main() {
                 let pid = server.pid().expect("redis-server pid");
                 let mem0 = used_memory(&server);
                 let cpu0 = cpu_seconds(pid);
+                let stats0 = commandstats(&store).await;
                 let t = Instant::now();
                 let r = preheat(
                     &store,
@@ -244,6 +254,7 @@ fn main() {
                 .expect("preheat");
                 let took = t.elapsed();
                 let cpu = cpu_seconds(pid) - cpu0;
+                print_top("preheat", &stats0, &commandstats(&store).await);
                 let per_product = (used_memory(&server) - mem0) / n as i64;
                 assert_eq!(r.decision, "go", "{:?}", r.reasons);
                 println!(
