@@ -10,7 +10,9 @@
 //! median. For each run: wall time, exit code, peak memory, redis-server's CPU (`/proc`) and
 //! the write commands it ran (`INFO commandstats`: a read where nothing changed writes
 //! nothing). Targets: status and reconcile <= 2 s, exit 0, Redis CPU <= 0.5 s, no write,
-//! under 300 MB; preheat <= 2 s.
+//! under 300 MB; preheat <= 2 s. BENCH_BASELINE names another build's binary (an earlier
+//! commit's `target/release/seckill-console`, copied aside): each `status` and `reconcile` run
+//! is then followed by one of that binary on the same data, and the ratios are printed.
 
 #[path = "../e2e/harness/mod.rs"]
 #[allow(unused_imports)]
@@ -91,19 +93,25 @@ impl Run {
     }
 }
 
-/// `seckill-console --json <command> A` at its default settings, under /usr/bin/time.
+/// `seckill-console --json <command> A` at its default settings, under /usr/bin/time: this
+/// build's binary, or with `bin` another (BENCH_BASELINE: an earlier build, for a ratio
+/// measured in the same run).
 async fn run(
     server: &RedisServer,
     store: &seckill_console::redis::RedisStore,
     db: &TestDb,
     id: &ActivityId,
-    command: &str,
+    (command, bin): (&str, Option<&str>),
 ) -> Run {
     let pid = server.pid().expect("redis-server pid");
     let before = commandstats(store).await;
     let cpu0 = cpu_seconds(pid);
     let out = std::process::Command::new("/usr/bin/time")
-        .args(["-f", "%e %M", env!("CARGO_BIN_EXE_seckill-console")])
+        .args([
+            "-f",
+            "%e %M",
+            bin.unwrap_or(env!("CARGO_BIN_EXE_seckill-console")),
+        ])
         .args(["--redis", &server.url(), "--db", &db.url, "--json", command])
         .arg(id.as_str())
         .output()
@@ -286,18 +294,25 @@ fn main() {
                 outbox_alert: Duration::from_secs(60),
                 gauge: Default::default(),
             };
-            let cold = run(&server, &store, &db, &id, "status").await;
+            let cold = run(&server, &store, &db, &id, ("status", None)).await;
             println!("  {}: first status (no checkpoint yet): {}", db.name(), cold.line());
+            let baseline = std::env::var("BENCH_BASELINE").ok();
             let mut reads = Vec::new();
             for command in ["status", "reconcile"] {
-                let runs = [
-                    run(&server, &store, &db, &id, command).await,
-                    run(&server, &store, &db, &id, command).await,
-                    run(&server, &store, &db, &id, command).await,
-                ];
+                // Each run of this build followed by one of the baseline's, when there is one:
+                // the machine's speed drifts by a third over an hour here.
+                let mut runs = Vec::new();
+                let mut base = Vec::new();
+                for _ in 0..3 {
+                    runs.push(run(&server, &store, &db, &id, (command, None)).await);
+                    if let Some(bin) = &baseline {
+                        base.push(run(&server, &store, &db, &id, (command, Some(bin))).await);
+                    }
+                }
                 for (i, r) in runs.iter().enumerate() {
                     println!("  {}: {command} run {}: {}", db.name(), i + 1, r.line());
                 }
+                let runs: [Run; 3] = runs.try_into().expect("three runs");
                 let m = Run::median(&runs);
                 println!(
                     "  {}: {command}, median of 3: {} (targets: exit 0, <= 2 s, Redis CPU <= 0.5 s, no write, < 300 MB: {})",
@@ -305,6 +320,19 @@ fn main() {
                     m.line(),
                     verdict(m.met())
                 );
+                if let Ok(base) = <[Run; 3]>::try_from(base) {
+                    for (i, r) in base.iter().enumerate() {
+                        println!("  {}: {command} baseline run {}: {}", db.name(), i + 1, r.line());
+                    }
+                    let b = Run::median(&base);
+                    println!(
+                        "  {}: {command} baseline, median of 3: {}; this build / baseline: wall {:.3}, Redis CPU {:.3}",
+                        db.name(),
+                        b.line(),
+                        m.wall / b.wall,
+                        m.redis_cpu / b.redis_cpu
+                    );
+                }
                 reads.push(m);
             }
 

@@ -352,6 +352,37 @@ async fn a_status_reads_each_stream_once_and_the_meta_hash_whole() {
     sale.db.close().await;
 }
 
+/// Before a preheat none of the streams exists: one EXISTS of a hundred says so for all of them,
+/// without asking each stream's type (a preheat's first read of 100,000 products sent 100,000
+/// TYPEs for it).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_read_before_the_preheat_asks_no_stream_by_name() {
+    use seckill_console::ops::status::status;
+    let topo = Topo::standalone();
+    let tdb = crate::harness::TestDb::sqlite();
+    let db = tdb.open().await;
+    let ids: Vec<String> = (0..PRODUCTS).map(|i| format!("q{i:02}")).collect();
+    let products: Vec<(&str, i64, i64)> = ids.iter().map(|p| (p.as_str(), 100, 5)).collect();
+    import(&db, "quiet5", &products, live_window()).await;
+    let store = topo.store().await;
+    reset_stats(&store).await;
+    let id = ActivityId::parse("quiet5").expect("id");
+    let r = status(&store, &db, &KeySpace::default(), &id, &status_options())
+        .await
+        .expect("status");
+    assert_eq!(r.products.len(), PRODUCTS);
+    assert!(
+        r.products.iter().all(|p| p.redis_remaining.is_none()),
+        "{:?}",
+        r.products
+    );
+    let c = calls(&store).await;
+    assert_eq!(c.get("exists"), Some(&1), "{c:?}");
+    // The buyers and ledger keys' types only.
+    assert_eq!(c.get("type"), Some(&(2 * PRODUCTS as u64)), "{c:?}");
+    db.close().await;
+}
+
 fn status_options() -> seckill_console::ops::status::StatusOptions {
     seckill_console::ops::status::StatusOptions {
         grace: Duration::from_secs(3600),
