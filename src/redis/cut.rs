@@ -184,9 +184,11 @@ async fn read_window(
         }
         // Three steps, each sent when the one before has been answered, so that each reads
         // after the last: the newest event; the product's keys; whether the stream moved past
-        // that event meanwhile (a hundred streams to an XREAD on a single server, where a
-        // second XREVRANGE each cost twice as much). Every script's write appends an event,
-        // so a product whose stream stood still was read at one instant.
+        // that event meanwhile (a hundred streams to an XREAD on a single server). Every
+        // script's write appends an event, so a product whose stream stood still was read at
+        // one instant. The XREAD costs a warm server half of what a second XREVRANGE each
+        // did, but on the scale benchmark's cold memory about the same (1.28 against 1.13 us a
+        // product, 2026-12-05): each key read costs the lookup, whatever the command.
         let firsts = redis
             .pipeline(todo.iter().map(|&i| newest(&keys[i])).collect())
             .await;
