@@ -42,7 +42,7 @@ pub fn meta_from_whole(reply: &RedisResult<Value>) -> RedisResult<Option<Meta>> 
         Ok(v) => v,
         Err(_) => return meta_from(reply).map(Some),
     };
-    let found = field_pairs(v);
+    let found = super::reply::pairs(v);
     if found.len() >= META_READ_MAX {
         return Ok(None);
     }
@@ -56,24 +56,6 @@ pub fn meta_from_whole(reply: &RedisResult<Value>) -> RedisResult<Option<Meta>> 
         }
     }
     Ok(Some(Meta::from_fields(&fields)))
-}
-
-/// Field/value pairs of HRANDFIELD WITHVALUES: a flat array (RESP2), or an array of pairs
-/// (RESP3).
-fn field_pairs(v: &Value) -> Vec<(Vec<u8>, Vec<u8>)> {
-    match v {
-        Value::Array(items) if items.iter().all(|i| matches!(i, Value::Array(_))) => items
-            .iter()
-            .filter_map(|i| match i {
-                Value::Array(p) => match p.as_slice() {
-                    [k, v] => Some((bytes(k)?, bytes(v)?)),
-                    _ => None,
-                },
-                _ => None,
-            })
-            .collect(),
-        other => super::reply::pairs(other),
-    }
 }
 
 /// The stock from a GET reply. A key of another type comes back as `WrongType("")` (its type

@@ -19,9 +19,20 @@ pub fn text(v: &Value) -> Option<String> {
     bytes(v).map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
-/// Field/value pairs of a flat array (RESP2) or a map (RESP3).
+/// Field/value pairs of a flat array (RESP2), a map (RESP3), or an array of two-element
+/// arrays (RESP3's answer to HRANDFIELD ... WITHVALUES).
 pub fn pairs(v: &Value) -> Vec<(Vec<u8>, Vec<u8>)> {
     match v {
+        Value::Array(items) if items.iter().any(|i| matches!(i, Value::Array(_))) => items
+            .iter()
+            .filter_map(|i| match i {
+                Value::Array(p) => match p.as_slice() {
+                    [k, v] => Some((bytes(k)?, bytes(v)?)),
+                    _ => None,
+                },
+                _ => None,
+            })
+            .collect(),
         Value::Array(items) => items
             .chunks(2)
             .filter_map(|p| match p {
