@@ -310,13 +310,9 @@ pub async fn load_many(
     redis: &RedisStore,
     keys: &[(&ProductKeys, Option<EventId>)],
 ) -> RedisResult<Vec<Option<Checkpoint>>> {
-    let mut out = Vec::with_capacity(keys.len());
     // A window at a time, as the cut reads them: the replies of every checkpoint at once
     // would be held together.
-    for window in keys.chunks(super::cut::WINDOW) {
-        out.extend(load_window(redis, window).await?);
-    }
-    Ok(out)
+    super::cut::windowed(keys, |window| load_window(redis, window)).await
 }
 
 async fn load_window(

@@ -20,6 +20,7 @@ use super::{Keyed, ProductKeys, RedisStore};
 use crate::domain::events::EventId;
 use crate::domain::meta::Piece;
 use crate::domain::stock::{Meta, StockValue};
+use futures::StreamExt;
 use redis::{ErrorKind, RedisError, RedisResult, Value};
 use std::collections::HashMap;
 
@@ -156,17 +157,40 @@ fn position(reply: &RedisResult<Value>) -> RedisResult<Option<EventId>> {
 pub async fn read(redis: &RedisStore, keys: &[ProductKeys]) -> RedisResult<Vec<ProductCut>> {
     let local = chrono::Utc::now().timestamp_millis();
     let clocks = node_clocks(redis).await;
-    let mut cuts = Vec::with_capacity(keys.len());
     // A window of products at a time: the commands and replies of 100,000 products at once
     // took hundreds of megabytes; each product's cut is an instant of its own anyway.
-    for window in keys.chunks(WINDOW) {
-        cuts.extend(read_window(redis, window, &clocks, local).await?);
-    }
-    Ok(cuts)
+    windowed(keys, |window| read_window(redis, window, &clocks, local)).await
 }
 
 /// Products read at once: 12,000 commands, a few pipeline chunks per node.
 pub const WINDOW: usize = 2_000;
+
+/// Windows read at the same time. A window waits on Redis three times (its steps follow one
+/// another); a second one in flight meanwhile keeps Redis and the console busy together: on
+/// 100,000 products `status` took 1.89-2.05 s instead of 2.15-2.50 s, the same commands
+/// (2026-12-05). Each window's replies are held until it is done, so two cost twice a
+/// window's memory, a few megabytes.
+const WINDOWS_IN_FLIGHT: usize = 2;
+
+/// `read` of each window of `items` ([`WINDOW`] at a time, [`WINDOWS_IN_FLIGHT`] of them in
+/// flight), the results in the items' order; the first error ends it.
+pub(crate) async fn windowed<'a, T, R, Fut>(
+    items: &'a [T],
+    read: impl Fn(&'a [T]) -> Fut,
+) -> RedisResult<Vec<R>>
+where
+    Fut: Future<Output = RedisResult<Vec<R>>>,
+{
+    // The futures are built first (they start only when polled): a stream mapping a closure
+    // over the chunks would tie the closure's lifetimes into every caller's Send bound.
+    let reads: Vec<Fut> = items.chunks(WINDOW).map(read).collect();
+    let mut windows = futures::stream::iter(reads).buffered(WINDOWS_IN_FLIGHT);
+    let mut out = Vec::with_capacity(items.len());
+    while let Some(window) = windows.next().await {
+        out.extend(window?);
+    }
+    Ok(out)
+}
 
 async fn read_window(
     redis: &RedisStore,
@@ -330,13 +354,9 @@ pub async fn moved_after(
     redis: &RedisStore,
     asks: &[(&ProductKeys, EventId)],
 ) -> RedisResult<Vec<bool>> {
-    let mut out = Vec::with_capacity(asks.len());
     // A window at a time, as the cut reads them: a cluster's 100,000 XREADs are not built at
     // once.
-    for window in asks.chunks(WINDOW) {
-        out.extend(moved_window(redis, window).await?);
-    }
-    Ok(out)
+    windowed(asks, |window| moved_window(redis, window)).await
 }
 
 async fn moved_window(
@@ -453,4 +473,64 @@ fn clock_for(redis: &RedisStore, clocks: &HashMap<String, i64>, k: &ProductKeys)
         .node_for_key(&k.stock)
         .ok()
         .and_then(|n| clocks.get(&n.addr).copied())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::RefCell;
+
+    fn run<T>(f: impl Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(f)
+    }
+
+    /// A read of one window that waits on "Redis" `waits` times, noting when it starts and
+    /// ends.
+    async fn read(
+        log: &RefCell<Vec<String>>,
+        window: &[usize],
+        waits: usize,
+    ) -> RedisResult<Vec<usize>> {
+        let first = window[0] / WINDOW;
+        log.borrow_mut().push(format!("start {first}"));
+        for _ in 0..waits {
+            tokio::task::yield_now().await;
+        }
+        log.borrow_mut().push(format!("end {first}"));
+        Ok(window.iter().map(|i| i * 10).collect())
+    }
+
+    /// The second window is read while the first still waits, and a window that finishes
+    /// first does not put its products first.
+    #[test]
+    fn windows_overlap_and_keep_the_items_order() {
+        let items: Vec<usize> = (0..WINDOW * 3 + 5).collect();
+        let log = RefCell::new(Vec::new());
+        // Each window waits less than the one before: they finish in reverse.
+        let out = run(windowed(&items, |w| read(&log, w, 10 - w[0] / WINDOW))).expect("windows");
+        assert_eq!(out, items.iter().map(|i| i * 10).collect::<Vec<_>>());
+        let log = log.into_inner();
+        let at = |e: &str| log.iter().position(|l| l == e).expect(e);
+        assert!(at("start 1") < at("end 0"), "{log:?}");
+        assert!(at("start 2") > at("end 1"), "two at a time: {log:?}");
+    }
+
+    #[test]
+    fn a_window_that_fails_fails_the_read() {
+        let items: Vec<usize> = (0..WINDOW * 3).collect();
+        let out = run(windowed(&items, |w: &[usize]| {
+            let bad = w[0] == WINDOW;
+            async move {
+                if bad {
+                    Err(RedisError::from((ErrorKind::Io, "cut")))
+                } else {
+                    Ok(w.to_vec())
+                }
+            }
+        }));
+        assert!(out.is_err());
+    }
 }

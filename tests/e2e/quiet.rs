@@ -424,3 +424,71 @@ async fn a_read_bigger_than_the_response_timeout_goes_in_windows() {
     assert_eq!(replies.len(), n);
     assert!(failed.is_empty(), "replies lost: {failed:?}");
 }
+
+/// An activity bigger than one window of the cut (2,000 products) is read a few windows at a
+/// time; each product keeps its own cut: the stocks differ from product to product, and the
+/// two written by hand (one raised, one deleted) are the ones reported, in the last windows.
+async fn products_in_every_window_keep_their_own_cut(topo: Topo) {
+    use seckill_console::ops::status::status;
+    let tdb = crate::harness::TestDb::sqlite();
+    let db = tdb.open().await;
+    let name = "windows";
+    let n = 4_500;
+    let stock = |i: usize| 10 + (i * 7 % 97) as i64;
+    let ids: Vec<String> = (0..n).map(|i| format!("w{i:04}")).collect();
+    let products: Vec<(&str, i64, i64)> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.as_str(), stock(i), 5))
+        .collect();
+    import(&db, name, &products, live_window()).await;
+    let store = topo.store().await;
+    let id = ActivityId::parse(name).expect("id");
+    let keys = KeySpace::default();
+    let r = preheat(
+        &store,
+        &db,
+        &keys,
+        &id,
+        &preheat_options("test", Duration::from_secs(3600)),
+        &Silent,
+    )
+    .await
+    .expect("preheat");
+    assert_eq!(r.decision, "go", "{:?}", r.reasons);
+    let raised = product_keys(name, "w2500");
+    redis_cmd(&store, &["INCRBY", &raised.stock, "3"]).await;
+    let gone = product_keys(name, "w4400");
+    redis_cmd(&store, &["DEL", &gone.stock]).await;
+
+    let r = status(&store, &db, &keys, &id, &status_options())
+        .await
+        .expect("status");
+    assert_eq!(r.products.len(), n);
+    for (i, p) in r.products.iter().enumerate() {
+        assert_eq!(p.product, ids[i], "{}", topo.name());
+        let (remaining, state) = match i {
+            2500 => (Some(stock(i) + 3), State::Drift),
+            4400 => (None, State::Missing),
+            _ => (Some(stock(i)), State::Ok),
+        };
+        assert_eq!(
+            (p.redis_remaining, p.state),
+            (remaining, state),
+            "{} {}: {p:?}",
+            topo.name(),
+            p.product
+        );
+    }
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn products_in_every_window_keep_their_own_cut_standalone() {
+    products_in_every_window_keep_their_own_cut(Topo::standalone()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn products_in_every_window_keep_their_own_cut_cluster() {
+    products_in_every_window_keep_their_own_cut(Topo::cluster()).await;
+}
