@@ -58,11 +58,17 @@ struct Sale {
 }
 
 impl Sale {
+    /// [`PRODUCTS`] products of 100 units, preheated.
     async fn open(topo: &Topo, db: Db, name: &str) -> Self {
-        let store = topo.store().await;
         let ids: Vec<String> = (0..PRODUCTS).map(|i| format!("q{i:02}")).collect();
         let products: Vec<(&str, i64, i64)> = ids.iter().map(|p| (p.as_str(), 100, 5)).collect();
-        import(&db, name, &products, live_window()).await;
+        Self::of(topo, db, name, &products).await
+    }
+
+    /// These `(id, stock, limit)` products, imported and preheated.
+    async fn of(topo: &Topo, db: Db, name: &str, products: &[(&str, i64, i64)]) -> Self {
+        let store = topo.store().await;
+        import(&db, name, products, live_window()).await;
         let id = ActivityId::parse(name).expect("id");
         let keys = KeySpace::default();
         let r = preheat(
@@ -75,7 +81,7 @@ impl Sale {
         )
         .await
         .expect("preheat");
-        assert_eq!(r.decision, "go");
+        assert_eq!(r.decision, "go", "{:?}", r.reasons);
         Sale {
             store,
             db,
@@ -83,6 +89,19 @@ impl Sale {
             id,
             name: name.to_string(),
         }
+    }
+
+    /// `status` of the sale, as an operator runs it.
+    async fn status(&self) -> seckill_console::ops::status::StatusReport {
+        seckill_console::ops::status::status(
+            &self.store,
+            &self.db,
+            &self.keys,
+            &self.id,
+            &status_options(),
+        )
+        .await
+        .expect("status")
     }
 
     fn tracker(&self, full_every: Duration) -> Tracker {
@@ -256,19 +275,15 @@ async fn a_hand_written_stock_shows_within_the_whole_read_period() {
 /// writes for 100,000 quiet products).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_status_where_nothing_happened_writes_nothing() {
-    use seckill_console::ops::status::status;
     let topo = Topo::standalone();
     let tdb = crate::harness::TestDb::sqlite();
     let sale = Sale::open(&topo, tdb.open().await, "quiet3").await;
     buy(&sale.store, &sale.db, &sale.name, "q01", "r1", "u1", 1).await;
-    let opts = status_options();
     let writes = ["hset", "rename", "pexpire", "pexpireat", "persist", "del"];
     let mut written = Vec::new();
     for _ in 0..3 {
         reset_stats(&sale.store).await;
-        let r = status(&sale.store, &sale.db, &sale.keys, &sale.id, &opts)
-            .await
-            .expect("status");
+        let r = sale.status().await;
         assert!(r.all_ok(), "{:?}", r.alerts);
         let c = calls(&sale.store).await;
         written.push(
@@ -290,9 +305,7 @@ async fn a_status_where_nothing_happened_writes_nothing() {
     // A sale since: that product's checkpoint only.
     buy(&sale.store, &sale.db, &sale.name, "q02", "r2", "u2", 1).await;
     reset_stats(&sale.store).await;
-    status(&sale.store, &sale.db, &sale.keys, &sale.id, &opts)
-        .await
-        .expect("status");
+    sale.status().await;
     let c = calls(&sale.store).await;
     assert_eq!(c.get("rename"), Some(&1), "one checkpoint written: {c:?}");
     sale.db.close().await;
@@ -303,7 +316,6 @@ async fn a_status_where_nothing_happened_writes_nothing() {
 /// whole in one bounded command, and a hash wider than that by the fields' names.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_status_reads_each_stream_once_and_the_meta_hash_whole() {
-    use seckill_console::ops::status::status;
     let topo = Topo::standalone();
     let tdb = crate::harness::TestDb::sqlite();
     let sale = Sale::open(&topo, tdb.open().await, "quiet4").await;
@@ -319,15 +331,7 @@ async fn a_status_reads_each_stream_once_and_the_meta_hash_whole() {
     )
     .await;
     reset_stats(&sale.store).await;
-    let r = status(
-        &sale.store,
-        &sale.db,
-        &sale.keys,
-        &sale.id,
-        &status_options(),
-    )
-    .await
-    .expect("status");
+    let r = sale.status().await;
     assert!(r.all_ok(), "{:?}", r.alerts);
     let wide = r.products.iter().find(|p| p.product == "q05").expect("q05");
     assert_eq!(
@@ -429,9 +433,7 @@ async fn a_read_bigger_than_the_response_timeout_goes_in_windows() {
 /// time; each product keeps its own cut: the stocks differ from product to product, and the
 /// two written by hand (one raised, one deleted) are the ones reported, in the last windows.
 async fn products_in_every_window_keep_their_own_cut(topo: Topo) {
-    use seckill_console::ops::status::status;
     let tdb = crate::harness::TestDb::sqlite();
-    let db = tdb.open().await;
     let name = "windows";
     let n = 4_500;
     let stock = |i: usize| 10 + (i * 7 % 97) as i64;
@@ -441,29 +443,13 @@ async fn products_in_every_window_keep_their_own_cut(topo: Topo) {
         .enumerate()
         .map(|(i, p)| (p.as_str(), stock(i), 5))
         .collect();
-    import(&db, name, &products, live_window()).await;
-    let store = topo.store().await;
-    let id = ActivityId::parse(name).expect("id");
-    let keys = KeySpace::default();
-    let r = preheat(
-        &store,
-        &db,
-        &keys,
-        &id,
-        &preheat_options("test", Duration::from_secs(3600)),
-        &Silent,
-    )
-    .await
-    .expect("preheat");
-    assert_eq!(r.decision, "go", "{:?}", r.reasons);
+    let sale = Sale::of(&topo, tdb.open().await, name, &products).await;
     let raised = product_keys(name, "w2500");
-    redis_cmd(&store, &["INCRBY", &raised.stock, "3"]).await;
+    redis_cmd(&sale.store, &["INCRBY", &raised.stock, "3"]).await;
     let gone = product_keys(name, "w4400");
-    redis_cmd(&store, &["DEL", &gone.stock]).await;
+    redis_cmd(&sale.store, &["DEL", &gone.stock]).await;
 
-    let r = status(&store, &db, &keys, &id, &status_options())
-        .await
-        .expect("status");
+    let r = sale.status().await;
     assert_eq!(r.products.len(), n);
     for (i, p) in r.products.iter().enumerate() {
         assert_eq!(p.product, ids[i], "{}", topo.name());
@@ -480,7 +466,7 @@ async fn products_in_every_window_keep_their_own_cut(topo: Topo) {
             p.product
         );
     }
-    db.close().await;
+    sale.db.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
