@@ -492,6 +492,27 @@ mod tests {
         );
     }
 
+    /// SQLite is built without its allocation statistics (`.cargo/config.toml`): with them, a
+    /// read of many rows has sqlx's worker thread and the console's fight over one mutex for
+    /// every value.
+    #[tokio::test]
+    async fn sqlite_is_built_without_allocation_statistics() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = SecretUrl::new(format!("sqlite:{}", dir.path().join("t.db").display()));
+        let db = Db::connect(&url, &DbOptions::default())
+            .await
+            .expect("open");
+        let options: Vec<(String,)> = db
+            .fetch_all_as("PRAGMA compile_options", &[])
+            .await
+            .expect("compile options");
+        assert!(
+            options.iter().any(|(o,)| o == "DEFAULT_MEMSTATUS=0"),
+            "built with {options:?}: LIBSQLITE3_FLAGS from .cargo/config.toml did not reach libsqlite3-sys"
+        );
+        db.close().await;
+    }
+
     /// Build 4 of issue 13: the handle itself refuses writes in read-only mode, whoever calls it.
     #[tokio::test]
     async fn a_read_only_handle_refuses_every_write_sent_to_it_directly() {
