@@ -471,6 +471,13 @@ fn is_unavailable_code(code: Option<&str>) -> bool {
 mod tests {
     use super::*;
 
+    /// A SQLite file in a directory of its own (kept while the directory lives).
+    fn temp_sqlite() -> (tempfile::TempDir, SecretUrl) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let url = SecretUrl::new(format!("sqlite:{}", dir.path().join("t.db").display()));
+        (dir, url)
+    }
+
     #[test]
     fn the_server_source_line_is_left_out_of_errors() {
         assert_eq!(
@@ -497,8 +504,7 @@ mod tests {
     /// every value.
     #[tokio::test]
     async fn sqlite_is_built_without_allocation_statistics() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let url = SecretUrl::new(format!("sqlite:{}", dir.path().join("t.db").display()));
+        let (_dir, url) = temp_sqlite();
         let db = Db::connect(&url, &DbOptions::default())
             .await
             .expect("open");
@@ -516,8 +522,7 @@ mod tests {
     /// Build 4 of issue 13: the handle itself refuses writes in read-only mode, whoever calls it.
     #[tokio::test]
     async fn a_read_only_handle_refuses_every_write_sent_to_it_directly() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let url = SecretUrl::new(format!("sqlite:{}", dir.path().join("t.db").display()));
+        let (_dir, url) = temp_sqlite();
         let rw = Db::connect(&url, &DbOptions::default())
             .await
             .expect("open");
