@@ -78,6 +78,15 @@ impl Sale {
     }
 }
 
+/// Clears its flag when dropped, on a panic too.
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
 fn drifts(status: &Json) -> Vec<(String, i64, i64)> {
     status["products"]
         .as_array()
@@ -130,6 +139,9 @@ fn no_false_drift(sale: &Sale, what: &str) {
                 std::thread::sleep(Duration::from_millis(400));
             }
         });
+        // Set on every way out of this closure: a failed sample panics out of it, and the
+        // scope then waits for the two loops above, which would run for ever.
+        let _stop = StopOnDrop(&running);
         let mut load = load;
         while load.try_wait().ok().flatten().is_none() {
             for (product, drift, in_flight) in drifts(&sale.status("live")) {
@@ -141,7 +153,6 @@ fn no_false_drift(sale: &Sale, what: &str) {
             samples += 1;
             std::thread::sleep(Duration::from_millis(150));
         }
-        running.store(false, Ordering::Relaxed);
         load
     });
     let load = finish(load, Duration::from_secs(120));
