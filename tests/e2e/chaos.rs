@@ -789,26 +789,49 @@ const FOUND: [(&str, u64, &str); 26] = [
     ),
 ];
 
-#[tokio::test(flavor = "multi_thread")]
-async fn chaos_failures_found_before_stay_fixed() {
-    for topo in [Topo::standalone(), Topo::cluster()] {
-        let name = topo.name();
-        let store = topo.store().await;
-        let cfg = Config {
-            seeds: Vec::new(),
-            steps: None,
-            parallel: 1,
-            grace: Duration::from_millis(1200),
-            shrink_runs: 0,
-            shrink_kinds: 0,
-        };
-        let mut failed = Vec::new();
-        for (_, seed, text) in FOUND.iter().filter(|(t, _, _)| *t == name) {
+/// Replays every case of `FOUND` found on `topo`'s kind, side by side as the hunt runs its cases
+/// (each on an activity and a database of its own), and fails naming each that breaks again.
+async fn replay_found(topo: Topo) {
+    let name = topo.name();
+    let store = topo.store().await;
+    let cfg = Config {
+        seeds: Vec::new(),
+        steps: None,
+        parallel: 1,
+        grace: Duration::from_millis(1200),
+        shrink_runs: 0,
+        shrink_kinds: 0,
+    };
+    let cases: Vec<(u64, Vec<Step>)> = FOUND
+        .iter()
+        .filter(|(t, _, _)| *t == name)
+        .map(|(_, seed, text)| {
             let list = steps::parse(text).unwrap_or_else(|e| panic!("{text}: {e}"));
-            if let Err(f) = run_case(&store, &cfg, *seed, &list).await {
-                failed.push(shown_failure(name, *seed, &list, &f));
-            }
-        }
-        assert!(failed.is_empty(), "{}", failed.join("\n\n"));
-    }
+            (*seed, list)
+        })
+        .collect();
+    assert!(!cases.is_empty(), "no case of FOUND is for {name}");
+    let (store, cfg) = (&store, &cfg);
+    let failed: Vec<String> = futures::stream::iter(cases)
+        .map(|(seed, list)| async move {
+            run_case(store, cfg, seed, &list)
+                .await
+                .err()
+                .map(|f| shown_failure(name, seed, &list, &f))
+        })
+        .buffer_unordered(8)
+        .filter_map(|f| async move { f })
+        .collect()
+        .await;
+    assert!(failed.is_empty(), "{}", failed.join("\n\n"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chaos_failures_found_before_stay_fixed_standalone() {
+    replay_found(Topo::standalone()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn chaos_failures_found_before_stay_fixed_cluster() {
+    replay_found(Topo::cluster()).await;
 }

@@ -19,11 +19,15 @@ fn b(s: &str) -> Vec<u8> {
     s.as_bytes().to_vec()
 }
 
+// One test per topology, so that the two (tens of seconds each) run side by side in the suite.
 #[tokio::test]
-async fn malformed_values_in_every_key_are_reported_and_repaired_never_a_panic() {
-    for topo in Topo::both() {
-        malformed_values_on(&topo).await;
-    }
+async fn malformed_values_in_every_key_are_reported_and_repaired_never_a_panic_standalone() {
+    malformed_values_on(&Topo::standalone()).await;
+}
+
+#[tokio::test]
+async fn malformed_values_in_every_key_are_reported_and_repaired_never_a_panic_cluster() {
+    malformed_values_on(&Topo::cluster()).await;
 }
 
 async fn malformed_values_on(topo: &Topo) {
