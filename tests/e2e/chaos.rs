@@ -797,7 +797,7 @@ async fn replay_found(topo: Topo) {
     let cfg = Config {
         seeds: Vec::new(),
         steps: None,
-        parallel: 1,
+        parallel: 8,
         grace: Duration::from_millis(1200),
         shrink_runs: 0,
         shrink_kinds: 0,
@@ -819,7 +819,7 @@ async fn replay_found(topo: Topo) {
                 .err()
                 .map(|f| shown_failure(name, seed, &list, &f))
         })
-        .buffer_unordered(8)
+        .buffer_unordered(cfg.parallel)
         .filter_map(|f| async move { f })
         .collect()
         .await;

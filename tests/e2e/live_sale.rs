@@ -139,7 +139,7 @@ fn no_false_drift(sale: &Sale, what: &str) {
                 std::thread::sleep(Duration::from_millis(400));
             }
         });
-        // Set on every way out of this closure: a failed sample panics out of it, and the
+        // Cleared on every way out of this closure: a failed sample panics out of it, and the
         // scope then waits for the two loops above, which would run for ever.
         let _stop = StopOnDrop(&running);
         let mut load = load;
