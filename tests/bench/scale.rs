@@ -14,6 +14,8 @@
 //! commit's `target/release/seckill-console`, copied aside): each `status` and `reconcile` run
 //! is then followed by one of that binary on the same data, and the ratios are printed.
 
+#[path = "scale_floor.rs"]
+mod floor;
 #[path = "../e2e/harness/mod.rs"]
 #[allow(unused_imports)]
 mod harness;
@@ -28,7 +30,7 @@ use seckill_console::ops::fix::{FixOptions, fix};
 use seckill_console::ops::preheat::preheat;
 use seckill_console::ops::progress::Silent;
 use seckill_console::ops::status::{StatusOptions, status};
-use seckill_console::redis::{KeySpace, Keyed};
+use seckill_console::redis::{KeySpace, Keyed, ProductKeys};
 use std::time::{Duration, Instant};
 
 fn verdict(ok: bool) -> &'static str {
@@ -243,7 +245,28 @@ fn main() {
             // Three preheats, each of an empty Redis: wall time, redis-server's CPU, and what
             // the products take (`used_memory` after less before, per product).
             let mut preheats: Vec<(Duration, f64, i64)> = Vec::new();
+            // The floor beside each round: the same keys written by redis-cli --pipe, one
+            // command each with no script, and `first.lua` alone, each on an empty Redis.
+            let product_keys: Vec<ProductKeys> = def
+                .products
+                .iter()
+                .map(|p| keys.product(&id, &p.product_id))
+                .collect();
+            let expire_at = (chrono::Utc::now() + chrono::Duration::days(30)).timestamp_millis();
+            let raw_writes = floor::writes(&product_keys, 100, 2, expire_at);
+            let sha = floor::load_first(&server);
+            let first_calls = floor::first_calls(&sha, &product_keys, 100, 2, expire_at);
+            let mut floors: Vec<(f64, f64)> = Vec::new();
             for round in 1..=3 {
+                flush(&server);
+                let writes_cpu = floor::piped_cpu(&server, &raw_writes);
+                flush(&server);
+                let first_cpu = floor::piped_cpu(&server, &first_calls);
+                println!(
+                    "  {}: floor run {round}: writes alone (redis-cli --pipe, no script) Redis CPU {writes_cpu:.2} s; first.lua alone {first_cpu:.2} s",
+                    db.name()
+                );
+                floors.push((writes_cpu, first_cpu));
                 flush(&server);
                 let pid = server.pid().expect("redis-server pid");
                 let mem0 = used_memory(&server);
@@ -278,11 +301,21 @@ fn main() {
             };
             let t_preheat =
                 Duration::from_secs_f64(mid(preheats.iter().map(|p| p.0.as_secs_f64()).collect()));
+            let preheat_cpu = mid(preheats.iter().map(|p| p.1).collect());
+            let (writes_cpu, first_cpu) = (
+                mid(floors.iter().map(|f| f.0).collect()),
+                mid(floors.iter().map(|f| f.1).collect()),
+            );
+            println!(
+                "  {}: floor, median of 3: writes alone {writes_cpu:.2} s, first.lua alone {first_cpu:.2} s of Redis CPU; the gate's Redis CPU / writes alone {:.2}",
+                db.name(),
+                preheat_cpu / writes_cpu
+            );
             println!(
                 "  {}: preheat, median of 3: {:.2} s, Redis CPU {:.2} s, {:.0} B per product (targets: <= 2 s: {}; <= 1 KB a product: {})",
                 db.name(),
                 t_preheat.as_secs_f64(),
-                mid(preheats.iter().map(|p| p.1).collect()),
+                preheat_cpu,
                 mid(preheats.iter().map(|p| p.2 as f64).collect()),
                 verdict(t_preheat <= Duration::from_secs(2)),
                 verdict(mid(preheats.iter().map(|p| p.2 as f64).collect()) <= 1024.0)
@@ -297,28 +330,38 @@ fn main() {
             let cold = run(&server, &store, &db, &id, ("status", None)).await;
             println!("  {}: first status (no checkpoint yet): {}", db.name(), cold.line());
             let baseline = std::env::var("BENCH_BASELINE").ok();
+            let floor_reads = floor::reads(&product_keys);
             let mut reads = Vec::new();
             for command in ["status", "reconcile"] {
                 // Each run of this build followed by one of the baseline's, when there is one:
                 // the machine's speed drifts by a third over an hour here.
                 let mut runs = Vec::new();
                 let mut base = Vec::new();
+                let mut piped = Vec::new();
                 for _ in 0..3 {
                     runs.push(run(&server, &store, &db, &id, (command, None)).await);
+                    piped.push(floor::piped_cpu(&server, &floor_reads));
                     if let Some(bin) = &baseline {
                         base.push(run(&server, &store, &db, &id, (command, Some(bin))).await);
                     }
                 }
-                for (i, r) in runs.iter().enumerate() {
-                    println!("  {}: {command} run {}: {}", db.name(), i + 1, r.line());
+                for (i, (r, p)) in runs.iter().zip(&piped).enumerate() {
+                    println!(
+                        "  {}: {command} run {}: {}; the cut's reads alone (redis-cli --pipe) Redis CPU {p:.2} s",
+                        db.name(),
+                        i + 1,
+                        r.line()
+                    );
                 }
                 let runs: [Run; 3] = runs.try_into().expect("three runs");
                 let m = Run::median(&runs);
+                let p = mid(piped);
                 println!(
-                    "  {}: {command}, median of 3: {} (targets: exit 0, <= 2 s, Redis CPU <= 0.5 s, no write, < 300 MB: {})",
+                    "  {}: {command}, median of 3: {} (targets: exit 0, <= 2 s, Redis CPU <= 0.5 s, no write, < 300 MB: {}); the cut's reads alone {p:.2} s of Redis CPU, {command} / reads alone {:.2}",
                     db.name(),
                     m.line(),
-                    verdict(m.met())
+                    verdict(m.met()),
+                    m.redis_cpu / p
                 );
                 if let Ok(base) = <[Run; 3]>::try_from(base) {
                     for (i, r) in base.iter().enumerate() {
