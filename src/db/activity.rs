@@ -1,11 +1,12 @@
 //! Activities and products in the database.
 
 use super::audit::{self, AuditEntry};
+use super::stamp::DbTime;
 use super::{Arg, Db};
 use crate::domain::activity::{ActivityStatus, Pause};
 use crate::domain::{Activity, ActivityDef, ActivityId, Product, ProductId};
 use crate::error::{Error, Result};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
@@ -24,7 +25,7 @@ pub struct ImportReport {
     pub products_not_in_file: Vec<ProductId>,
 }
 
-type ActivityRow = (String, String, DateTime<Utc>, DateTime<Utc>, String);
+type ActivityRow = (String, String, DbTime, DbTime, String);
 type ProductRow = (String, String, i64, i64, i64, String, i64);
 
 /// The columns of a [`ProductRow`].
@@ -37,8 +38,8 @@ fn activity_from(row: ActivityRow) -> Result<Activity> {
             Error::internal(format!("seckill_activity holds a bad id: {}", e.message))
         })?,
         name: row.1,
-        starts_at: row.2,
-        ends_at: row.3,
+        starts_at: row.2.0,
+        ends_at: row.3.0,
         status: ActivityStatus::parse(&row.4).ok_or_else(|| {
             Error::internal(format!(
                 "seckill_activity holds the status '{}' for activity '{}': expected draft, scheduled or cancelled",
@@ -365,15 +366,7 @@ pub async fn list(db: &Db) -> Result<Vec<ActivitySummary>> {
          ORDER BY a.starts_at DESC, a.activity_id",
         db.sum_i64("p.initial_stock")
     );
-    type Row = (
-        String,
-        String,
-        DateTime<Utc>,
-        DateTime<Utc>,
-        String,
-        i64,
-        i64,
-    );
+    type Row = (String, String, DbTime, DbTime, String, i64, i64);
     let rows: Vec<Row> = db.fetch_all_as(&sql, &[]).await.map_err(|e| db.error(&e))?;
     rows.into_iter()
         .map(|r| {

@@ -1,6 +1,7 @@
 //! The audit table: one row for every write the console makes (who, when, what, before, after,
 //! why).
 
+use super::stamp::DbTime;
 use super::{Arg, Db, Tx};
 use crate::domain::ActivityId;
 use chrono::{DateTime, Utc};
@@ -100,7 +101,7 @@ pub async fn record_many(db: &Db, entries: &[AuditEntry]) -> Result<(), sqlx::Er
 }
 
 type Row = (
-    DateTime<Utc>,
+    DbTime,
     String,
     String,
     String,
@@ -188,7 +189,7 @@ const SELECT_ROW: &str = "SELECT at, actor, action, activity_id, product_id, bef
 
 fn from_row(r: Row) -> AuditEntry {
     AuditEntry {
-        at: r.0,
+        at: r.0.0,
         actor: r.1,
         action: r.2,
         activity_id: r.3,

@@ -2,6 +2,7 @@
 //! dropped connection). `pending` until resolved to `applied`, `returned` or `not_applied`.
 
 use super::audit::{self, AuditEntry};
+use super::stamp::DbTime;
 use super::{Arg, Db};
 use crate::domain::ActivityId;
 use crate::domain::alerts::QueueSummary;
@@ -83,8 +84,8 @@ type Row = (
     String,
     String,
     Option<String>,
-    DateTime<Utc>,
-    Option<DateTime<Utc>>,
+    DbTime,
+    Option<DbTime>,
 );
 
 const SELECT: &str = "SELECT id, request_id, activity_id, product_id, user_id, quantity, status, reason, \
@@ -101,8 +102,8 @@ fn from_row(r: Row) -> Compensation {
         status: r.6,
         reason: r.7,
         resolution: r.8,
-        created_at: r.9,
-        resolved_at: r.10,
+        created_at: r.9.0,
+        resolved_at: r.10.map(|t| t.0),
     }
 }
 

@@ -2,6 +2,7 @@
 //! of which returns every order of a product: a sum per product, lookups of given request ids
 //! (IN lists), and pages of a bounded size along an index.
 
+use super::stamp::DbTime;
 use super::{Arg, Db, Tx};
 use crate::domain::ActivityId;
 use crate::domain::books::OrderState;
@@ -70,7 +71,7 @@ pub async fn lookup(
     if rids.is_empty() {
         return Ok(HashMap::new());
     }
-    let rows: Vec<(String, String, i64, String, DateTime<Utc>)> = tx
+    let rows: Vec<(String, String, i64, String, DbTime)> = tx
         .fetch_all_in(
             "SELECT request_id, product_id, quantity, status, updated_at FROM seckill_order \
              WHERE activity_id = ? AND request_id IN (...)",
@@ -87,7 +88,7 @@ pub async fn lookup(
             } else {
                 OrderState::Dead {
                     quantity,
-                    at_ms: at.timestamp_millis(),
+                    at_ms: at.0.timestamp_millis(),
                 }
             };
             (rid, (product, state))
@@ -116,7 +117,7 @@ pub async fn live_page(
     mark: Option<&Mark>,
 ) -> Result<Vec<LiveOrder>> {
     let (sql, args) = live_page_sql(activity, product, mark);
-    let rows: Vec<(String, String, i64, DateTime<Utc>)> = tx
+    let rows: Vec<(String, String, i64, DbTime)> = tx
         .fetch_all_as(&sql, &args)
         .await
         .map_err(|e| tx.db().error(&e))?;
@@ -131,7 +132,7 @@ pub async fn live_page_now(
     mark: Option<&Mark>,
 ) -> Result<Vec<LiveOrder>> {
     let (sql, args) = live_page_sql(activity, product, mark);
-    let rows: Vec<(String, String, i64, DateTime<Utc>)> = db
+    let rows: Vec<(String, String, i64, DbTime)> = db
         .fetch_all_as(&sql, &args)
         .await
         .map_err(|e| db.error(&e))?;
@@ -157,10 +158,10 @@ fn live_page_sql(activity: &ActivityId, product: &str, mark: Option<&Mark>) -> (
     (sql, args)
 }
 
-fn live_orders(rows: Vec<(String, String, i64, DateTime<Utc>)>) -> Vec<LiveOrder> {
+fn live_orders(rows: Vec<(String, String, i64, DbTime)>) -> Vec<LiveOrder> {
     rows.into_iter()
         .map(|(request_id, user_id, quantity, at)| LiveOrder {
-            mark: (at, request_id.clone()),
+            mark: (at.0, request_id.clone()),
             request_id,
             user_id,
             quantity,
@@ -268,7 +269,7 @@ pub async fn changes_page(
         args.extend([Arg::Time(*at), Arg::Time(*at), Arg::from(rid.as_str())]);
     }
     sql.push_str(&format!(" ORDER BY updated_at, request_id LIMIT {PAGE}"));
-    type Row = (String, String, i64, String, DateTime<Utc>, DateTime<Utc>);
+    type Row = (String, String, i64, String, DbTime, DbTime);
     let rows: Vec<Row> = tx
         .fetch_all_as(&sql, &args)
         .await
@@ -281,8 +282,8 @@ pub async fn changes_page(
                 request_id,
                 quantity,
                 live: OrderStatus::spelled_live(&status),
-                at,
-                created,
+                at: at.0,
+                created: created.0,
             },
         )
         .collect())
@@ -311,12 +312,12 @@ pub async fn count_changes(tx: &mut Tx, activity: &ActivityId, span: &Span) -> R
 /// The latest change of any order of the activity (an index seek): where a feed of changes
 /// starts.
 pub async fn latest_change(tx: &mut Tx, activity: &ActivityId) -> Result<Option<DateTime<Utc>>> {
-    let rows: Vec<(Option<DateTime<Utc>>,)> = tx
+    let rows: Vec<(Option<DbTime>,)> = tx
         .fetch_all_as(
             "SELECT MAX(updated_at) FROM seckill_order WHERE activity_id = ?",
             &[activity.as_str().into()],
         )
         .await
         .map_err(|e| tx.db().error(&e))?;
-    Ok(rows.into_iter().next().and_then(|(t,)| t))
+    Ok(rows.into_iter().next().and_then(|(t,)| t).map(|t| t.0))
 }

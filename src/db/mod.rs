@@ -9,6 +9,7 @@ pub mod guard;
 pub mod migrate;
 pub mod orders;
 pub mod outbox;
+pub mod stamp;
 pub mod tx;
 
 pub use tx::{Arg, IN_CHUNK, IN_LIST, Tx};
@@ -318,7 +319,7 @@ pub(crate) async fn pending_summary(
         )
         .await
         .map_err(|e| db.error(&e))?;
-    let oldest: Option<(chrono::DateTime<chrono::Utc>,)> = db
+    let oldest: Option<(stamp::DbTime,)> = db
         .fetch_optional_as(
             &format!(
                 "SELECT created_at FROM {table} WHERE activity_id = ? AND status = 'pending' \
@@ -332,7 +333,7 @@ pub(crate) async fn pending_summary(
     Ok(QueueSummary {
         pending: counted.min(QUEUE_COUNT_CAP),
         more: counted > QUEUE_COUNT_CAP,
-        oldest_secs: oldest.map(|(t,)| (chrono::Utc::now() - t).num_seconds().max(0)),
+        oldest_secs: oldest.map(|(t,)| (chrono::Utc::now() - t.0).num_seconds().max(0)),
     })
 }
 

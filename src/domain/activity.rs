@@ -94,9 +94,15 @@ impl Activity {
 
     /// When the activity's keys expire: `days` after it ends (ms since the epoch); None for 0
     /// (never).
+    /// An end so late that the expiry falls past the last instant chrono knows (a row written
+    /// by hand) never expires either.
     pub fn keys_expire_at(&self, days: u32) -> Option<i64> {
-        (days > 0)
-            .then(|| (self.ends_at + chrono::Duration::days(i64::from(days))).timestamp_millis())
+        if days == 0 {
+            return None;
+        }
+        self.ends_at
+            .checked_add_signed(chrono::Duration::days(i64::from(days)))
+            .map(|at| at.timestamp_millis())
     }
 }
 
@@ -172,5 +178,31 @@ mod tests {
             ..a
         };
         assert_eq!(cancelled.phase(t(11)), Phase::Cancelled);
+    }
+
+    #[test]
+    fn keys_of_an_activity_ending_at_the_edge_of_time_never_expire() {
+        let mut a = Activity {
+            activity_id: ActivityId::parse("a").expect("valid"),
+            name: String::new(),
+            starts_at: DateTime::<Utc>::MIN_UTC,
+            ends_at: Utc
+                .with_ymd_and_hms(2026, 1, 1, 0, 0, 0)
+                .single()
+                .expect("time"),
+            status: ActivityStatus::Scheduled,
+        };
+        assert_eq!(a.keys_expire_at(0), None);
+        assert_eq!(
+            a.keys_expire_at(1),
+            Some(
+                Utc.with_ymd_and_hms(2026, 1, 2, 0, 0, 0)
+                    .single()
+                    .expect("time")
+                    .timestamp_millis()
+            )
+        );
+        a.ends_at = DateTime::<Utc>::MAX_UTC;
+        assert_eq!(a.keys_expire_at(7), None);
     }
 }

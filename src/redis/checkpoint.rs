@@ -87,7 +87,11 @@ impl Feed {
             // At `seen` itself: changes stamped alike are applied again, idempotently.
             self.seen
         } else {
-            self.seen - margin
+            // A stamp read back from Redis may sit at the edge of time (a hash edited by hand):
+            // the feed then starts at the earliest instant, which reads every change.
+            self.seen
+                .checked_sub_signed(margin)
+                .unwrap_or(DateTime::<Utc>::MIN_UTC)
         }
     }
 }
@@ -419,6 +423,28 @@ pub async fn save_many(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_feed_stamped_at_the_edge_of_time_starts_at_the_earliest_instant() {
+        let fields: Vec<(Vec<u8>, Vec<u8>)> = [
+            ("pos", "7-2".to_string()),
+            ("live", "0".to_string()),
+            (
+                "since",
+                DateTime::<Utc>::MIN_UTC.timestamp_micros().to_string(),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.into_bytes()))
+        .collect();
+        let feed = from_fields(&fields)
+            .and_then(|c| c.feed)
+            .expect("a checkpoint with a feed");
+        assert_eq!(
+            feed.from(chrono::Duration::seconds(2)),
+            DateTime::<Utc>::MIN_UTC
+        );
+    }
 
     #[test]
     fn a_checkpoint_round_trips() {

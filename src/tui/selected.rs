@@ -91,7 +91,7 @@ impl StockData {
             let key = (a.kind, a.product.clone(), a.node.clone());
             let first = match a.age_secs {
                 // Queue alerts know the age of their oldest item.
-                Some(age) => report.taken_at - chrono::Duration::seconds(age),
+                Some(age) => aged(report.taken_at, age),
                 None => s.alert_seen.get(&key).copied().unwrap_or(report.taken_at),
             };
             seen.insert(key, first);
@@ -114,6 +114,15 @@ impl StockData {
             );
         }
     }
+}
+
+/// When a queue alert's oldest item was first seen: `age_secs` before the snapshot. A row
+/// stamped at the edge of time (written by hand) gives the earliest instant rather than a
+/// time chrono cannot hold.
+fn aged(taken_at: DateTime<Utc>, age_secs: i64) -> DateTime<Utc> {
+    chrono::Duration::try_seconds(age_secs)
+        .and_then(|age| taken_at.checked_sub_signed(age))
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
 }
 
 /// Units a product has sold for the rate: orders plus deductions whose orders are on the way.
@@ -143,4 +152,21 @@ pub fn state_rank(s: State) -> u8 {
 /// True when every product has its stock key: the activity was preheated.
 pub fn preheated(r: &StatusReport) -> bool {
     !r.products.is_empty() && r.products.iter().all(|p| p.state != State::Missing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_alert_aged_past_the_edge_of_time_was_first_seen_at_the_earliest_instant() {
+        let now = DateTime::<Utc>::from_timestamp(1_800_000_000, 0).expect("time");
+        assert_eq!(
+            aged(now, 60),
+            DateTime::<Utc>::from_timestamp(1_799_999_940, 0).expect("time")
+        );
+        let near_the_start = DateTime::<Utc>::MIN_UTC + chrono::Duration::seconds(1);
+        assert_eq!(aged(near_the_start, 2), DateTime::<Utc>::MIN_UTC);
+        assert_eq!(aged(now, i64::MAX), DateTime::<Utc>::MIN_UTC);
+    }
 }

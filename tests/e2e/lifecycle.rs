@@ -202,3 +202,52 @@ async fn the_audit_names_the_uid_when_no_user_variable_is_set() {
         assert_eq!(e.actor, who, "{e:?}");
     }
 }
+
+/// PostgreSQL holds times chrono cannot: `infinity` (an activity that never ends),
+/// `-infinity`, years past 262,143. sqlx's decoder panicked on them; the console reads them as
+/// the last or first instant it knows: an activity from `-infinity` to `infinity` is live, its
+/// stock reads `ok`, a preheat of it is a go, and a compensation entry stamped `-infinity` is
+/// the oldest there is.
+#[tokio::test]
+async fn postgres_times_at_infinity_are_read_as_the_edges_of_time() {
+    let topo = Topo::standalone();
+    let db = TestDb::require_postgres().await;
+    let c = Console::new(&topo, &db);
+    let lib = db.open().await;
+    c.import_preheat(&lib, "forever", &[("p1", 10, 2)]).await;
+    lib.execute(
+        "UPDATE seckill_activity SET starts_at = '-infinity', ends_at = 'infinity' \
+         WHERE activity_id = ?",
+        &["forever".into()],
+    )
+    .await
+    .expect("update the window");
+    lib.execute(
+        "INSERT INTO seckill_compensation (request_id, activity_id, product_id, user_id, \
+         quantity, status, created_at) VALUES ('r-edge', 'forever', 'p1', 'u1', 1, 'pending', \
+         '-infinity')",
+        &[],
+    )
+    .await
+    .expect("insert a compensation entry");
+
+    let listed = c.run(&["--json", "activity", "list"]);
+    listed.expect_code(0);
+    assert!(
+        listed.stdout.contains("\"forever\""),
+        "activity list: {}",
+        listed.all_output()
+    );
+    let status = c.run(&["--json", "status", "forever"]);
+    status.expect_code(0);
+    let doc = status.json();
+    assert_eq!(doc["products"][0]["state"], "ok", "{doc}");
+    c.run(&["--json", "reconcile", "forever"]).expect_code(0);
+    let queue = c.run(&["--json", "compensation", "list", "forever"]);
+    queue.expect_code(0);
+    assert!(queue.stdout.contains("r-edge"), "{}", queue.all_output());
+    let again = c.run(&["--json", "preheat", "forever"]);
+    again.expect_code(0);
+    assert_eq!(again.json()["decision"], "go", "{}", again.all_output());
+    lib.close().await;
+}

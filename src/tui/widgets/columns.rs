@@ -171,7 +171,10 @@ pub fn fit(kind: Kind, value: &str, w: u16) -> String {
                 && let Some(space) = out.rfind(char::is_whitespace)
                 && space * 2 >= out.len()
             {
-                out.truncate(space + 1);
+                // After the whole space, which may take more than one byte (a no-break or an
+                // ideographic space).
+                let len = out[space..].chars().next().map_or(1, char::len_utf8);
+                out.truncate(space + len);
             }
             out.push_str(OVERFLOW);
             out
@@ -220,6 +223,21 @@ mod tests {
             "headp…"
         );
         assert_eq!(fit(Kind::Text { min: 1, max: 9 }, "商品四十二", 5), "商品…");
+    }
+
+    #[test]
+    fn a_cut_after_a_wide_space_keeps_the_space_whole() {
+        // A no-break space (2 bytes) and an ideographic one (3 bytes), as pasted names carry:
+        // the cut after them once fell inside the character and panicked.
+        let kind = Kind::Text { min: 1, max: 30 };
+        assert_eq!(
+            fit(kind, "Double 11 Mega\u{A0}FlashSaleForMembers", 24),
+            "Double 11 Mega\u{A0}…"
+        );
+        assert_eq!(
+            fit(kind, "双十一大促\u{3000}超级会员专享活动", 16),
+            "双十一大促\u{3000}…"
+        );
     }
 
     #[test]
