@@ -314,6 +314,84 @@ pub fn env_source(long: &str, value: &str) -> Option<String> {
     (std::env::var(&name).ok()? == value).then_some(name)
 }
 
+/// Variables the console reads, or sets for a command it runs (`watch --exec`), besides its
+/// flags' own.
+const OTHER_VARIABLES: [&str; 7] = [
+    "SECKILL_LOG",
+    "SECKILL_NICE",
+    "SECKILL_ASCII",
+    "SECKILL_ACTIVITY",
+    "SECKILL_ALERT_KIND",
+    "SECKILL_ALERT_SEVERITY",
+    "SECKILL_ALERT_PRODUCT",
+];
+
+/// A warning for each `SECKILL_*` variable that is set, is not one of the console's, and reads
+/// as a slip for one that is: a prefix of it or longer by a suffix, two letters off (one for a
+/// short name), or the short `SECKILL_DB`. `SECKILL_REDIS` in place of `SECKILL_REDIS_URL` leaves the console on its
+/// default Redis, where a preheat would then write. Other programs' variables of the prefix (a
+/// test harness's knobs) are far from every name and pass unremarked.
+pub fn misspelt_variables(env: &std::collections::HashMap<String, String>) -> Vec<String> {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let mut known: Vec<String> = cmd
+        .get_arguments()
+        .filter_map(|a| Some(a.get_env()?.to_str()?.to_string()))
+        .collect();
+    known.extend(OTHER_VARIABLES.iter().map(|v| v.to_string()));
+    let mut set: Vec<&String> = env
+        .keys()
+        .filter(|n| n.starts_with("SECKILL_") && !known.contains(n))
+        .collect();
+    set.sort();
+    set.into_iter()
+        .filter_map(|name| {
+            let meant: Vec<&str> = known
+                .iter()
+                .map(String::as_str)
+                .filter(|k| {
+                    k.starts_with(name.as_str())
+                        || name.starts_with(k)
+                        || edit_distance(k, name) <= slack(k, name)
+                        || (*k == "SECKILL_DATABASE_URL"
+                            && (name == "SECKILL_DB" || name.starts_with("SECKILL_DB_")))
+                })
+                .collect();
+            (!meant.is_empty()).then(|| {
+                format!(
+                    "{name} is set but is not a setting of seckill-console, and is ignored: did you mean {}?",
+                    meant.join(" or ")
+                )
+            })
+        })
+        .collect()
+}
+
+/// Letters two names may differ by and still read as one: two, or one where either is short
+/// after its prefix (`SECKILL_DB` is not a slip for `SECKILL_TZ`).
+fn slack(a: &str, b: &str) -> usize {
+    let short = a.len().min(b.len()) < "SECKILL_".len() + 6;
+    if short { 1 } else { 2 }
+}
+
+/// Levenshtein distance of two names, by bytes (the names are ASCII).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut diagonal = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let above = row[j + 1];
+            row[j + 1] = (above + 1)
+                .min(row[j] + 1)
+                .min(diagonal + usize::from(ca != cb));
+            diagonal = above;
+        }
+    }
+    row[b.len()]
+}
+
 /// A usage error's text with its `Usage:` line cut to what the operator must still give: clap
 /// lists every option it saw there, so a Redis URL from `SECKILL_REDIS_URL` read as if it were
 /// missing. Global options (all optional) leave that line; the rest of the text stays.
@@ -738,6 +816,74 @@ pub struct DemoArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn env_of(names: &[&str]) -> std::collections::HashMap<String, String> {
+        names
+            .iter()
+            .map(|n| (n.to_string(), "x".to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_slip_for_a_setting_is_named_with_what_was_meant() {
+        let warnings = misspelt_variables(&env_of(&[
+            "SECKILL_REDIS",
+            "SECKILL_REDIS_URI",
+            "SECKILL_DB",
+            "SECKILL_DATABASE",
+            "SECKILL_GRACE_SEC",
+            "SECKILL_REDIS_URL",
+            "PATH",
+        ]));
+        assert_eq!(warnings.len(), 5, "{warnings:#?}");
+        let about = |name: &str| {
+            warnings
+                .iter()
+                .find(|w| w.starts_with(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("no warning about {name}: {warnings:#?}"))
+                .clone()
+        };
+        assert!(about("SECKILL_REDIS").contains("SECKILL_REDIS_URL"));
+        assert!(about("SECKILL_REDIS").contains("SECKILL_REDIS_CLUSTER"));
+        assert!(about("SECKILL_REDIS_URI").contains("did you mean SECKILL_REDIS_URL?"));
+        assert!(about("SECKILL_DB").contains("did you mean SECKILL_DATABASE_URL?"));
+        assert!(about("SECKILL_DATABASE").contains("SECKILL_DATABASE_URL"));
+        assert!(about("SECKILL_GRACE_SEC").contains("SECKILL_GRACE_SECS"));
+        assert!(about("SECKILL_REDIS").contains("is ignored"));
+    }
+
+    /// Every setting, and every knob of the project's own tests and scripts, passes unremarked.
+    #[test]
+    fn settings_and_the_test_knobs_are_not_slips() {
+        use clap::CommandFactory;
+        let settings: Vec<String> = Cli::command()
+            .get_arguments()
+            .filter_map(|a| Some(a.get_env()?.to_str()?.to_string()))
+            .chain(OTHER_VARIABLES.iter().map(|v| v.to_string()))
+            .collect();
+        let names: Vec<&str> = settings.iter().map(String::as_str).collect();
+        assert_eq!(misspelt_variables(&env_of(&names)), Vec::<String>::new());
+        let knobs = [
+            "SECKILL_CHAOS_CASES",
+            "SECKILL_CHAOS_GRACE_MS",
+            "SECKILL_CHAOS_LOG",
+            "SECKILL_CHAOS_PARALLEL",
+            "SECKILL_CHAOS_SEED",
+            "SECKILL_CHAOS_SHRINK",
+            "SECKILL_CHAOS_SHRINK_KINDS",
+            "SECKILL_CHAOS_STEPS",
+            "SECKILL_CHAOS_TOPOLOGY",
+            "SECKILL_CHAOS_WITHOUT",
+            "SECKILL_MODEL_SEEDS",
+            "SECKILL_TEST_MYSQL_URL",
+            "SECKILL_TEST_PG_URL",
+            "SECKILL_TEST_REQUIRE_BACKENDS",
+            "SECKILL_WATCH_DRILL_INTERVALS",
+            "SECKILL_WATCH_DRILL_RATE",
+            "SECKILL_WATCH_DRILL_SECS",
+        ];
+        assert_eq!(misspelt_variables(&env_of(&knobs)), Vec::<String>::new());
+    }
 
     /// The usage line of a missing argument names what is missing, not the URLs the
     /// environment gave (clap lists every option it saw; the end-to-end test runs the binary

@@ -57,6 +57,9 @@ fn main() -> ExitCode {
         }
     };
     init_logging(&env);
+    for warning in cli::misspelt_variables(&env) {
+        tracing::warn!("{warning}");
+    }
     // The live view (no subcommand, or the demo) yields the CPU to the sale it watches; before
     // the runtime and the pools start, so that their threads inherit it.
     if matches!(cli.command, None | Some(cli::Command::Demo(_))) {

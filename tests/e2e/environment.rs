@@ -289,3 +289,26 @@ fn numbers_echoed_back_in_errors_are_short() {
         assert!(r.stderr.len() < 200, "{all:?}: {}", r.stderr);
     }
 }
+
+/// A slip in a variable's name (`SECKILL_REDIS` for `SECKILL_REDIS_URL`) would leave the console
+/// on its default Redis, where a write would land: it is named on stderr with what was meant,
+/// and its value (a URL with a password) is not shown.
+#[test]
+fn a_misspelt_variable_is_named_with_what_was_meant() {
+    let r = console_env(
+        &["completions", "bash"],
+        &[("SECKILL_REDIS", "redis://ops:hunter2@10.0.0.5:6379")],
+    );
+    r.expect_code(0);
+    assert!(
+        r.stderr
+            .contains("SECKILL_REDIS is set but is not a setting")
+            && r.stderr.contains("SECKILL_REDIS_URL"),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.all_output().contains("hunter2"));
+    let quiet = console_env(&["completions", "bash"], &[("SECKILL_CHAOS_SEED", "7")]);
+    quiet.expect_code(0);
+    assert!(!quiet.stderr.contains("not a setting"), "{}", quiet.stderr);
+}
