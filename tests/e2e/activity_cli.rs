@@ -429,7 +429,24 @@ async fn dates_to_2099_on_every_backend_and_out_of_range_named() {
         assert_eq!(doc["starts_at"], "2098-01-01T00:00:00Z", "{name}: {doc}");
         assert_eq!(doc["ends_at"], "2099-12-31T23:59:59Z", "{name}: {doc}");
         // A re-import of the same file changes nothing, on every backend.
-        run(&db, &["activity", "import", far]).expect_code(0);
+        let again = run(&db, &["--json", "activity", "import", far]);
+        again.expect_code(0);
+        let doc = again.json();
+        assert_eq!(
+            (
+                &doc["activity_created"],
+                &doc["products_updated"],
+                &doc["products_created"],
+                &doc["products_unchanged"]
+            ),
+            (
+                &serde_json::json!(false),
+                &serde_json::json!(0),
+                &serde_json::json!(0),
+                &serde_json::json!(1)
+            ),
+            "{name}: {doc}"
+        );
         let out = run(&db, &["activity", "import", beyond]);
         out.expect_code(2);
         assert!(

@@ -238,10 +238,25 @@ async fn postgres_times_at_infinity_are_read_as_the_edges_of_time() {
         "activity list: {}",
         listed.all_output()
     );
+    let shown = c.run(&["--json", "activity", "show", "forever"]);
+    shown.expect_code(0);
+    assert_eq!(shown.json()["phase"], "live", "{}", shown.stdout);
     let status = c.run(&["--json", "status", "forever"]);
     status.expect_code(0);
     let doc = status.json();
     assert_eq!(doc["products"][0]["state"], "ok", "{doc}");
+    // The entry stamped `-infinity` is the oldest there is: hundreds of thousands of years.
+    let oldest = doc["alerts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["age_secs"].as_i64())
+        .max();
+    assert!(
+        oldest.is_some_and(|age| age > 1_000_000_000_000),
+        "{}",
+        doc["alerts"]
+    );
     c.run(&["--json", "reconcile", "forever"]).expect_code(0);
     let queue = c.run(&["--json", "compensation", "list", "forever"]);
     queue.expect_code(0);

@@ -296,6 +296,11 @@ async fn the_phase_gates_every_write() {
     }
     assert_eq!(hget(&store, &k.meta, "paused").await.as_deref(), Some("1"));
     c.run(&["preheat", a]).expect_code(4);
+    // Neither side changed: the refused top-up and preheat wrote nothing.
+    let show = c.json(&["activity", "show", a]);
+    assert_eq!(show["products"][0]["initial_stock"], 100, "{show}");
+    assert_eq!(show["products"][0]["pause"]["paused"], true, "{show}");
+    assert_eq!(get(&store, &k.stock).await.as_deref(), Some("100"));
     // An ended activity.
     let b = "op15b";
     let now = Utc::now();

@@ -429,6 +429,11 @@ async fn an_oversold_product_never_reads_ok() {
         let r = c.run(&["activity", "import", file.to_str().expect("path")]);
         r.expect_code(5);
         assert!(r.stderr.contains("topup"), "{}", r.stderr);
+        let shown = c.json(format!("activity show {a}"));
+        assert_eq!(
+            shown["products"][0]["initial_stock"], 10,
+            "the refused import wrote: {shown}"
+        );
         // Another tool cuts it anyway.
         lib.execute(
             "UPDATE seckill_product SET initial_stock = 8 WHERE activity_id = ?",
@@ -474,6 +479,8 @@ async fn missing_keys_never_change_the_database_figures_and_the_preview_is_the_w
         assert_eq!(row["expected_remaining"], 0, "{row}");
         let preview = c.json(&["fix", a, "--preview"]);
         let shown = product(&preview, "p1")["after"].clone();
+        // Everything is sold: the preview writes a stock of nothing.
+        assert_eq!(shown, 0, "{preview}");
         let fixed = c.json(&["fix", a, "--yes"]);
         assert_eq!(
             product(&fixed, "p1")["after"],
@@ -516,6 +523,12 @@ async fn a_user_id_that_is_not_utf8_is_an_ordinary_buyer() {
     std::thread::sleep(std::time::Duration::from_millis(50));
     let row = product(&c.status(a), "p1").clone();
     assert_ne!(row["state"], "corrupt", "{row}");
-    c.run(&["fix", a, "--yes"]).expect_code(0);
+    let fixed = c.json(&["fix", a, "--yes"]);
+    assert!(
+        fixed["products"]
+            .as_array()
+            .is_some_and(|ps| ps.iter().all(|p| p["applied"] == false)),
+        "a fix wrote: {fixed}"
+    );
     lib.close().await;
 }

@@ -301,6 +301,18 @@ async fn a_fix_cut_short_by_a_hung_node_reports_each_product() {
         }
     }
     assert!(not_applied >= 1, "{report:?}");
+    // The products of the nodes that answered were written, and Redis holds what the report says.
+    let applied: Vec<_> = report.products.iter().filter(|p| p.applied).collect();
+    assert!(!applied.is_empty(), "{report:?}");
+    for p in applied {
+        let k = crate::harness::fixtures::product_keys("fx", &p.product);
+        let now = crate::harness::fixtures::redis_cmd(&store, &["GET", &k.stock]).await;
+        assert_eq!(
+            now,
+            redis::Value::BulkString(p.after.to_string().into_bytes()),
+            "{p:?}"
+        );
+    }
     // The rest, once the node answers.
     c.ok("fix fx --yes");
     crate::harness::assert_books(&c.reconcile("fx"), "after the hung node");

@@ -205,7 +205,5 @@ async fn resharding_during_load_keeps_every_command_answering_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resharding_during_load_keeps_every_command_answering_postgres() {
-    if let Some(db) = TestDb::postgres().await {
-        drill(&db).await;
-    }
+    drill(&TestDb::require_postgres().await).await;
 }

@@ -204,7 +204,5 @@ async fn sentinel_failover_and_planned_switch_during_load_sqlite() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sentinel_failover_and_planned_switch_during_load_postgres() {
-    if let Some(db) = TestDb::postgres().await {
-        drill(&db).await;
-    }
+    drill(&TestDb::require_postgres().await).await;
 }

@@ -634,10 +634,19 @@ fn figures_whole_form_checked_events_logged_and_alerts_folded_at_60x20() {
     );
     let s = tmux.screen();
     // Whatever columns fit, no figure of p0003 is a cut one.
-    let row = s.lines().find(|l| l.contains("p0003")).unwrap_or_default();
+    let row = s
+        .lines()
+        .find(|l| l.contains("p0003"))
+        .unwrap_or_else(|| panic!("no row of p0003: {s}"));
     for cut in ["35567", "234667", "358123", "23456 "] {
         assert!(!row.contains(cut), "a cut figure {cut} in {row}");
     }
+    assert!(
+        ["1,358,123", "1,234,667", "+123,456"]
+            .iter()
+            .any(|whole| row.contains(whole)),
+        "no whole figure on the row: {row}"
+    );
     // The form refuses what is not a whole unit, at the keystroke.
     tmux.keys("g");
     tmux.keys("t");

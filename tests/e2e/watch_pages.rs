@@ -549,6 +549,11 @@ async fn a_hooks_background_child_goes_at_10_s_and_the_hook_sees_no_url() {
         !env.contains("SECKILL_REDIS_URL") && !env.contains("SECKILL_DATABASE_URL"),
         "{env}"
     );
+    // Nor under any other name: the URLs themselves are nowhere in its environment.
+    assert!(
+        !env.contains(redis_url.as_str()) && !env.contains(db.url.as_str()),
+        "{env}"
+    );
     std::thread::sleep(Duration::from_secs(4));
     assert!(
         !late.exists(),

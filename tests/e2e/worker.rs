@@ -2,7 +2,7 @@
 //! strategies side by side, fault drills.
 
 use crate::harness::fixtures::{buy, dump_activity, ledger_entries, live_request_ids};
-use crate::harness::fixtures::{product_keys, redis_cmd};
+use crate::harness::fixtures::{commandstats, product_keys, redis_cmd};
 use crate::harness::session::{alert_kinds, products};
 use crate::harness::{Console, TestDb, Topo};
 use serde_json::Value as Json;
@@ -229,8 +229,22 @@ async fn script_flush_mid_run_fails_no_request() {
         let c = Console::new(&topo, &db);
         let lib = db.open().await;
         c.import_preheat(&lib, "fl", &PRODUCTS).await;
+        // The flushes happened: each run sent SCRIPT FLUSH to the servers it deducted on.
+        let flushes = || async {
+            commandstats(&store)
+                .await
+                .get("script|flush")
+                .map_or(0, |(calls, _)| *calls)
+        };
+        let before = flushes().await;
         let doc =
             c.json("dry-run fl --buyers 4000 --concurrency 64 --faults script-flush --rate 8000");
+        let after_dry_run = flushes().await;
+        assert!(
+            after_dry_run > before,
+            "{}: the dry run flushed no script ({before} -> {after_dry_run})",
+            topo.name()
+        );
         assert_eq!(
             (doc["errors"].as_i64(), doc["unknown"].as_i64()),
             (Some(0), Some(0)),
@@ -244,7 +258,11 @@ async fn script_flush_mid_run_fails_no_request() {
         );
         assert_eq!(l["errors"], 0, "{}: {l}", topo.name());
         assert_eq!(l["unknown"], 0);
-        let _ = redis_cmd(&store, &["PING"]).await;
+        assert!(
+            flushes().await > after_dry_run,
+            "{}: the load flushed no script",
+            topo.name()
+        );
         lib.close().await;
     }
 }
