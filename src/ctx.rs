@@ -19,7 +19,9 @@ impl Ctx {
     /// read-only); a shared PostgreSQL or MySQL database must be migrated explicitly.
     pub async fn db(&self) -> Result<Db> {
         let c = &self.config;
+        // Read-only creates nothing, not even the data directory of the default file.
         if c.db_is_default
+            && !c.read_only
             && let Some(dir) = config::default_db_path().parent()
         {
             std::fs::create_dir_all(dir).map_err(|e| {

@@ -153,10 +153,12 @@ fn bad_value_from_env(e: &clap::Error) -> Option<String> {
 /// Logs go to stderr, filtered by SECKILL_LOG (default: warnings). Log lines only ever carry
 /// redacted URLs.
 fn init_logging(env: &std::collections::HashMap<String, String>) {
-    let filter = env
-        .get("SECKILL_LOG")
-        .cloned()
-        .unwrap_or_else(|| "warn".into());
+    // Whatever the operator asks for, sqlx's parser of PostgreSQL URLs stays quiet below an
+    // error: it logs an unknown connection parameter with its value (`sslpassword=...`).
+    let filter = format!(
+        "{},sqlx_postgres::options=error",
+        env.get("SECKILL_LOG").map_or("warn", String::as_str)
+    );
     let _ = tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         // stderr, except while the TUI owns the terminal: then lines wait for its exit.

@@ -4,10 +4,30 @@
 
 use std::fmt;
 
-/// Replaces the password (and for safety any user info with a colon) of a URL with `***`.
-/// Works on strings that do not parse as URLs too, because a malformed URL in an error message
-/// may still hold a password.
+/// Replaces the password (and for safety any user info with a colon) of a URL with `***`, and
+/// the value of every query parameter that names a secret (`?password=`, `sslpassword=`, a
+/// token). Works on strings that do not parse as URLs too, because a malformed URL in an error
+/// message may still hold a password.
 pub fn redact_url(raw: &str) -> String {
+    let shown = redact_user_info(raw);
+    if shown.contains("://") {
+        redact_query(&shown)
+    } else {
+        shown
+    }
+}
+
+fn redact_user_info(raw: &str) -> String {
+    // An `@` past the authority (after a `/`, `?` or `#`): a password holding one of those
+    // unescaped, which a parser reads as the start of a path, a query or a fragment (and may
+    // then parse `redis://u:12/x@h` as host `u`, port 12, with no password at all).
+    if let Some(i) = raw.find("://") {
+        let rest = &raw[i + 3..];
+        let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+        if rest[authority_end..].contains('@') {
+            return redact_loose(raw);
+        }
+    }
     if let Ok(mut url) = url::Url::parse(raw) {
         if url.password().is_some() && url.set_password(Some("***")).is_ok() {
             return url.to_string();
@@ -20,18 +40,16 @@ pub fn redact_url(raw: &str) -> String {
     redact_loose(raw)
 }
 
-/// Fallback: everything between `scheme://` and the last `@` of the authority may be a secret.
+/// Fallback: everything between `scheme://` and the last `@` may be a secret.
 fn redact_loose(raw: &str) -> String {
     let (scheme, rest) = match raw.find("://") {
         Some(i) => (&raw[..i + 3], &raw[i + 3..]),
         None => ("", raw),
     };
-    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    match authority.rfind('@') {
+    match rest.rfind('@') {
         Some(at) => {
-            let user_info = &authority[..at];
-            let user = user_info.split(':').next().unwrap_or("");
+            let user_info = &rest[..at];
+            let user = user_info.split([':', '/', '?', '#']).next().unwrap_or("");
             let shown = if user_info.contains(':') {
                 format!("{user}:***")
             } else {
@@ -42,6 +60,31 @@ fn redact_loose(raw: &str) -> String {
         }
         None => raw.to_string(),
     }
+}
+
+/// True for a query parameter whose value is a secret: `password`, `sslpassword`, `pass`,
+/// `passwd`, `pwd`, a `secret` or a `token`, in any case.
+fn secret_key(key: &str) -> bool {
+    let key = key.to_ascii_lowercase();
+    ["pass", "pwd", "secret", "token"]
+        .iter()
+        .any(|word| key.contains(word))
+}
+
+/// The query's secret values as `***`, the rest of the text as it was.
+fn redact_query(url: &str) -> String {
+    let Some(q) = url.find('?') else {
+        return url.to_string();
+    };
+    let end = url[q..].find('#').map_or(url.len(), |i| q + i);
+    let pairs: Vec<String> = url[q + 1..end]
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, value)) if secret_key(key) && !value.is_empty() => format!("{key}=***"),
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{}?{}{}", &url[..q], pairs.join("&"), &url[end..])
 }
 
 /// A URL that may hold a password.
@@ -123,6 +166,51 @@ mod tests {
     }
 
     #[test]
+    fn hides_passwords_given_as_query_parameters() {
+        assert_eq!(
+            redact_url("postgres://db/shop?user=app&password=S3cret"),
+            "postgres://db/shop?user=app&password=***"
+        );
+        assert_eq!(
+            redact_url("postgres://u@h/db?sslmode=require&sslpassword=k3y&application_name=x"),
+            "postgres://u@h/db?sslmode=require&sslpassword=***&application_name=x"
+        );
+        assert_eq!(
+            redact_url("mysql://h/db?PASSWORD=a#frag"),
+            "mysql://h/db?PASSWORD=***#frag"
+        );
+        // Nothing secret in the query: the URL as it was.
+        assert_eq!(
+            redact_url("postgres://h/db?sslmode=require"),
+            "postgres://h/db?sslmode=require"
+        );
+    }
+
+    #[test]
+    fn hides_passwords_holding_a_slash_a_question_mark_or_a_hash() {
+        for raw in [
+            "redis://app:Xy/9#k@10.0.0.1:6379",
+            "redis://u:12/x@h",
+            "redis://u:12#x@h:6379/0",
+            "postgres://app:a?b@db/shop",
+            "redis://:pa/ss@h",
+        ] {
+            let shown = redact_url(raw);
+            let secret = raw
+                .split("://")
+                .nth(1)
+                .and_then(|r| r.rsplit_once('@'))
+                .map(|(info, _)| info.split_once(':').map_or(info, |(_, pw)| pw))
+                .unwrap_or_default();
+            assert!(!shown.contains(secret), "{raw} -> {shown}");
+            assert!(
+                shown.ends_with(raw.rsplit_once('@').map_or("", |(_, h)| h)),
+                "{shown}"
+            );
+        }
+    }
+
+    #[test]
     fn secret_url_never_prints_the_password() {
         let s = SecretUrl::new("redis://a:topsecret@h:1");
         assert!(!format!("{s} {s:?}").contains("topsecret"));
@@ -172,7 +260,7 @@ mod text_tests {
         #[test]
         fn a_password_never_survives_redaction(
             user in "[a-z]{0,8}",
-            pw in "[A-Za-z0-9]{6,16}",
+            pw in "[A-Za-z0-9][A-Za-z0-9/?#]{5,15}",
             host in "[a-z0-9.]{1,12}",
             scheme in "(redis|rediss|postgres|mysql)",
             tail in "(/[a-z0-9]{0,6})?",

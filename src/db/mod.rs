@@ -141,10 +141,16 @@ impl Db {
                     dir.display()
                 )));
             }
-            let options = SqliteConnectOptions::from_str(raw)
+            // Read-only creates no file and leaves a file's journal mode as it is (switching to
+            // WAL is written into the file's header).
+            if opts.read_only && !std::path::Path::new(path).exists() {
+                return Err(Error::bad_input(format!(
+                    "database URL '{label}': there is no database file at {path}, and read-only never creates one; give the file the console uses, or run once without --read-only"
+                )));
+            }
+            let mut options = SqliteConnectOptions::from_str(raw)
                 .map_err(bad)?
-                .create_if_missing(true)
-                .journal_mode(SqliteJournalMode::Wal)
+                .create_if_missing(!opts.read_only)
                 .synchronous(SqliteSynchronous::Normal)
                 .busy_timeout(Duration::from_secs(10))
                 .foreign_keys(true)
@@ -154,6 +160,9 @@ impl Db {
                 .row_buffer_size(1024)
                 // Read-only is the server's rule too, not only the console's word check.
                 .pragma("query_only", if opts.read_only { "ON" } else { "OFF" });
+            if !opts.read_only {
+                options = options.journal_mode(SqliteJournalMode::Wal);
+            }
             let pool = SqlitePoolOptions::new()
                 .max_connections(opts.max_connections)
                 .acquire_timeout(timeout)

@@ -120,16 +120,23 @@ pub(super) fn with_host_port(template: &SecretUrl, addr: &str) -> Result<SecretU
 }
 
 pub(super) fn open_client(url: &SecretUrl, tls_ca: Option<&[u8]>) -> Result<Client> {
-    let result = match tls_ca {
-        Some(pem) if url.expose().starts_with("rediss://") => Client::build_with_tls(
-            url.expose(),
-            redis::TlsCertificates {
-                client_tls: None,
-                root_cert: Some(pem.to_vec()),
-            },
-        ),
-        _ => Client::open(url.expose()),
-    };
+    use redis::IntoConnectionInfo;
+    let result = url.expose().into_connection_info().and_then(|info| {
+        // No `CLIENT SETINFO` on each new connection: what the console sends is what it
+        // decides to send, reads only in read-only mode.
+        let settings = info.redis_settings().clone().set_skip_set_lib_name();
+        let info = info.set_redis_settings(settings);
+        match tls_ca {
+            Some(pem) if url.expose().starts_with("rediss://") => Client::build_with_tls(
+                info,
+                redis::TlsCertificates {
+                    client_tls: None,
+                    root_cert: Some(pem.to_vec()),
+                },
+            ),
+            _ => Client::open(info),
+        }
+    });
     result.map_err(|e| {
         Error::bad_input(format!(
             "Redis URL '{}' is not usable: {}",

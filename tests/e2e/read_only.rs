@@ -144,3 +144,58 @@ async fn the_servers_read_only_mode_refuses_a_write_that_reads_like_a_select() {
         rw.close().await;
     }
 }
+
+/// Read-only creates no SQLite file and changes none: a missing file is exit 2 naming it, and
+/// it is not created; a file in rollback-journal mode keeps that mode (switching it to WAL, as
+/// a writable open does, is written into the file's header).
+#[tokio::test]
+async fn read_only_creates_no_sqlite_file_and_keeps_its_journal_mode() {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().expect("tmp");
+    let missing = dir.path().join("absent.db");
+    let url = format!("sqlite:{}", missing.display());
+    let r = crate::harness::console(&["--read-only", "--db", &url, "activity", "list"]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("read-only never creates one"),
+        "{}",
+        r.stderr
+    );
+    assert!(!missing.exists(), "read-only created {}", missing.display());
+
+    let t = TestDb::sqlite();
+    let rw = Db::connect(&SecretUrl::new(t.url.clone()), &DbOptions::default())
+        .await
+        .expect("open");
+    migrate::migrate(&rw).await.expect("migrate");
+    rw.close().await;
+    let mode = |url: String| async move {
+        let mut conn = sqlx::sqlite::SqliteConnection::connect(&url)
+            .await
+            .expect("connect");
+        let (mode,): (String,) = sqlx::query_as("PRAGMA journal_mode")
+            .fetch_one(&mut conn)
+            .await
+            .expect("journal mode");
+        conn.close().await.expect("close");
+        mode
+    };
+    {
+        let mut conn = sqlx::sqlite::SqliteConnection::connect(&t.url)
+            .await
+            .expect("connect");
+        sqlx::query("PRAGMA journal_mode=DELETE")
+            .execute(&mut conn)
+            .await
+            .expect("rollback journal");
+        conn.close().await.expect("close");
+    }
+    assert_eq!(mode(t.url.clone()).await, "delete");
+    let r = crate::harness::console(&["--read-only", "--db", &t.url, "activity", "list"]);
+    r.expect_code(0);
+    assert_eq!(
+        mode(t.url.clone()).await,
+        "delete",
+        "read-only switched the journal"
+    );
+}

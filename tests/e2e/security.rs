@@ -400,3 +400,33 @@ async fn passwords_never_appear_in_any_output() {
         "no debug log line was produced"
     );
 }
+
+/// A PostgreSQL password given in the URL's query (`?password=`, libpq's `sslpassword=`)
+/// appears nowhere: not in `ping`'s report of the database, not in an error, not in the debug
+/// logs (sqlx's URL parser logs an unknown parameter with its value).
+#[tokio::test]
+async fn a_password_in_the_query_of_a_database_url_appears_nowhere() {
+    let redis = RedisServer::start();
+    let db = TestDb::require_postgres().await;
+    let url = format!("{}?password=S3cretQx&sslpassword=K3yQzz", db.url);
+    crate::harness::console(&["--db", &url, "migrate"]).expect_code(0);
+    let r = console_env(
+        &["--redis", &redis.url(), "--db", &url, "ping"],
+        &[("SECKILL_LOG", "debug")],
+    );
+    r.expect_code(0);
+    let all = r.all_output();
+    assert!(all.contains("password=***"), "{all}");
+    assert!(
+        !all.contains("S3cretQx") && !all.contains("K3yQzz"),
+        "{all}"
+    );
+    // A database that does not answer names the URL in its error: redacted too.
+    let down = format!(
+        "postgres://postgres@127.0.0.1:{}/x?password=S3cretQx",
+        free_port()
+    );
+    let r = console(&["--db", &down, "activity", "list"]);
+    r.expect_code(3);
+    assert!(!r.all_output().contains("S3cretQx"), "{}", r.all_output());
+}
