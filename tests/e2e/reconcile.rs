@@ -655,3 +655,38 @@ async fn a_changed_limit_is_shown_and_applied_by_fix() {
     ));
     lib.close().await;
 }
+
+/// A settle from scratch of more sold products than one pipeline of pages holds (99 backward
+/// pages of 201 events a pipeline, so that no reply outlives the response timeout): every
+/// product's events are read, in order, and the books of each balance.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cold_settle_of_many_sold_products_reads_every_one() {
+    let topo = Topo::standalone();
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    let c = Console::new(&topo, &db);
+    let a = "cold";
+    let ps: Vec<(String, i64, i64)> = (0..250).map(|i| (format!("p{i:03}"), 4, 4)).collect();
+    let ps: Vec<(&str, i64, i64)> = ps.iter().map(|(p, s, l)| (p.as_str(), *s, *l)).collect();
+    c.import_preheat(&lib, a, &ps).await;
+    c.ok(&[
+        "load",
+        a,
+        "--buyers",
+        "700",
+        "--concurrency",
+        "16",
+        "--yes",
+        "--pay-share",
+        "1",
+    ]);
+    // The first read after the sale has no checkpoint: it settles every product from scratch.
+    let doc = c.status(a);
+    let sold: Vec<&Json> = crate::harness::session::products(&doc)
+        .iter()
+        .filter(|p| p["db_sold"].as_i64().unwrap_or(0) > 0)
+        .collect();
+    assert!(sold.len() > 99, "only {} products sold", sold.len());
+    assert_books(&doc, "a cold settle of 250 products");
+    lib.close().await;
+}
