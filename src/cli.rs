@@ -326,19 +326,23 @@ const OTHER_VARIABLES: [&str; 7] = [
     "SECKILL_ALERT_PRODUCT",
 ];
 
-/// A warning for each `SECKILL_*` variable that is set, is not one of the console's, and reads
-/// as a slip for one that is: a prefix of it or longer by a suffix, two letters off (one for a
-/// short name), or the short `SECKILL_DB`. `SECKILL_REDIS` in place of `SECKILL_REDIS_URL` leaves the console on its
-/// default Redis, where a preheat would then write. Other programs' variables of the prefix (a
-/// test harness's knobs) are far from every name and pass unremarked.
-pub fn misspelt_variables(env: &std::collections::HashMap<String, String>) -> Vec<String> {
+/// Every `SECKILL_*` variable the console knows: its flags' and [`OTHER_VARIABLES`].
+fn known_variables() -> Vec<String> {
     use clap::CommandFactory;
-    let cmd = Cli::command();
-    let mut known: Vec<String> = cmd
+    Cli::command()
         .get_arguments()
         .filter_map(|a| Some(a.get_env()?.to_str()?.to_string()))
-        .collect();
-    known.extend(OTHER_VARIABLES.iter().map(|v| v.to_string()));
+        .chain(OTHER_VARIABLES.iter().map(|v| v.to_string()))
+        .collect()
+}
+
+/// A warning for each `SECKILL_*` variable that is set, is not one of the console's, and reads
+/// as a slip for one that is: a prefix of it or longer by a suffix, two letters off (one for a
+/// short name), or the short `SECKILL_DB`. `SECKILL_REDIS` in place of `SECKILL_REDIS_URL`
+/// leaves the console on its default Redis, where a preheat would then write. Other programs'
+/// variables of the prefix (a test harness's knobs) are far from every name and pass unremarked.
+pub fn misspelt_variables(env: &std::collections::HashMap<String, String>) -> Vec<String> {
+    let known = known_variables();
     let mut set: Vec<&String> = env
         .keys()
         .filter(|n| n.starts_with("SECKILL_") && !known.contains(n))
@@ -855,12 +859,8 @@ mod tests {
     /// Every setting, and every knob of the project's own tests and scripts, passes unremarked.
     #[test]
     fn settings_and_the_test_knobs_are_not_slips() {
-        use clap::CommandFactory;
-        let settings: Vec<String> = Cli::command()
-            .get_arguments()
-            .filter_map(|a| Some(a.get_env()?.to_str()?.to_string()))
-            .chain(OTHER_VARIABLES.iter().map(|v| v.to_string()))
-            .collect();
+        let settings = known_variables();
+        assert!(settings.contains(&"SECKILL_REDIS_URL".to_string()));
         let names: Vec<&str> = settings.iter().map(String::as_str).collect();
         assert_eq!(misspelt_variables(&env_of(&names)), Vec::<String>::new());
         let knobs = [

@@ -1,22 +1,49 @@
-//! Times read from the database. PostgreSQL holds times chrono cannot: `infinity` and
-//! `-infinity` (a shop's "never ends") and years past 262,143. sqlx's decoder adds their
-//! microseconds to its epoch with an operator that panics when the sum leaves chrono's range,
-//! so a row written that way would crash every command that read it. [`DbTime`] reads them as
-//! the first or last instant chrono holds instead, which every comparison treats as "long ago"
-//! or "never" (an activity that never ends is live, and its keys never expire). SQLite and
-//! MySQL decode as `DateTime<Utc>` does (their decoders answer an error, not a panic, for a
-//! time out of range).
+//! Times to and from the database, as each backend's columns take and give them.
+//!
+//! Written: MySQL / MariaDB get a DATETIME parameter. sqlx sends a `DateTime<Utc>` typed as
+//! TIMESTAMP, which the server holds to TIMESTAMP's range, so an activity ending after
+//! 2038-01-19 was stored as NULL (the columns are `DATETIME(6)`, and the session's zone is UTC,
+//! so the value is the same). The others take the time with its zone.
+//!
+//! Read: PostgreSQL holds times chrono cannot: `infinity` and `-infinity` (a shop's "never
+//! ends") and years past 262,143. sqlx's decoder adds their microseconds to its epoch with an
+//! operator that panics when the sum leaves chrono's range, so a row written that way would
+//! crash every command that read it. [`DbTime`] reads them as the first or last instant chrono
+//! holds instead, which every comparison treats as "long ago" or "never" (an activity that never
+//! ends is live, and its keys never expire). SQLite and MySQL decode as `DateTime<Utc>` does
+//! (their decoders answer an error, not a panic, for a time out of range).
 
 use chrono::{DateTime, TimeDelta, Utc};
 use sqlx::error::BoxDynError;
 use sqlx::postgres::{PgValueFormat, PgValueRef};
-use sqlx::{Decode, MySql, Postgres, Sqlite};
+use sqlx::{Decode, Encode, MySql, Postgres, Sqlite};
 
-/// A time column as read.
+/// A time column's value, bound or read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DbTime(pub DateTime<Utc>);
 
-macro_rules! typed_as_datetime {
+impl sqlx::Type<MySql> for DbTime {
+    /// Bound as DATETIME (see the module's note).
+    fn type_info() -> sqlx::mysql::MySqlTypeInfo {
+        <chrono::NaiveDateTime as sqlx::Type<MySql>>::type_info()
+    }
+    /// Read from DATETIME and TIMESTAMP columns alike, as `DateTime<Utc>` is.
+    fn compatible(ty: &sqlx::mysql::MySqlTypeInfo) -> bool {
+        <DateTime<Utc> as sqlx::Type<MySql>>::compatible(ty)
+    }
+}
+
+impl Encode<'_, MySql> for DbTime {
+    fn encode_by_ref(
+        &self,
+        buf: &mut <MySql as sqlx::Database>::ArgumentBuffer,
+    ) -> Result<sqlx::encode::IsNull, BoxDynError> {
+        Encode::<MySql>::encode_by_ref(&self.0.naive_utc(), buf)
+    }
+}
+
+/// SQLite and PostgreSQL: typed and bound exactly as `DateTime<Utc>`.
+macro_rules! as_datetime {
     ($db:ty) => {
         impl sqlx::Type<$db> for DbTime {
             fn type_info() -> <$db as sqlx::Database>::TypeInfo {
@@ -26,11 +53,18 @@ macro_rules! typed_as_datetime {
                 <DateTime<Utc> as sqlx::Type<$db>>::compatible(ty)
             }
         }
+        impl Encode<'_, $db> for DbTime {
+            fn encode_by_ref(
+                &self,
+                buf: &mut <$db as sqlx::Database>::ArgumentBuffer,
+            ) -> Result<sqlx::encode::IsNull, BoxDynError> {
+                Encode::<$db>::encode_by_ref(&self.0, buf)
+            }
+        }
     };
 }
-typed_as_datetime!(Sqlite);
-typed_as_datetime!(Postgres);
-typed_as_datetime!(MySql);
+as_datetime!(Sqlite);
+as_datetime!(Postgres);
 
 impl<'r> Decode<'r, Sqlite> for DbTime {
     fn decode(value: <Sqlite as sqlx::Database>::ValueRef<'r>) -> Result<Self, BoxDynError> {

@@ -62,56 +62,6 @@ impl From<DateTime<Utc>> for Arg {
     }
 }
 
-/// A time as each backend's columns take it. MySQL / MariaDB get a DATETIME parameter: sqlx
-/// sends a `DateTime<Utc>` typed as TIMESTAMP, which the server holds to TIMESTAMP's range, so
-/// an activity ending after 2038-01-19 was stored as NULL (the columns are `DATETIME(6)`, and
-/// the session's zone is UTC, so the value is the same). The others take the time with its zone,
-/// as before.
-#[derive(Clone, Copy, Debug)]
-pub struct SqlTime(pub DateTime<Utc>);
-
-impl sqlx::Type<MySql> for SqlTime {
-    fn type_info() -> sqlx::mysql::MySqlTypeInfo {
-        <chrono::NaiveDateTime as sqlx::Type<MySql>>::type_info()
-    }
-    fn compatible(ty: &sqlx::mysql::MySqlTypeInfo) -> bool {
-        <chrono::NaiveDateTime as sqlx::Type<MySql>>::compatible(ty)
-    }
-}
-
-impl sqlx::Encode<'_, MySql> for SqlTime {
-    fn encode_by_ref(
-        &self,
-        buf: &mut <MySql as sqlx::Database>::ArgumentBuffer,
-    ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
-        sqlx::Encode::<MySql>::encode_by_ref(&self.0.naive_utc(), buf)
-    }
-}
-
-/// Sqlite and PostgreSQL: the time with its zone, exactly as `DateTime<Utc>` binds.
-macro_rules! time_as_itself {
-    ($db:ty) => {
-        impl sqlx::Type<$db> for SqlTime {
-            fn type_info() -> <$db as sqlx::Database>::TypeInfo {
-                <DateTime<Utc> as sqlx::Type<$db>>::type_info()
-            }
-            fn compatible(ty: &<$db as sqlx::Database>::TypeInfo) -> bool {
-                <DateTime<Utc> as sqlx::Type<$db>>::compatible(ty)
-            }
-        }
-        impl sqlx::Encode<'_, $db> for SqlTime {
-            fn encode_by_ref(
-                &self,
-                buf: &mut <$db as sqlx::Database>::ArgumentBuffer,
-            ) -> Result<sqlx::encode::IsNull, sqlx::error::BoxDynError> {
-                sqlx::Encode::<$db>::encode_by_ref(&self.0, buf)
-            }
-        }
-    };
-}
-time_as_itself!(Sqlite);
-time_as_itself!(Postgres);
-
 /// Binds every arg to a query of any backend.
 macro_rules! bind_args {
     ($query:expr, $args:expr) => {{
@@ -121,8 +71,8 @@ macro_rules! bind_args {
                 $crate::db::tx::Arg::Int(v) => q.bind(*v),
                 $crate::db::tx::Arg::Text(s) => q.bind(s.as_str()),
                 $crate::db::tx::Arg::OptText(s) => q.bind(s.as_deref()),
-                $crate::db::tx::Arg::Time(t) => q.bind($crate::db::tx::SqlTime(*t)),
-                $crate::db::tx::Arg::OptTime(t) => q.bind(t.map($crate::db::tx::SqlTime)),
+                $crate::db::tx::Arg::Time(t) => q.bind($crate::db::stamp::DbTime(*t)),
+                $crate::db::tx::Arg::OptTime(t) => q.bind(t.map($crate::db::stamp::DbTime)),
             };
         }
         q

@@ -93,9 +93,8 @@ impl Activity {
     }
 
     /// When the activity's keys expire: `days` after it ends (ms since the epoch); None for 0
-    /// (never).
-    /// An end so late that the expiry falls past the last instant chrono knows (a row written
-    /// by hand) never expires either.
+    /// (never), and None for an end so late that the expiry falls past the last instant chrono
+    /// knows (a row written by hand).
     pub fn keys_expire_at(&self, days: u32) -> Option<i64> {
         if days == 0 {
             return None;

@@ -27,7 +27,8 @@ fn pages_per_pipeline(count: usize) -> usize {
 }
 
 /// Sends page reads of `count` entries each in pipelines of [`pages_per_pipeline`], a few in
-/// flight; the replies in the items' order.
+/// flight; the replies in the items' order, each page answering for itself (`cut::windowed`,
+/// the same windows for whole reads, ends at the first error instead).
 async fn paged(redis: &RedisStore, items: Vec<Keyed>, count: usize) -> Vec<RedisResult<Value>> {
     use futures::StreamExt;
     let per = pages_per_pipeline(count);

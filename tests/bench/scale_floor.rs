@@ -24,6 +24,25 @@ fn command(out: &mut Vec<u8>, args: &[&str]) {
     }
 }
 
+/// The meta hash's fields as a preheat gives them to `first.lua` (the script adds `rev` and
+/// `expire_at`).
+fn meta_fields<'a>(stock: &'a str, limit: &'a str) -> [&'a str; 12] {
+    [
+        "initial",
+        stock,
+        "limit",
+        limit,
+        "deducted",
+        "0",
+        "epoch",
+        "1796486291101",
+        "bucket_capacity",
+        "200",
+        "bucket_rate",
+        "0.0013889",
+    ]
+}
+
 /// The writes of a first preheat of every product, one command each and no script: the meta
 /// hash (the fields a preheat writes), the two witnesses with their placeholder, the empty
 /// stream, the four expiries and, last, the stock with its own.
@@ -36,29 +55,10 @@ pub fn writes(keys: &[ProductKeys], stock: i64, limit: i64, expire_at_ms: i64) -
     let stock_event = format!("{stock}|");
     let mut out = Vec::new();
     for k in keys {
-        command(
-            &mut out,
-            &[
-                "HSET",
-                &k.meta,
-                "initial",
-                &stock,
-                "limit",
-                &limit,
-                "deducted",
-                "0",
-                "epoch",
-                "1796486291101",
-                "bucket_capacity",
-                "200",
-                "bucket_rate",
-                "0.0013889",
-                "rev",
-                "1",
-                "expire_at",
-                &at,
-            ],
-        );
+        let mut hset = vec!["HSET", k.meta.as_str()];
+        hset.extend(meta_fields(&stock, &limit));
+        hset.extend(["rev", "1", "expire_at", &at]);
+        command(&mut out, &hset);
         command(&mut out, &["HSET", &k.buyers, "", "0"]);
         command(&mut out, &["HSET", &k.ledger, "", "-"]);
         command(
@@ -112,33 +112,11 @@ pub fn first_calls(
     );
     let mut out = Vec::new();
     for k in keys {
-        command(
-            &mut out,
-            &[
-                "EVALSHA",
-                sha,
-                "5",
-                &k.stock,
-                &k.meta,
-                &k.buyers,
-                &k.ledger,
-                &k.events,
-                &stock,
-                &at,
-                "initial",
-                &stock,
-                "limit",
-                &limit,
-                "deducted",
-                "0",
-                "epoch",
-                "1796486291101",
-                "bucket_capacity",
-                "200",
-                "bucket_rate",
-                "0.0013889",
-            ],
-        );
+        let mut call = vec!["EVALSHA", sha, "5"];
+        call.extend(k.script_keys());
+        call.extend([stock.as_str(), at.as_str()]);
+        call.extend(meta_fields(&stock, &limit));
+        command(&mut out, &call);
     }
     out
 }
