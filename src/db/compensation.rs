@@ -107,18 +107,33 @@ fn from_row(r: Row) -> Compensation {
     }
 }
 
-/// The entries of an activity: pending first (oldest first), then resolved (newest first).
+/// The pending entries of an activity, oldest first: a walk along the `(activity_id, status)`
+/// index (its entries end with the id), stopped after `LIMIT`.
+pub const LIST_PENDING: &str = "WHERE activity_id = ? AND status = 'pending' ORDER BY id LIMIT ?";
+/// The other entries, newest first: a walk back along `(activity_id, id)` (migration 0004).
+pub const LIST_RESOLVED: &str =
+    "WHERE activity_id = ? AND status <> 'pending' ORDER BY id DESC LIMIT ?";
+
+/// The entries of an activity: pending first (oldest first), then resolved (newest first), at
+/// most `limit`. Two walks along indexes that each stop at `limit` rows: the one query it was
+/// (`ORDER BY CASE ...`) sorted the activity's whole queue on every refresh, a million entries
+/// after an incident. An entry resolved between the two reads shows once, as pending.
 pub async fn list(db: &Db, activity: &ActivityId, limit: i64) -> Result<Vec<Compensation>> {
-    let rows: Vec<Row> = db
-        .fetch_all_as(
-            &format!(
-                "{SELECT} WHERE activity_id = ? ORDER BY CASE WHEN status = 'pending' THEN 0 ELSE 1 END, \
-                 CASE WHEN status = 'pending' THEN id ELSE -id END LIMIT ?"
-            ),
+    let page = |sql: &'static str, limit: i64| async move {
+        db.fetch_all_as::<Row>(
+            &format!("{SELECT} {sql}"),
             &[activity.as_str().into(), Arg::Int(limit)],
         )
         .await
-        .map_err(|e| db.error(&e))?;
+        .map_err(|e| db.error(&e))
+    };
+    let mut rows = page(LIST_PENDING, limit).await?;
+    let rest = limit.saturating_sub(rows.len() as i64);
+    if rest > 0 {
+        let pending: std::collections::HashSet<i64> = rows.iter().map(|r| r.0).collect();
+        let resolved = page(LIST_RESOLVED, rest).await?;
+        rows.extend(resolved.into_iter().filter(|r| !pending.contains(&r.0)));
+    }
     Ok(rows.into_iter().map(from_row).collect())
 }
 

@@ -29,6 +29,11 @@ const SQLITE: &[Migration] = &[
         name: "operator_intent",
         sql: include_str!("../../migrations/sqlite/0003_operator_intent.sql"),
     },
+    Migration {
+        version: 4,
+        name: "queue_order",
+        sql: include_str!("../../migrations/sqlite/0004_queue_order.sql"),
+    },
 ];
 const POSTGRES: &[Migration] = &[
     Migration {
@@ -46,6 +51,11 @@ const POSTGRES: &[Migration] = &[
         name: "operator_intent",
         sql: include_str!("../../migrations/postgres/0003_operator_intent.sql"),
     },
+    Migration {
+        version: 4,
+        name: "queue_order",
+        sql: include_str!("../../migrations/postgres/0004_queue_order.sql"),
+    },
 ];
 const MYSQL: &[Migration] = &[
     Migration {
@@ -62,6 +72,11 @@ const MYSQL: &[Migration] = &[
         version: 3,
         name: "operator_intent",
         sql: include_str!("../../migrations/mysql/0003_operator_intent.sql"),
+    },
+    Migration {
+        version: 4,
+        name: "queue_order",
+        sql: include_str!("../../migrations/mysql/0004_queue_order.sql"),
     },
 ];
 

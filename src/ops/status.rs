@@ -154,44 +154,6 @@ pub async fn status_tracked(
     Ok(report)
 }
 
-/// What Redis alone tells of an activity at a glance (the TUI's overview of the activities not
-/// selected): per product its cut, so missing, corrupt and negative stocks and a stock off its
-/// own counters, without reading the database's orders at all. `(products with an alert,
-/// products whose stock key exists, products)`.
-pub async fn glance(
-    redis: &RedisStore,
-    db: &Db,
-    keys: &KeySpace,
-    activity: &ActivityId,
-) -> Result<(usize, usize, usize)> {
-    let products = crate::db::activity::products(db, activity).await?;
-    let pkeys: Vec<_> = products
-        .iter()
-        .map(|p| keys.product(activity, &p.product_id))
-        .collect();
-    let cuts = crate::redis::cut::read(redis, &pkeys)
-        .await
-        .map_err(|e| redis.error(&e))?;
-    let mut alerts = 0;
-    let mut present = 0;
-    for (p, c) in products.iter().zip(&cuts) {
-        let offset = c
-            .stock
-            .value()
-            .zip(c.active())
-            .map(|(s, a)| s - p.initial_stock + a);
-        let bad = match c.stock.value() {
-            None => true,
-            Some(s) => {
-                s < 0 || c.meta.corrupt.is_some() || offset != Some(0) || !c.lost().is_empty()
-            }
-        };
-        alerts += usize::from(bad);
-        present += usize::from(c.stock != crate::domain::stock::StockValue::Missing);
-    }
-    Ok((alerts, present, products.len()))
-}
-
 /// Assembles the report from what was read (pure, so the TUI can reuse it on its snapshots).
 pub fn build(
     snap: &Snapshot,

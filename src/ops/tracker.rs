@@ -31,6 +31,7 @@ use super::feed::OrderFeed;
 use super::integrity::{self, SweepBudget};
 use super::progress::SettleGauge;
 use super::quiet::{QuietCost, QuietOptions, Watchlist};
+use super::rows::KeptRows;
 use super::snapshot::{self, Cost, Interleave, ProductAtCut, Snapshot, Stage};
 use crate::db::cut::{self as db_cut, Change};
 use crate::db::{Db, Tx, activity as activities};
@@ -182,26 +183,6 @@ pub struct RefreshCost {
     pub quiet: QuietCost,
 }
 
-/// The product rows of the activity as a tracker that stays open keeps them: read whole at most
-/// every [`ROWS_EVERY`]; in between only the rows of products whose Redis state moved are read
-/// again. Every operator's write (a pause, a top-up) changes the database first and then
-/// Redis, where it moves the product, so its row is read again in the refresh that sees it; an
-/// import of more products shows within [`ROWS_EVERY`]. (Reading 10,000 rows every second was
-/// a fifth of the live view's CPU.)
-#[derive(Debug)]
-struct Rows {
-    products: Vec<Product>,
-    /// Their keys, in the same order (built once per whole read, not every refresh).
-    keys: Vec<ProductKeys>,
-    /// When they were read whole.
-    at: Instant,
-    /// This refresh uses the kept rows (not rows read whole just now).
-    kept: bool,
-}
-
-/// How often a tracker that stays open reads every product row again.
-const ROWS_EVERY: Duration = Duration::from_secs(30);
-
 /// One product's books and where the feed of changed orders continues for it.
 #[derive(Clone, Debug)]
 struct Kept {
@@ -299,7 +280,7 @@ pub struct Tracker {
     /// The last cut of every product, for a tracker that asks quiet products only.
     watch: Option<Watchlist>,
     /// The activity's product rows, kept by a tracker that asks quiet products only.
-    rows: Option<Rows>,
+    rows: KeptRows,
     /// Requests whose order this tracker saw land, while inside the margin (their payment is
     /// the next change the feed shows, and moves nothing).
     backed_recently: RidMap<i64>,
@@ -326,7 +307,7 @@ impl Tracker {
             feed: OrderFeed::new(opts.count_margin),
             redo: None,
             watch: opts.quiet.map(Watchlist::new),
-            rows: None,
+            rows: KeptRows::default(),
             backed_recently: RidMap::default(),
             // Commands each read once: starting from the clock, their sweeps go round the
             // products of an activity with more products than one sweep takes.
@@ -358,7 +339,7 @@ impl Tracker {
         }
         if opts.quiet != self.opts.quiet {
             self.watch = opts.quiet.map(Watchlist::new);
-            self.rows = None;
+            self.rows = KeptRows::default();
         }
         self.opts = opts;
         self
@@ -371,26 +352,11 @@ impl Tracker {
         db: &Db,
         keys: &KeySpace,
     ) -> Result<Snapshot> {
-        let (products, pkeys) = match &mut self.rows {
-            Some(r) if r.at.elapsed() < ROWS_EVERY => {
-                r.kept = true;
-                (r.products.clone(), Some(r.keys.clone()))
-            }
-            _ => {
-                let products = activities::products(db, &self.activity).await?;
-                if self.watch.is_some() {
-                    let pkeys = self.keys_of(keys, &products);
-                    self.rows = Some(Rows {
-                        products: products.clone(),
-                        keys: pkeys.clone(),
-                        at: Instant::now(),
-                        kept: false,
-                    });
-                    (products, Some(pkeys))
-                } else {
-                    (products, None)
-                }
-            }
+        let (products, pkeys) = if self.watch.is_some() {
+            let (products, pkeys) = self.rows.current(db, &self.activity, keys).await?;
+            (products, Some(pkeys))
+        } else {
+            (activities::products(db, &self.activity).await?, None)
         };
         self.refresh_keyed(redis, db, keys, (products, pkeys)).await
     }
@@ -402,27 +368,16 @@ impl Tracker {
             .collect()
     }
 
-    /// Reads again the rows of the products whose cut moved at this refresh (kept rows only:
-    /// rows read whole just now are current).
+    /// Reads again the rows of the products whose cut moved at this refresh ([`KeptRows`]).
     async fn rows_moved(&mut self, db: &Db, products: &mut [Product]) -> Result<()> {
-        let (Some(watch), Some(rows)) = (&self.watch, &mut self.rows) else {
-            return Ok(());
-        };
-        if watch.moved().is_empty() || !std::mem::take(&mut rows.kept) {
-            return Ok(());
-        }
-        let fresh: HashMap<String, Product> =
-            activities::products_by_ids(db, &self.activity, watch.moved())
-                .await?
-                .into_iter()
-                .map(|p| (p.product_id.as_str().to_string(), p))
-                .collect();
-        for p in products.iter_mut().chain(rows.products.iter_mut()) {
-            if let Some(row) = fresh.get(p.product_id.as_str()) {
-                *p = row.clone();
+        match &self.watch {
+            Some(watch) => {
+                self.rows
+                    .moved(db, &self.activity, watch.moved(), products)
+                    .await
             }
+            None => Ok(()),
         }
-        Ok(())
     }
 
     /// [`Tracker::refresh`] of the given products of the activity (checked to exist by the

@@ -404,6 +404,42 @@ async fn moved_window(
     Ok(out)
 }
 
+/// For each product: whether its stock or its events key exists now. Asked of products whose
+/// last cut found no key at all (an activity before its preheat, or one whose keys expired):
+/// every script that writes a product appends an event, so a preheat, a fix or a rebuild
+/// creates the stream, and a stock set by hand shows as well. On a single server fifty
+/// products (a hundred keys) go to one EXISTS, which answers how many exist: none settles the
+/// batch, any other count has the batch read whole (a preheat writes them all at once); in a
+/// cluster one EXISTS per product (its two keys share a slot).
+pub async fn appeared(redis: &RedisStore, keys: &[&ProductKeys]) -> RedisResult<Vec<bool>> {
+    windowed(keys, |window| appeared_window(redis, window)).await
+}
+
+async fn appeared_window(redis: &RedisStore, keys: &[&ProductKeys]) -> RedisResult<Vec<bool>> {
+    let per = if redis.is_cluster() {
+        1
+    } else {
+        STREAMS_PER_COMMAND / 2
+    };
+    let batches: Vec<&[&ProductKeys]> = keys.chunks(per).collect();
+    let cmds: Vec<Keyed> = batches
+        .iter()
+        .map(|batch| {
+            let mut cmd = redis::cmd("EXISTS");
+            for k in *batch {
+                cmd.arg(&k.stock).arg(&k.events);
+            }
+            Keyed::new(&batch[0].stock, cmd)
+        })
+        .collect();
+    let mut out = Vec::with_capacity(keys.len());
+    for (batch, reply) in batches.iter().zip(redis.pipeline(cmds).await) {
+        let any = !matches!(reply?, Value::Int(0));
+        out.extend(batch.iter().map(|_| any));
+    }
+    Ok(out)
+}
+
 /// The keys an XREAD reply has entries for: nil (none), an array of `[key, entries]`
 /// (RESP2) or a map of key to entries (RESP3).
 fn streams_named(v: &Value) -> std::collections::HashSet<Vec<u8>> {

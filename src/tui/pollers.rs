@@ -11,9 +11,10 @@ use super::services::Services;
 use crate::db::{activity, audit, compensation};
 use crate::domain::{ActivityId, Phase};
 use crate::error::{Error, Result};
+use crate::ops::glance::{self, Glance};
 use crate::ops::health;
 use crate::ops::progress::SettleGauge;
-use crate::ops::status::{StatusOptions, StatusReport, glance, status_tracked};
+use crate::ops::status::{StatusOptions, StatusReport, status_tracked};
 use crate::ops::tracker::{Tracker, TrackerOptions};
 use chrono::Utc;
 use std::collections::HashMap;
@@ -32,8 +33,8 @@ const COMPENSATION_LIMIT: i64 = 1000;
 const AUDIT_LIMIT: i64 = 500;
 /// Activities whose alerts and preheat state the overview reads, besides the selected one.
 const OVERVIEW_MAX: usize = 20;
-/// Activities larger than this are left out of the overview (its tracker reads every
-/// product's cut each time).
+/// Activities larger than this are left out of the overview (its glance reads every product's
+/// cut when it first sees the activity and again every few minutes).
 const OVERVIEW_MAX_PRODUCTS: i64 = 20_000;
 
 /// What wakes the pollers.
@@ -112,11 +113,13 @@ pub fn spawn(
     {
         let (s, tx, keys) = (services.clone(), tx.clone(), keys.clone());
         let period = refresh.max(Duration::from_secs(5));
+        let glances = Glances::default();
         tasks.push(tokio::spawn(every(period, wake.clone(), move |current| {
-            let (s, tx, keys) = (s.clone(), tx.clone(), keys.clone());
+            let (s, tx, keys, glances) = (s.clone(), tx.clone(), keys.clone(), glances.clone());
             async move {
                 let result =
-                    guarded(async move { overview(&s, &keys, current.as_ref()).await }).await;
+                    guarded(async move { overview(&s, &keys, current.as_ref(), &glances).await })
+                        .await;
                 tx.send(Action::Overview(Fetched::now(result))).is_ok()
             }
         })));
@@ -324,11 +327,40 @@ pub fn overview_alerts(phase: Phase, draft: bool, bad: usize, present: usize) ->
     }
 }
 
+/// The overview's glances, kept between its polls. A poll takes each out and puts it back
+/// when its read finished (one cut short may hold a cut half way).
+#[derive(Clone, Default)]
+struct Glances(Arc<std::sync::Mutex<HashMap<ActivityId, Glance>>>);
+
+impl Glances {
+    /// Keeps the glances of `wanted` only.
+    fn retain(&self, wanted: &[ActivityId]) {
+        if let Ok(mut m) = self.0.lock() {
+            m.retain(|id, _| wanted.contains(id));
+        }
+    }
+
+    fn take(&self, id: &ActivityId) -> Glance {
+        self.0
+            .lock()
+            .ok()
+            .and_then(|mut m| m.remove(id))
+            .unwrap_or_else(|| Glance::new(id.clone(), glance::OVERVIEW))
+    }
+
+    fn keep(&self, g: Glance) {
+        if let Ok(mut m) = self.0.lock() {
+            m.insert(g.activity().clone(), g);
+        }
+    }
+}
+
 /// Alert counts and preheat state of the activities that have not ended.
 async fn overview(
     s: &Services,
     keys: &crate::redis::KeySpace,
     selected: Option<&ActivityId>,
+    glances: &Glances,
 ) -> Result<Vec<Overview>> {
     let db = s.db().await?;
     let list = activity::list(&db).await?;
@@ -337,8 +369,8 @@ async fn overview(
     let wanted: Vec<(ActivityId, Phase, bool)> = list
         .iter()
         .filter(|a| a.activity.phase(now) != Phase::Ended)
-        // A full status of a huge activity every few seconds would cost more than its alert
-        // count is worth here; it shows its alerts once selected.
+        // A huge activity's whole reads would cost more than its alert count is worth here;
+        // it shows its alerts once selected.
         .filter(|a| a.products <= OVERVIEW_MAX_PRODUCTS)
         .filter(|a| Some(&a.activity.activity_id) != selected)
         .map(|a| {
@@ -347,6 +379,7 @@ async fn overview(
         })
         .take(OVERVIEW_MAX)
         .collect();
+    glances.retain(&wanted.iter().map(|w| w.0.clone()).collect::<Vec<_>>());
     if wanted.is_empty() {
         return Ok(Vec::new());
     }
@@ -355,13 +388,14 @@ async fn overview(
     for (id, phase, draft) in wanted {
         // Redis alone, at a glance: reconciling every other activity's orders in the
         // background would cost the database what the selected one's books save it.
-        let r = glance(&redis, &db, keys, &id).await;
+        let mut g = glances.take(&id);
         // One activity that fails to read (removed meanwhile) leaves only its own row blank.
-        if let Ok((bad, present, products)) = r {
+        if let Ok(c) = g.read(&redis, &db, keys).await {
+            glances.keep(g);
             out.push(Overview {
                 activity: id.to_string(),
-                alerts: overview_alerts(phase, draft, bad, present),
-                preheated: products > 0 && present == products,
+                alerts: overview_alerts(phase, draft, c.alerts, c.present),
+                preheated: c.products > 0 && c.present == c.products,
             });
         }
     }

@@ -29,13 +29,18 @@
 //!     500 ms; measured from sending the key (as the input thread does) to the end of the
 //!     frame that shows the new view. Then: the header shows "stale", and after SIGCONT a
 //!     sale made meanwhile shows up on screen.
+//! (d) With a second activity beside the live one, opening tomorrow: 10,000 products never
+//!     preheated, which the overview glances at every 5 s while the live one stays selected.
+//!     (e) That activity selected: the live view of 10,000 products without a key, the
+//!     overview glancing at the live one. Each as (b): the console's share of a core and
+//!     Redis's CPU per refresh, against the quiet targets.
 
 #[path = "../e2e/harness/mod.rs"]
 #[allow(unused_imports)]
 mod harness;
 
 use crossterm::event::{KeyCode, KeyEvent, KeyModifiers};
-use harness::fixtures::{buy, import, live_window, preheat_go, standalone};
+use harness::fixtures::{buy, future_window, import, live_window, preheat_go, standalone};
 use harness::procstat::{clock_ticks, cpu_of};
 use harness::{RedisServer, TestDb};
 use ratatui::Terminal;
@@ -67,6 +72,8 @@ const CPU_TARGET: f64 = 0.10;
 const REDIS_QUIET_TARGET_MS: f64 = 10.0;
 const REDIS_SELLING_TARGET_MS: f64 = 20.0;
 const SWITCH_TARGET_MS: f64 = 200.0;
+/// The activity of (d) and (e), opening tomorrow.
+const LATER: &str = "later";
 
 fn verdict(ok: bool) -> &'static str {
     if ok { "met" } else { "MISSED" }
@@ -234,6 +241,8 @@ struct Probe {
     db_sold: i64,
     received: Option<Instant>,
     snapshots: u64,
+    /// The activity whose stock is on screen.
+    activity: String,
 }
 
 fn key(c: char) -> Action {
@@ -502,6 +511,7 @@ async fn live_bench(secs: u64, warm: u64) -> bool {
             if let Some(r) = app.stock.report() {
                 p.rows = r.products.len();
                 p.db_sold = r.totals.db_sold;
+                p.activity.clone_from(&r.activity);
             }
             if p.received != app.stock.feed.received {
                 p.received = app.stock.feed.received;
@@ -686,8 +696,10 @@ async fn live_bench(secs: u64, warm: u64) -> bool {
             ),
             None => println!("    after SIGCONT the numbers did not move within 15 s: MISSED"),
         }
+        let later_ok = later_bench(&probe, &tx, &server, &db, (secs, warm)).await;
         let _ = tx.send(Action::ForceQuit);
-        quiet_ok
+        later_ok
+            && quiet_ok
             && selling_ok
             && missing == 0
             && max < SWITCH_TARGET_MS
@@ -699,6 +711,82 @@ async fn live_bench(secs: u64, warm: u64) -> bool {
         println!("the loop ended with an error: {e}");
         return false;
     }
+    ok
+}
+
+/// (d) and (e): an activity that opens tomorrow, 10,000 products and not preheated, beside the
+/// live one. (d) while the live one stays selected: the overview glances at the other every 5
+/// s. (e) once it is selected: the live view of products without a key (the overview glancing
+/// at the live one now). Redis's CPU per refresh and the console's share of a core, as (b).
+async fn later_bench(
+    probe: &Rc<RefCell<Probe>>,
+    tx: &tokio::sync::mpsc::UnboundedSender<Action>,
+    server: &RedisServer,
+    db: &TestDb,
+    (secs, warm): (u64, u64),
+) -> bool {
+    let redis_pid = server.pid().map(|p| p.to_string());
+    let info = standalone(&server.url()).await;
+    let lib = db.open().await;
+    let products: Vec<String> = (0..PRODUCTS).map(|i| format!("next-{i:05}")).collect();
+    let refs: Vec<(&str, i64, i64)> = products.iter().map(|p| (p.as_str(), 100, 2)).collect();
+    import(&lib, LATER, &refs, future_window()).await;
+    lib.close().await;
+    let mut ok = true;
+    let mut measure = |label: String, m: Measured| {
+        let share = m.cpu / m.wall;
+        let redis_ms = m.redis_cpu.map(|r| r / m.wall * 1000.0);
+        let met = share < CPU_TARGET && redis_ms.is_some_and(|ms| ms <= REDIS_QUIET_TARGET_MS);
+        println!("{label}");
+        println!(
+            "    process CPU {:.2} s over {:.1} s = {:.1}% of one core; redis-server {} per refresh, {:.0} commands per refresh; most: {}",
+            m.cpu,
+            m.wall,
+            share * 100.0,
+            redis_ms.map_or("n/a".into(), |ms| format!("{ms:.2} ms of CPU")),
+            m.stats.calls() as f64 / m.wall,
+            m.stats.top(4)
+        );
+        println!(
+            "    target: console under {:.0}% of one core and Redis <= {REDIS_QUIET_TARGET_MS:.0} ms per refresh: {}",
+            CPU_TARGET * 100.0,
+            verdict(met)
+        );
+        ok &= met;
+    };
+
+    // The overview reads the new activity's cuts whole at its first poll, then asks; the
+    // selected one, read whole again after (c)'s stop, goes quiet as it did before (b).
+    tokio::time::sleep(Duration::from_secs(warm)).await;
+    let m = Window::measure(&info, redis_pid.clone(), secs).await;
+    measure(
+        format!(
+            "(d) the loop of (b) for {:.1} s with a second activity beside the live one: {PRODUCTS} products opening tomorrow, not preheated (the overview glances at it every 5 s)",
+            m.wall
+        ),
+        m,
+    );
+
+    let _ = tx.send(Action::SelectActivity(
+        ActivityId::parse(LATER).expect("id"),
+    ));
+    let shown = until(probe, Duration::from_secs(60), |p| {
+        p.activity == LATER && p.rows == PRODUCTS
+    })
+    .await;
+    if shown.is_none() {
+        println!("(e) the activity opening tomorrow never showed: MISSED");
+        return false;
+    }
+    tokio::time::sleep(Duration::from_secs(warm)).await;
+    let m = Window::measure(&info, redis_pid, secs).await;
+    measure(
+        format!(
+            "(e) the activity opening tomorrow selected, {:.1} s: the live view of {PRODUCTS} products without a key (the live one's {PRODUCTS} now glanced at)",
+            m.wall
+        ),
+        m,
+    );
     ok
 }
 

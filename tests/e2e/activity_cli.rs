@@ -49,13 +49,17 @@ async fn migrate_import_list_show_on_every_backend() {
         let name = db.name();
         let m = run(&db, &["--json", "migrate"]);
         m.expect_code(0);
-        assert_eq!(m.json()["applied"], serde_json::json!([1, 2, 3]), "{name}");
+        assert_eq!(
+            m.json()["applied"],
+            serde_json::json!([1, 2, 3, 4]),
+            "{name}"
+        );
         let again = run(&db, &["--json", "migrate"]);
         again.expect_code(0);
         assert_eq!(again.json()["applied"], serde_json::json!([]), "{name}");
         assert_eq!(
             again.json()["already_applied"],
-            serde_json::json!([1, 2, 3]),
+            serde_json::json!([1, 2, 3, 4]),
             "{name}"
         );
 

@@ -24,6 +24,7 @@ mod operators;
 mod partial_loss;
 mod preflight;
 mod preheat;
+mod queue_order;
 mod quiet;
 mod read_only;
 mod reconcile;

@@ -8,7 +8,7 @@
 
 use crate::harness::Topo;
 use crate::harness::fixtures::{
-    buy, commandstats, import, live_window, preheat_options, product_keys, redis_cmd,
+    buy, commandstats, import, live_window, preheat_go, preheat_options, product_keys, redis_cmd,
 };
 use seckill_console::db::Db;
 use seckill_console::domain::ActivityId;
@@ -24,6 +24,14 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 const PRODUCTS: usize = 40;
+
+/// [`PRODUCTS`] products `<prefix>00`, `<prefix>01`, ... of 100 units, imported into a live
+/// activity (not preheated).
+async fn import_quiet(db: &seckill_console::db::Db, name: &str, prefix: &str) {
+    let ids: Vec<String> = (0..PRODUCTS).map(|i| format!("{prefix}{i:02}")).collect();
+    let products: Vec<(&str, i64, i64)> = ids.iter().map(|p| (p.as_str(), 100, 5)).collect();
+    import(db, name, &products, live_window()).await;
+}
 
 /// Calls per command on every primary since the last reset (`INFO commandstats`).
 async fn calls(store: &RedisStore) -> HashMap<String, u64> {
@@ -365,9 +373,7 @@ async fn a_read_before_the_preheat_asks_no_stream_by_name() {
     let topo = Topo::standalone();
     let tdb = crate::harness::TestDb::sqlite();
     let db = tdb.open().await;
-    let ids: Vec<String> = (0..PRODUCTS).map(|i| format!("q{i:02}")).collect();
-    let products: Vec<(&str, i64, i64)> = ids.iter().map(|p| (p.as_str(), 100, 5)).collect();
-    import(&db, "quiet5", &products, live_window()).await;
+    import_quiet(&db, "quiet5", "q").await;
     let store = topo.store().await;
     reset_stats(&store).await;
     let id = ActivityId::parse("quiet5").expect("id");
@@ -477,4 +483,179 @@ async fn products_in_every_window_keep_their_own_cut_standalone() {
 #[tokio::test(flavor = "multi_thread")]
 async fn products_in_every_window_keep_their_own_cut_cluster() {
     products_in_every_window_keep_their_own_cut(Topo::cluster()).await;
+}
+
+/// Products with no key at all (an activity before its preheat) are asked whether a key
+/// appeared, fifty to an EXISTS on a single server, not read whole on every refresh (that was
+/// 0.7 s of Redis a refresh for 100,000 products); a stock set by hand and the preheat each
+/// show within two refreshes.
+async fn products_without_keys_are_asked_whether_one_appeared(topo: Topo) {
+    let tdb = crate::harness::TestDb::sqlite();
+    let db = tdb.open().await;
+    let name = "bare";
+    import_quiet(&db, name, "b").await;
+    let sale = Sale {
+        store: topo.store().await,
+        db,
+        keys: KeySpace::default(),
+        id: ActivityId::parse(name).expect("id"),
+        name: name.to_string(),
+    };
+    let mut t = sale.tracker(Duration::from_secs(3600));
+    sale.settle(&mut t).await;
+
+    reset_stats(&sale.store).await;
+    let snap = sale.refresh(&mut t).await;
+    let c = calls(&sale.store).await;
+    let q = t.cost.quiet;
+    assert_eq!(q.whole, 0, "{q:?}");
+    assert!(q.asked > 0 && q.resting > 0, "{q:?}");
+    for read in ["get", "hmget", "hrandfield", "type", "xrevrange", "xread"] {
+        assert_eq!(
+            c.get(read),
+            None,
+            "a refresh of bare products sent {read}: {c:?}"
+        );
+    }
+    let exists = c.get("exists").copied().unwrap_or(0);
+    if sale.store.is_cluster() {
+        assert_eq!(exists, q.asked, "one EXISTS per asked product: {c:?}");
+    } else {
+        assert_eq!(exists, 1, "one EXISTS for every asked product: {c:?}");
+    }
+    assert!(
+        snap.products
+            .iter()
+            .all(|v| v.status.redis_remaining.is_none()),
+        "nothing in Redis yet"
+    );
+
+    // A stock set by hand on a product without keys: shown within two refreshes, never ok.
+    let k = product_keys(name, "b13");
+    redis_cmd(&sale.store, &["SET", &k.stock, "50"]).await;
+    let mut seen = None;
+    for _ in 0..2 {
+        let p = product(&sale.refresh(&mut t).await, "b13");
+        if p.redis_remaining == Some(50) {
+            seen = Some(p);
+            break;
+        }
+    }
+    let p = seen.expect("a stock set by hand did not show within two refreshes");
+    assert_ne!(p.state, State::Ok, "{p:?}");
+    redis_cmd(&sale.store, &["DEL", &k.stock]).await;
+    sale.settle(&mut t).await;
+
+    // The preheat writes every product: each shows its stock within two refreshes.
+    preheat_go(&sale.store, &sale.db, name, Duration::from_secs(3600)).await;
+    let mut shown = 0;
+    for _ in 0..2 {
+        let snap = sale.refresh(&mut t).await;
+        shown = snap
+            .products
+            .iter()
+            .filter(|v| v.status.redis_remaining == Some(100) && v.status.state == State::Ok)
+            .count();
+        if shown == PRODUCTS {
+            break;
+        }
+    }
+    assert_eq!(
+        shown, PRODUCTS,
+        "preheated products shown ok within two refreshes"
+    );
+    sale.db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn products_without_keys_are_asked_whether_one_appeared_standalone() {
+    products_without_keys_are_asked_whether_one_appeared(Topo::standalone()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn products_without_keys_are_asked_whether_one_appeared_cluster() {
+    products_without_keys_are_asked_whether_one_appeared(Topo::cluster()).await;
+}
+
+/// The TUI's overview of the activities not selected keeps a glance of each between its polls
+/// and reads it as the live view does: a quiet product is asked, not read (the overview read up
+/// to 20 activities of 20,000 products whole every 5 s). A preheat and a sale show at the next
+/// poll, with the counts the overview shows.
+async fn an_overview_glance_asks_quiet_products(topo: Topo) {
+    use seckill_console::ops::glance::{Counts, Glance};
+    let tdb = crate::harness::TestDb::sqlite();
+    let db = tdb.open().await;
+    let name = "glance";
+    import_quiet(&db, name, "g").await;
+    let store = topo.store().await;
+    let keys = KeySpace::default();
+    let id = ActivityId::parse(name).expect("id");
+    let opts = QuietOptions {
+        hot: 0,
+        slow_after: 2,
+        slow_every: 1,
+        full_every: Duration::from_secs(3600),
+    };
+    let mut g = Glance::new(id.clone(), opts);
+    let n = PRODUCTS;
+    let unpreheated = Counts {
+        alerts: n,
+        present: 0,
+        products: n,
+    };
+    assert_eq!(
+        g.read(&store, &db, &keys).await.expect("glance"),
+        unpreheated
+    );
+    let key_reads = ["get", "hmget", "hrandfield", "type", "xrevrange"];
+    let quiet = |c: &HashMap<String, u64>, asks: &str, what: &str| {
+        for read in key_reads {
+            assert_eq!(
+                c.get(read),
+                None,
+                "{what}: a quiet glance sent {read}: {c:?}"
+            );
+        }
+        let expected = if store.is_cluster() { n as u64 } else { 1 };
+        assert_eq!(c.get(asks), Some(&expected), "{what}: {c:?}");
+    };
+    // A cluster's first read opens the connections to its nodes, which the next read takes
+    // for a restart and reads whole.
+    assert_eq!(
+        g.read(&store, &db, &keys).await.expect("glance"),
+        unpreheated
+    );
+    reset_stats(&store).await;
+    assert_eq!(
+        g.read(&store, &db, &keys).await.expect("glance"),
+        unpreheated
+    );
+    quiet(&calls(&store).await, "exists", "before the preheat");
+
+    preheat_go(&store, &db, name, Duration::from_secs(3600)).await;
+    let preheated = Counts {
+        alerts: 0,
+        present: n,
+        products: n,
+    };
+    assert_eq!(g.read(&store, &db, &keys).await.expect("glance"), preheated);
+    reset_stats(&store).await;
+    assert_eq!(g.read(&store, &db, &keys).await.expect("glance"), preheated);
+    quiet(&calls(&store).await, "xread", "after the preheat");
+
+    // A sale: its product is read whole at the next poll and stays without an alert.
+    buy(&store, &db, name, "g07", "r1", "u1", 2).await;
+    assert_eq!(g.read(&store, &db, &keys).await.expect("glance"), preheated);
+    assert_eq!(g.cost().whole, 1, "{:?}", g.cost());
+    db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_overview_glance_asks_quiet_products_standalone() {
+    an_overview_glance_asks_quiet_products(Topo::standalone()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_overview_glance_asks_quiet_products_cluster() {
+    an_overview_glance_asks_quiet_products(Topo::cluster()).await;
 }

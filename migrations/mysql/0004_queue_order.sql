@@ -1,0 +1,5 @@
+-- The compensation list without a sort of the whole queue (a million entries after an
+-- incident): its pending entries, oldest first, walk the (activity_id, status) index, whose
+-- entries end with the primary key; the others, newest first, walk this one backwards.
+-- (MySQL has no CREATE INDEX IF NOT EXISTS: a rerun after a crash skips an index that exists.)
+CREATE INDEX seckill_compensation_by_id ON seckill_compensation (activity_id, id);
