@@ -356,25 +356,67 @@ pub struct ActivitySummary {
     pub total_stock: i64,
 }
 
-/// Every activity, newest window first.
-pub async fn list(db: &Db) -> Result<Vec<ActivitySummary>> {
+/// Every activity's row, newest window first: the list without its products' figures.
+pub async fn rows(db: &Db) -> Result<Vec<Activity>> {
+    let rows: Vec<ActivityRow> = db
+        .fetch_all_as(
+            "SELECT activity_id, name, starts_at, ends_at, status FROM seckill_activity \
+             ORDER BY starts_at DESC, activity_id",
+            &[],
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+    rows.into_iter().map(activity_from).collect()
+}
+
+/// How many products each activity has and their total stock (of the activities `only`, when
+/// given); an activity without products is absent.
+pub async fn totals(db: &Db, only: Option<&[&str]>) -> Result<HashMap<String, (i64, i64)>> {
     let sql = format!(
-        "SELECT a.activity_id, a.name, a.starts_at, a.ends_at, a.status, \
-                COUNT(p.product_id), {} \
-         FROM seckill_activity a LEFT JOIN seckill_product p ON p.activity_id = a.activity_id \
-         GROUP BY a.activity_id, a.name, a.starts_at, a.ends_at, a.status \
-         ORDER BY a.starts_at DESC, a.activity_id",
-        db.sum_i64("p.initial_stock")
+        "SELECT activity_id, COUNT(*), {} FROM seckill_product",
+        db.sum_i64("initial_stock")
     );
-    type Row = (String, String, DbTime, DbTime, String, i64, i64);
-    let rows: Vec<Row> = db.fetch_all_as(&sql, &[]).await.map_err(|e| db.error(&e))?;
-    rows.into_iter()
-        .map(|r| {
-            Ok(ActivitySummary {
-                activity: activity_from((r.0, r.1, r.2, r.3, r.4))?,
-                products: r.5,
-                total_stock: r.6,
-            })
+    let rows: Vec<(String, i64, i64)> = match only {
+        None => {
+            db.fetch_all_as(&format!("{sql} GROUP BY activity_id"), &[])
+                .await
+        }
+        Some(ids) => {
+            db.fetch_all_in(
+                &format!("{sql} WHERE activity_id IN (...) GROUP BY activity_id"),
+                &[],
+                ids,
+            )
+            .await
+        }
+    }
+    .map_err(|e| db.error(&e))?;
+    Ok(rows.into_iter().map(|(a, n, s)| (a, (n, s))).collect())
+}
+
+/// The activities with their products' figures from `totals` (none: no product).
+pub fn summarize(
+    activities: Vec<Activity>,
+    totals: &HashMap<String, (i64, i64)>,
+) -> Vec<ActivitySummary> {
+    activities
+        .into_iter()
+        .map(|activity| {
+            let (products, total_stock) = totals
+                .get(activity.activity_id.as_str())
+                .copied()
+                .unwrap_or((0, 0));
+            ActivitySummary {
+                activity,
+                products,
+                total_stock,
+            }
         })
         .collect()
+}
+
+/// Every activity, newest window first, with its products' figures.
+pub async fn list(db: &Db) -> Result<Vec<ActivitySummary>> {
+    let totals = totals(db, None).await?;
+    Ok(summarize(rows(db).await?, &totals))
 }

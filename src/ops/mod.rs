@@ -12,6 +12,7 @@ pub mod guard;
 pub mod health;
 pub mod import;
 pub mod integrity;
+pub mod listing;
 pub mod memory_gate;
 pub mod pause;
 pub mod preheat;

@@ -8,11 +8,12 @@ use super::action::Action;
 use super::feed::Fetched;
 use super::feed::Overview;
 use super::services::Services;
-use crate::db::{activity, audit, compensation};
+use crate::db::{audit, compensation};
 use crate::domain::{ActivityId, Phase};
 use crate::error::{Error, Result};
 use crate::ops::glance::{self, Glance};
 use crate::ops::health;
+use crate::ops::listing::{Listing, TOTALS_EVERY};
 use crate::ops::progress::SettleGauge;
 use crate::ops::status::{StatusOptions, StatusReport, status_tracked};
 use crate::ops::tracker::{Tracker, TrackerOptions};
@@ -100,10 +101,16 @@ pub fn spawn(
     // The activities list; it also tells the header whether the database answers.
     {
         let (s, tx) = (services.clone(), tx.clone());
+        // Kept between polls: the products' figures are summed every 30 s, not every refresh.
+        let listing = Arc::new(tokio::sync::Mutex::new(Listing::new(TOTALS_EVERY)));
         tasks.push(tokio::spawn(every(refresh, wake.clone(), move |_| {
-            let (s, tx) = (s.clone(), tx.clone());
+            let (s, tx, listing) = (s.clone(), tx.clone(), listing.clone());
             async move {
-                let result = guarded(async move { activity::list(&s.db().await?).await }).await;
+                let result = guarded(async move {
+                    let db = s.db().await?;
+                    listing.lock().await.read(&db).await
+                })
+                .await;
                 tx.send(Action::Activities(Fetched::now(result))).is_ok()
             }
         })));
@@ -114,12 +121,15 @@ pub fn spawn(
         let (s, tx, keys) = (services.clone(), tx.clone(), keys.clone());
         let period = refresh.max(Duration::from_secs(5));
         let glances = Glances::default();
+        let listing = Arc::new(tokio::sync::Mutex::new(Listing::new(TOTALS_EVERY)));
         tasks.push(tokio::spawn(every(period, wake.clone(), move |current| {
-            let (s, tx, keys, glances) = (s.clone(), tx.clone(), keys.clone(), glances.clone());
+            let (s, tx, keys) = (s.clone(), tx.clone(), keys.clone());
+            let (glances, listing) = (glances.clone(), listing.clone());
             async move {
-                let result =
-                    guarded(async move { overview(&s, &keys, current.as_ref(), &glances).await })
-                        .await;
+                let result = guarded(async move {
+                    overview(&s, &keys, current.as_ref(), (&glances, &listing)).await
+                })
+                .await;
                 tx.send(Action::Overview(Fetched::now(result))).is_ok()
             }
         })));
@@ -360,10 +370,10 @@ async fn overview(
     s: &Services,
     keys: &crate::redis::KeySpace,
     selected: Option<&ActivityId>,
-    glances: &Glances,
+    (glances, listing): (&Glances, &tokio::sync::Mutex<Listing>),
 ) -> Result<Vec<Overview>> {
     let db = s.db().await?;
-    let list = activity::list(&db).await?;
+    let list = listing.lock().await.read(&db).await?;
     let now = Utc::now();
     // Cancelled ones too: their stock left in Redis still sells (`cancelled_on_sale`).
     let wanted: Vec<(ActivityId, Phase, bool)> = list

@@ -460,3 +460,50 @@ async fn dates_to_2099_on_every_backend_and_out_of_range_named() {
         );
     }
 }
+
+/// The TUI's activity list keeps its products' figures between refreshes (summing every product
+/// of every activity at each refresh grew with products that stood still): an activity just
+/// imported shows with its figures at once, a listed one's are summed again once a period.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_kept_listing_sums_products_once_a_period_and_new_activities_at_once() {
+    use crate::harness::fixtures::import;
+    use seckill_console::db::activity::{self, ActivitySummary};
+    use seckill_console::ops::listing::Listing;
+    use std::time::Duration;
+    fn figures(list: &[ActivitySummary], id: &str) -> Option<(i64, i64)> {
+        list.iter()
+            .find(|a| a.activity.activity_id.as_str() == id)
+            .map(|a| (a.products, a.total_stock))
+    }
+    for tdb in TestDb::all().await {
+        let name = tdb.name();
+        let db = tdb.open().await;
+        import(&db, "la", &[("p1", 10, 2), ("p2", 5, 1)], future_window()).await;
+        let mut kept = Listing::new(Duration::from_secs(3600));
+        let mut fresh = Listing::new(Duration::ZERO);
+        let l = kept.read(&db).await.expect("list");
+        assert_eq!(figures(&l, "la"), Some((2, 15)), "{name}");
+
+        import(&db, "lb", &[("q1", 7, 1)], future_window()).await;
+        let l = kept.read(&db).await.expect("list");
+        assert_eq!(figures(&l, "lb"), Some((1, 7)), "{name}: a new activity");
+        assert_eq!(figures(&l, "la"), Some((2, 15)), "{name}");
+
+        // A product added to a listed activity: the kept figures stand until the period ends;
+        // a period of zero sums again at once, as the `activity list` command does.
+        let three = [("p1", 10, 2), ("p2", 5, 1), ("p3", 20, 1)];
+        import(&db, "la", &three, future_window()).await;
+        let l = kept.read(&db).await.expect("list");
+        assert_eq!(
+            figures(&l, "la"),
+            Some((2, 15)),
+            "{name}: within the period"
+        );
+        let l = fresh.read(&db).await.expect("list");
+        assert_eq!(figures(&l, "la"), Some((3, 35)), "{name}: the next period");
+        let l = activity::list(&db).await.expect("list");
+        assert_eq!(figures(&l, "la"), Some((3, 35)), "{name}");
+        assert_eq!(figures(&l, "lb"), Some((1, 7)), "{name}");
+        db.close().await;
+    }
+}
