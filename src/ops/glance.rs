@@ -60,6 +60,11 @@ impl Glance {
         &self.activity
     }
 
+    /// Reads every product whole at the next read (a node evicted keys: no stream shows it).
+    pub fn recut(&mut self) {
+        self.watch.recut();
+    }
+
     /// What the last read did, per kind of read.
     pub fn cost(&self) -> super::quiet::QuietCost {
         self.watch.cost

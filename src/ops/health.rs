@@ -195,6 +195,17 @@ pub async fn evicted_keys(redis: &RedisStore) -> std::collections::HashMap<Strin
     out
 }
 
+/// True when a node evicted keys since `before` (each node's `evicted_keys`; a node not in
+/// `before` has nothing to weigh against). Evicted keys leave no event: a live view that asks
+/// quiet products whether they moved must read them whole again.
+pub fn evicted_since(
+    before: &std::collections::HashMap<String, u64>,
+    now: &std::collections::HashMap<String, u64>,
+) -> bool {
+    now.iter()
+        .any(|(addr, &e)| before.get(addr).is_some_and(|&b| e > b))
+}
+
 /// The database as `ping` saw it.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct DbHealth {
@@ -212,5 +223,26 @@ pub async fn database(db: &Db) -> DbHealth {
         backend: db.backend(),
         schema_current: schema.is_ok(),
         error: schema.err().map(|e| e.message),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::evicted_since;
+    use std::collections::HashMap;
+
+    #[test]
+    fn eviction_is_a_count_that_grew_on_a_node_seen_before() {
+        let m = |pairs: &[(&str, u64)]| -> HashMap<String, u64> {
+            pairs.iter().map(|(a, n)| (a.to_string(), *n)).collect()
+        };
+        let before = m(&[("a:1", 5), ("b:2", 0)]);
+        assert!(!evicted_since(&before, &m(&[("a:1", 5), ("b:2", 0)])));
+        assert!(evicted_since(&before, &m(&[("a:1", 5), ("b:2", 1)])));
+        // A node first seen now (a failover, a new primary) has nothing to weigh against.
+        assert!(!evicted_since(&before, &m(&[("c:3", 9)])));
+        assert!(!evicted_since(&HashMap::new(), &before));
+        // A restart resets the count: lower is not eviction (the restart recuts on its own).
+        assert!(!evicted_since(&before, &m(&[("a:1", 0)])));
     }
 }

@@ -139,18 +139,14 @@ pub async fn status_tracked(
     report.master = redis.master().map(Box::new);
     // The next refresh weighs its eviction counts against these. A node that evicted keys
     // since may have taken a piece of a quiet product: every product is read whole next.
-    for n in &nodes {
-        if let Some(e) = n.memory.evicted_keys {
-            if tracker
-                .evicted
-                .get(&n.addr)
-                .is_some_and(|&before| e > before)
-            {
-                tracker.recut();
-            }
-            tracker.evicted.insert(n.addr.clone(), e);
-        }
+    let evicted: HashMap<String, u64> = nodes
+        .iter()
+        .filter_map(|n| Some((n.addr.clone(), n.memory.evicted_keys?)))
+        .collect();
+    if health::evicted_since(&tracker.evicted, &evicted) {
+        tracker.recut();
     }
+    tracker.evicted.extend(evicted);
     Ok(report)
 }
 

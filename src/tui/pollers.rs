@@ -337,16 +337,36 @@ pub fn overview_alerts(phase: Phase, draft: bool, bad: usize, present: usize) ->
     }
 }
 
-/// The overview's glances, kept between its polls. A poll takes each out and puts it back
-/// when its read finished (one cut short may hold a cut half way).
+/// The overview's glances, kept between its polls, and each node's evicted keys at the last
+/// poll. A poll takes each glance out and puts it back when its read finished (one cut short
+/// may hold a cut half way).
 #[derive(Clone, Default)]
-struct Glances(Arc<std::sync::Mutex<HashMap<ActivityId, Glance>>>);
+struct Glances(Arc<std::sync::Mutex<Glanced>>);
+
+#[derive(Default)]
+struct Glanced {
+    by_activity: HashMap<ActivityId, Glance>,
+    /// Each node's `evicted_keys` at the last poll.
+    evicted: HashMap<String, u64>,
+}
 
 impl Glances {
     /// Keeps the glances of `wanted` only.
     fn retain(&self, wanted: &[ActivityId]) {
         if let Ok(mut m) = self.0.lock() {
-            m.retain(|id, _| wanted.contains(id));
+            m.by_activity.retain(|id, _| wanted.contains(id));
+        }
+    }
+
+    /// Weighs each node's evicted keys against the last poll's: a node that evicted keys may
+    /// have taken a piece of a quiet product, so every glance reads whole next, as the live
+    /// view does.
+    fn evicted(&self, now: HashMap<String, u64>) {
+        if let Ok(mut m) = self.0.lock() {
+            if health::evicted_since(&m.evicted, &now) {
+                m.by_activity.values_mut().for_each(Glance::recut);
+            }
+            m.evicted.extend(now);
         }
     }
 
@@ -354,13 +374,13 @@ impl Glances {
         self.0
             .lock()
             .ok()
-            .and_then(|mut m| m.remove(id))
+            .and_then(|mut m| m.by_activity.remove(id))
             .unwrap_or_else(|| Glance::new(id.clone(), glance::OVERVIEW))
     }
 
     fn keep(&self, g: Glance) {
         if let Ok(mut m) = self.0.lock() {
-            m.insert(g.activity().clone(), g);
+            m.by_activity.insert(g.activity().clone(), g);
         }
     }
 }
@@ -394,6 +414,7 @@ async fn overview(
         return Ok(Vec::new());
     }
     let redis = s.redis().await?;
+    glances.evicted(health::evicted_keys(&redis).await);
     let mut out = Vec::new();
     for (id, phase, draft) in wanted {
         // Redis alone, at a glance: reconciling every other activity's orders in the
