@@ -15,7 +15,7 @@ use std::ops::{Bound, RangeBounds};
 /// Rows per page of an index walk.
 pub const PAGE: i64 = 1000;
 
-const LIVE_SQL: &str = "status IN ('pending_payment', 'paid')";
+use super::orders::{LIVE_SQL, live_sums_sql};
 
 /// Opens the read snapshot and takes it at once (a first read pins it on every backend, so it
 /// is taken after whatever the caller read before), mapping a failure to the console's error.
@@ -38,23 +38,12 @@ pub async fn live_units(
     activity: &ActivityId,
     products: Option<&[&str]>,
 ) -> Result<HashMap<String, i64>> {
-    let sql = format!(
-        "SELECT product_id, {} FROM seckill_order WHERE activity_id = ? AND {LIVE_SQL}",
-        tx.db().sum_i64("quantity")
-    );
     let args = [Arg::from(activity.as_str())];
     let rows: Vec<(String, i64)> = match products {
-        None => {
-            tx.fetch_all_as(&format!("{sql} GROUP BY product_id"), &args)
-                .await
-        }
+        None => tx.fetch_all_as(&live_sums_sql(tx.db(), false), &args).await,
         Some(ids) => {
-            tx.fetch_all_in(
-                &format!("{sql} AND product_id IN (...) GROUP BY product_id"),
-                &args,
-                ids,
-            )
-            .await
+            tx.fetch_all_in(&live_sums_sql(tx.db(), true), &args, ids)
+                .await
         }
     }
     .map_err(|e| tx.db().error(&e))?;

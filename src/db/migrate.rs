@@ -34,6 +34,11 @@ const SQLITE: &[Migration] = &[
         name: "queue_order",
         sql: include_str!("../../migrations/sqlite/0004_queue_order.sql"),
     },
+    Migration {
+        version: 5,
+        name: "order_sums",
+        sql: include_str!("../../migrations/sqlite/0005_order_sums.sql"),
+    },
 ];
 const POSTGRES: &[Migration] = &[
     Migration {
@@ -56,6 +61,11 @@ const POSTGRES: &[Migration] = &[
         name: "queue_order",
         sql: include_str!("../../migrations/postgres/0004_queue_order.sql"),
     },
+    Migration {
+        version: 5,
+        name: "order_sums",
+        sql: include_str!("../../migrations/postgres/0005_order_sums.sql"),
+    },
 ];
 const MYSQL: &[Migration] = &[
     Migration {
@@ -77,6 +87,11 @@ const MYSQL: &[Migration] = &[
         version: 4,
         name: "queue_order",
         sql: include_str!("../../migrations/mysql/0004_queue_order.sql"),
+    },
+    Migration {
+        version: 5,
+        name: "order_sums",
+        sql: include_str!("../../migrations/mysql/0005_order_sums.sql"),
     },
 ];
 
@@ -183,6 +198,9 @@ pub async fn migrate(db: &Db) -> Result<MigrateReport> {
                 // MySQL's CREATE INDEX has no IF NOT EXISTS: an index a crashed run made is
                 // already there (ER_DUP_KEYNAME).
                 Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("1061") => {}
+                // Nor its DROP INDEX an IF EXISTS: an index a crashed run dropped is gone
+                // (ER_CANT_DROP_FIELD_OR_KEY).
+                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("1091") => {}
                 // Nor has its (or SQLite's) ADD COLUMN: a column a crashed run added is there
                 // (ER_DUP_FIELDNAME; SQLite says "duplicate column name").
                 Err(sqlx::Error::Database(e))

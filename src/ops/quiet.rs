@@ -144,7 +144,7 @@ fn settled(c: &ProductCut) -> bool {
 }
 
 /// The same cut, the read's instant aside.
-fn same(a: &ProductCut, b: &ProductCut) -> bool {
+pub(crate) fn same(a: &ProductCut, b: &ProductCut) -> bool {
     a.stock == b.stock && a.meta == b.meta && a.position == b.position && a.keys == b.keys
 }
 

@@ -30,7 +30,7 @@
 use super::feed::OrderFeed;
 use super::integrity::{self, SweepBudget};
 use super::progress::SettleGauge;
-use super::quiet::{QuietCost, QuietOptions, Watchlist};
+use super::quiet::{self, QuietCost, QuietOptions, Watchlist};
 use super::rows::KeptRows;
 use super::snapshot::{self, Cost, Interleave, ProductAtCut, Snapshot, Stage};
 use crate::db::cut::{self as db_cut, Change};
@@ -173,6 +173,9 @@ pub struct RefreshCost {
     pub resumed: u64,
     /// Products settled from scratch (no books, or books that did not add up).
     pub settled: u64,
+    /// Products whose counters cannot be read, shown with the books of an earlier settle
+    /// (their cut has not moved since, and `verify_every` has not passed).
+    pub held: u64,
     /// Checkpoints written (products whose books moved since the last save).
     pub saved: u64,
     /// True when this refresh compared the sums of live orders.
@@ -191,6 +194,21 @@ struct Kept {
     /// The product's checkpoint as loaded or last saved: books that did not move since are
     /// not written again.
     saved: Option<Saved>,
+}
+
+/// The books of a product settled from scratch whose cut could not carry them (its counters or
+/// its stream unreadable): nothing can check them against Redis, so they are settled again when
+/// the cut moves or after `verify_every`, not at every refresh. Settling re-reads the whole
+/// ledger and every order: at every refresh that was a big product's history a second, read
+/// during the very incident that made it unreadable.
+#[derive(Clone, Debug)]
+struct Unkept {
+    books: Books,
+    /// The cut the books were settled at.
+    cut: cut::ProductCut,
+    /// Whether both sides' differences accounted for the counters then.
+    explained: bool,
+    at: Instant,
 }
 
 /// What a product's checkpoint in Redis holds, as far as a save needs to know.
@@ -267,8 +285,8 @@ pub struct Tracker {
     /// product's books several times.
     kept: RidMap<Kept>,
     /// Books of products whose cut cannot carry them (the stock, counters or stream
-    /// unreadable): only their database figures, settled again on the next refresh.
-    unkept: HashMap<String, Books>,
+    /// unreadable): only their database figures, held while the cut stays as it was.
+    unkept: HashMap<String, Unkept>,
     last_verify: Option<Instant>,
     last_save: Option<Instant>,
     /// Changes (request, updated_at in µs) applied while inside the feed's margin.
@@ -434,6 +452,7 @@ impl Tracker {
             Err(e) => {
                 // A refresh that failed half way may have moved books half way: start over.
                 self.kept.clear();
+                self.unkept.clear();
                 if let Some(w) = &mut self.watch {
                     w.forget();
                 }
@@ -451,7 +470,7 @@ impl Tracker {
                 .kept
                 .get(id)
                 .map(|k| &k.books)
-                .or_else(|| self.unkept.get(id))
+                .or_else(|| self.unkept.get(id).map(|u| &u.books))
                 .unwrap_or(&none);
             let explained = settled.get(id).copied().unwrap_or(true);
             let ProductAtCut { product, keys, cut } = item;
@@ -490,13 +509,15 @@ impl Tracker {
     ) -> Result<HashMap<String, bool>> {
         let ids: HashSet<&str> = items.iter().map(ProductAtCut::id).collect();
         self.kept.retain(|id, _| ids.contains(id.as_str()));
-        self.unkept.clear();
         if self.opts.fresh {
             self.kept.clear();
         }
-        self.resume(redis, items).await?;
+        let held = self.held(items);
+        self.cost.held = held.len() as u64;
+        self.resume(redis, items, &held).await?;
         self.declare(items);
         let (mut moving, mut resettle) = self.carried(redis, items).await?;
+        resettle.retain(|&i| !held.contains_key(items[i].id()));
         let since = self.read_events(redis, items, &moving).await?;
         let mut tx = db_cut::begin(db, &self.activity).await?;
         self.opts.interleave.at(Stage::Snapshot).await;
@@ -536,11 +557,32 @@ impl Tracker {
         }
         moving.retain(|i| !again.contains(i));
         resettle = again.into_iter().collect();
-        let settled = self.settle(redis, &mut tx, items, resettle).await?;
+        let mut settled = self.settle(redis, &mut tx, items, resettle).await?;
+        settled.extend(held);
         drop(tx);
         self.check_entries(redis, items).await?;
         self.save(redis, items).await?;
         Ok(settled)
+    }
+
+    /// The products whose books from an earlier settle stand as they are (see [`Unkept`]),
+    /// with whether they were explained; every other product's unkept books are dropped.
+    fn held(&mut self, items: &[ProductAtCut]) -> HashMap<String, bool> {
+        let every = self.opts.verify_every;
+        let mut held = HashMap::new();
+        // Almost always none: then no product is looked up.
+        if !self.opts.fresh && !self.unkept.is_empty() {
+            for item in items {
+                if let Some(u) = self.unkept.get(item.id())
+                    && u.at.elapsed() < every
+                    && quiet::same(&u.cut, &item.cut)
+                {
+                    held.insert(item.id().to_string(), u.explained);
+                }
+            }
+        }
+        self.unkept.retain(|id, _| held.contains_key(id));
+        held
     }
 
     /// What the meta hash declares at the cut that the books carry: the units the counters
@@ -659,14 +701,24 @@ impl Tracker {
     }
 
     /// Gives products without books in memory the books of their checkpoint, if any is valid.
-    async fn resume(&mut self, redis: &RedisStore, items: &[ProductAtCut]) -> Result<()> {
+    async fn resume(
+        &mut self,
+        redis: &RedisStore,
+        items: &[ProductAtCut],
+        held: &HashMap<String, bool>,
+    ) -> Result<()> {
         if !self.opts.load_checkpoints || self.opts.fresh {
             return Ok(());
         }
-        // A product whose stream has no event has no checkpoint worth reading (see `save`).
+        // A product whose stream has no event has no checkpoint worth reading (see `save`);
+        // one whose books are held could not carry one.
         let missing: Vec<&ProductAtCut> = items
             .iter()
-            .filter(|i| !self.kept.contains_key(i.id()) && i.cut.position != Some(EventId::ZERO))
+            .filter(|i| {
+                !self.kept.contains_key(i.id())
+                    && !held.contains_key(i.id())
+                    && i.cut.position != Some(EventId::ZERO)
+            })
             .collect();
         if missing.is_empty() {
             return Ok(());
@@ -1110,7 +1162,17 @@ impl Tracker {
                 );
             } else {
                 self.kept.remove(&id);
-                self.unkept.insert(id, books);
+                let cut = item.cut.clone();
+                let at = Instant::now();
+                self.unkept.insert(
+                    id,
+                    Unkept {
+                        books,
+                        cut,
+                        explained,
+                        at,
+                    },
+                );
             }
         }
         Ok(out)

@@ -21,6 +21,7 @@ mod lua_contract;
 mod malformed;
 mod model;
 mod operators;
+mod order_sums;
 mod partial_loss;
 mod preflight;
 mod preheat;

@@ -4,10 +4,11 @@
 //! whole queue on every refresh (a million entries after an incident). Every backend.
 
 use crate::harness::TestDb;
+use crate::harness::plan::plan;
 use seckill_console::db::compensation::{self, LIST_PENDING, LIST_RESOLVED, NewCompensation};
 use seckill_console::db::{Arg, Db};
 use seckill_console::domain::ActivityId;
-use sqlx::{Connection, Row};
+use sqlx::Connection;
 
 /// Six entries of requests `<activity>-r1` to `-r6` in that order, r2 and r4 resolved.
 async fn queue(db: &Db, activity: &str) {
@@ -78,79 +79,36 @@ fn explained(select: &str, activity: &str, limit: i64) -> String {
 
 /// What the backend's planner says of each of the list's reads: one line per plan step.
 async fn plans(tdb: &TestDb) -> Vec<(String, String)> {
+    if tdb.name() == "mysql" {
+        // MariaDB's planner has no switch to turn sorting off and scans a table this small:
+        // it is given a queue of an incident's shape, 20,000 entries, half of them resolved,
+        // and statistics.
+        let mut c = sqlx::MySqlConnection::connect(&tdb.url)
+            .await
+            .expect("mysql");
+        sqlx::query(
+            "SET STATEMENT max_recursive_iterations = 100000 FOR \
+             INSERT INTO seckill_compensation \
+             (request_id, activity_id, product_id, user_id, quantity, status, reason, created_at) \
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000) \
+             SELECT CONCAT('bulk-', i), 'qo', 'p1', 'u', 1, \
+                    IF(i % 2 = 0, 'returned', 'pending'), 'bulk', NOW() FROM n",
+        )
+        .execute(&mut c)
+        .await
+        .expect("bulk queue");
+        sqlx::query("ANALYZE TABLE seckill_compensation")
+            .execute(&mut c)
+            .await
+            .expect("analyze");
+    }
+    // A table this small is cheaper to scan and sort: the question is whether an index gives
+    // the order at all, so PostgreSQL's planner is told to avoid both.
+    let off = ["SET enable_seqscan = off", "SET enable_sort = off"];
     let mut out = Vec::new();
     for select in [LIST_PENDING, LIST_RESOLVED] {
         let sql = explained(select, "qo", 1000);
-        let lines: Vec<String> = match tdb.name() {
-            "sqlite" => {
-                let mut c = sqlx::SqliteConnection::connect(&tdb.url)
-                    .await
-                    .expect("sqlite");
-                sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {sql}")))
-                    .fetch_all(&mut c)
-                    .await
-                    .expect("explain")
-                    .iter()
-                    .map(|r| r.get::<String, _>("detail"))
-                    .collect()
-            }
-            "postgres" => {
-                let mut c = sqlx::PgConnection::connect(&tdb.url)
-                    .await
-                    .expect("postgres");
-                // A table this small is cheaper to scan and sort: the question is whether an
-                // index gives the order at all, so the planner is told to avoid both.
-                for set in ["SET enable_seqscan = off", "SET enable_sort = off"] {
-                    sqlx::query(set).execute(&mut c).await.expect("set");
-                }
-                sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN {sql}")))
-                    .fetch_all(&mut c)
-                    .await
-                    .expect("explain")
-                    .iter()
-                    .map(|r| r.get::<String, _>(0))
-                    .collect()
-            }
-            _ => {
-                let mut c = sqlx::MySqlConnection::connect(&tdb.url)
-                    .await
-                    .expect("mysql");
-                // MariaDB's planner has no switch to turn sorting off and scans a table this
-                // small: it is given a queue of an incident's shape, 20,000 entries, half of
-                // them resolved, and statistics.
-                if select == LIST_PENDING {
-                    sqlx::query("SET SESSION max_recursive_iterations = 100000")
-                        .execute(&mut c)
-                        .await
-                        .expect("set");
-                    sqlx::query(
-                        "INSERT INTO seckill_compensation \
-                         (request_id, activity_id, product_id, user_id, quantity, status, reason, created_at) \
-                         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 20000) \
-                         SELECT CONCAT('bulk-', i), 'qo', 'p1', 'u', 1, \
-                                IF(i % 2 = 0, 'returned', 'pending'), 'bulk', NOW() FROM n",
-                    )
-                    .execute(&mut c)
-                    .await
-                    .expect("bulk queue");
-                    sqlx::query("ANALYZE TABLE seckill_compensation")
-                        .execute(&mut c)
-                        .await
-                        .expect("analyze");
-                }
-                sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN {sql}")))
-                    .fetch_all(&mut c)
-                    .await
-                    .expect("explain")
-                    .iter()
-                    .map(|r| {
-                        let key: Option<String> = r.try_get("key").ok().flatten();
-                        let extra: Option<String> = r.try_get("Extra").ok().flatten();
-                        format!("key {key:?}; {}", extra.unwrap_or_default())
-                    })
-                    .collect()
-            }
-        };
+        let lines = plan(tdb, &sql, &off).await;
         out.extend(lines.into_iter().map(|l| (select.to_string(), l)));
     }
     out

@@ -273,7 +273,7 @@ async fn a_hand_written_stock_shows_within_the_whole_read_period() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     assert_ne!(shown.state, State::Ok, "{shown:?}");
-    // The whole reads were spread: not every product at once on every refresh.
+    // No script wrote, so no signal came with it: the stock showed through a whole read.
     assert!(whole >= 1, "the product was read whole");
     sale.db.close().await;
 }
@@ -658,4 +658,89 @@ async fn an_overview_glance_asks_quiet_products_standalone() {
 #[tokio::test(flavor = "multi_thread")]
 async fn an_overview_glance_asks_quiet_products_cluster() {
     an_overview_glance_asks_quiet_products(Topo::cluster()).await;
+}
+
+/// A product whose counters cannot be read (a hand-written `deducted`, a meta hash gone after
+/// its sales) has no books to carry from one refresh to the next. The live view settled it
+/// from scratch at every refresh: both sides read to the end, a whole ledger a second during
+/// the incident that made it unreadable. It is now settled again only when its cut moves, or
+/// once per `verify_every` (what the books' sum check costs a carried product): an order that
+/// lands for it meanwhile shows by then.
+async fn unreadable_counters_are_settled_again_when_the_cut_moves(topo: Topo) {
+    let tdb = crate::harness::TestDb::sqlite();
+    let sale = Sale::of(
+        &topo,
+        tdb.open().await,
+        "unkept",
+        &[("c", 100, 5), ("n", 100, 5)],
+    )
+    .await;
+    buy(&sale.store, &sale.db, &sale.name, "c", "r1", "u1", 3).await;
+    buy(&sale.store, &sale.db, &sale.name, "n", "r2", "u1", 1).await;
+    let k = product_keys(&sale.name, "c");
+    redis_cmd(&sale.store, &["HSET", &k.meta, "deducted", "x"]).await;
+    let opts = TrackerOptions::live(Duration::from_secs(3600), false);
+    let mut t = Tracker::new(sale.id.clone(), opts.clone());
+
+    let snap = sale.refresh(&mut t).await;
+    assert_eq!(t.cost.settled, 2, "{:?}", t.cost);
+    let c = product(&snap, "c");
+    assert_eq!((c.state, c.db_sold), (State::Corrupt, 3), "{c:?}");
+    for n in 0..3 {
+        let snap = sale.refresh(&mut t).await;
+        assert_eq!(t.cost.settled, 0, "refresh {n} settled again: {:?}", t.cost);
+        assert_eq!(t.cost.held, 1, "{:?}", t.cost);
+        let c = product(&snap, "c");
+        assert_eq!((c.state, c.db_sold), (State::Corrupt, 3), "{c:?}");
+    }
+
+    // Its cut moved (a stock written by hand): settled again at once, then held again.
+    redis_cmd(&sale.store, &["SET", &k.stock, "90"]).await;
+    let snap = sale.refresh(&mut t).await;
+    assert_eq!(t.cost.settled, 1, "{:?}", t.cost);
+    assert_eq!(product(&snap, "c").state, State::Corrupt);
+    sale.refresh(&mut t).await;
+    assert_eq!(t.cost.settled, 0, "{:?}", t.cost);
+
+    // An order that lands with no move in Redis shows once `verify_every` has passed (here
+    // at once: the period is set to zero).
+    let order = seckill_console::db::orders::NewOrder {
+        order_id: "o-late".into(),
+        request_id: "late".into(),
+        activity_id: sale.name.clone(),
+        product_id: "c".into(),
+        user_id: "u2".into(),
+        quantity: 2,
+        status: seckill_console::domain::order::OrderStatus::PendingPayment,
+    };
+    seckill_console::db::orders::insert_with_outbox(&sale.db, &[order])
+        .await
+        .expect("order");
+    let mut t = t.with_options(TrackerOptions {
+        verify_every: Duration::ZERO,
+        ..opts.clone()
+    });
+    let snap = sale.refresh(&mut t).await;
+    assert!(t.cost.settled >= 1, "{:?}", t.cost);
+    assert_eq!(product(&snap, "c").db_sold, 5);
+    let mut t = t.with_options(opts);
+
+    // Readable again: carried like any other product.
+    redis_cmd(&sale.store, &["HSET", &k.meta, "deducted", "3"]).await;
+    let snap = sale.refresh(&mut t).await;
+    assert_eq!(t.cost.settled, 1, "{:?}", t.cost);
+    assert_ne!(product(&snap, "c").state, State::Corrupt);
+    sale.refresh(&mut t).await;
+    assert_eq!(t.cost.settled, 0, "{:?}", t.cost);
+    sale.db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unreadable_counters_are_settled_again_when_the_cut_moves_standalone() {
+    unreadable_counters_are_settled_again_when_the_cut_moves(Topo::standalone()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unreadable_counters_are_settled_again_when_the_cut_moves_cluster() {
+    unreadable_counters_are_settled_again_when_the_cut_moves(Topo::cluster()).await;
 }

@@ -8,6 +8,7 @@ pub mod cli;
 pub mod db;
 pub mod fixtures;
 pub mod pin;
+pub mod plan;
 pub mod procstat;
 pub mod prometheus;
 pub mod proxy;
