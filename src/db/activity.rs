@@ -269,11 +269,8 @@ async fn refuse_cuts(
         return Ok(());
     }
     let ids: Vec<&str> = cuts.iter().map(|(p, _)| *p).collect();
-    let sql = format!(
-        "SELECT product_id, {} FROM seckill_order WHERE activity_id = ? AND product_id IN (...) \
-         AND status IN ('pending_payment', 'paid') GROUP BY product_id",
-        tx.db().sum_i64("quantity")
-    );
+    // The sums every read sends, along the index that holds the quantity.
+    let sql = super::orders::live_sums_sql(tx.db(), true);
     let sold: Vec<(String, i64)> = tx
         .fetch_all_in(&sql, &[activity.as_str().into()], &ids)
         .await

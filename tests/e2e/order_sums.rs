@@ -119,3 +119,60 @@ async fn live_order_sums_read_an_index_and_no_order_row() {
         db.close().await;
     }
 }
+
+/// A re-import never cuts a product's stock below the units its live orders hold, summed by the
+/// same query along the same index: refused with exit 5, the message naming both figures, and
+/// nothing written; a cut to exactly what is sold goes through. Every backend.
+#[tokio::test(flavor = "multi_thread")]
+async fn an_import_never_cuts_a_stock_below_its_live_orders() {
+    use crate::harness::fixtures::{activity_toml, future_window, import, write_file};
+    use crate::harness::{Console, RedisServer};
+    let server = RedisServer::start();
+    let dir = tempfile::tempdir().expect("tmp");
+    let (s, e) = future_window();
+    for tdb in TestDb::all().await {
+        let name = tdb.name();
+        let db = tdb.open().await;
+        import(&db, "os", &[("p1", 10, 5), ("p2", 10, 5)], (s, e)).await;
+        // p1: 2 live orders of 2 units each, one more cancelled (4 units live).
+        orders_of(&db, 2).await;
+        let c = Console::redis(&server.url(), &tdb.url);
+        let file = |stock: i64| {
+            let f = write_file(
+                dir.path(),
+                &format!("{name}-{stock}.toml"),
+                &activity_toml("os", &[("p1", stock, 5), ("p2", 10, 5)], s, e),
+            );
+            f.to_str().expect("utf8 path").to_string()
+        };
+        let below = c.run(format!("--json activity import {}", file(3)));
+        assert_eq!(below.code, 5, "{name}: {}", below.all_output());
+        let msg = below.json_error()["error"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(
+            msg.contains("products[p1].stock: 3 is below the 4 unit(s)"),
+            "{name}: {msg}"
+        );
+        let stock = |db: &Db| {
+            let db = db.clone();
+            async move {
+                seckill_console::db::activity::products(&db, &ActivityId::parse("os").expect("id"))
+                    .await
+                    .expect("products")
+                    .into_iter()
+                    .find(|p| p.product_id.as_str() == "p1")
+                    .map(|p| p.initial_stock)
+            }
+        };
+        assert_eq!(
+            stock(&db).await,
+            Some(10),
+            "{name}: the refused import wrote"
+        );
+        c.run(format!("activity import {}", file(4))).expect_code(0);
+        assert_eq!(stock(&db).await, Some(4), "{name}");
+        db.close().await;
+    }
+}
