@@ -18,18 +18,33 @@ pub(crate) const LIVE_SQL: &str = "status IN ('pending_payment', 'paid')";
 /// (`scripts/bench order_sums`, 2026-12-05).
 pub fn live_sums_sql(db: &Db, some: bool) -> String {
     let only = if some { " AND product_id IN (...)" } else { "" };
-    // MariaDB's planner takes the (activity, product, created_at) index for an IN list that
-    // holds a hot product, and fetches each order's row: 1.53 s against 0.19 s along this
-    // index for half a million orders (2026-12-05).
-    let hint = match db.backend() {
+    format!(
+        "SELECT product_id, {} FROM seckill_order{} WHERE activity_id = ? AND {LIVE_SQL}{only} \
+         GROUP BY product_id",
+        db.sum_i64("quantity"),
+        sums_index(db)
+    )
+}
+
+/// Units of orders per product and status of an activity (`?`): the incident report's
+/// figures, along the same index.
+pub fn sums_by_status_sql(db: &Db) -> String {
+    format!(
+        "SELECT product_id, status, {} FROM seckill_order{} WHERE activity_id = ? \
+         GROUP BY product_id, status",
+        db.sum_i64("quantity"),
+        sums_index(db)
+    )
+}
+
+/// The index the sums name on MySQL/MariaDB, whose planner takes the (activity, product,
+/// created_at) index for an IN list that holds a hot product and fetches each order's row:
+/// 1.53 s against 0.19 s along `seckill_order_sums` for half a million orders (2026-12-05).
+fn sums_index(db: &Db) -> &'static str {
+    match db.backend() {
         Backend::MySql => " FORCE INDEX (seckill_order_sums)",
         _ => "",
-    };
-    format!(
-        "SELECT product_id, {} FROM seckill_order{hint} WHERE activity_id = ? AND {LIVE_SQL}{only} \
-         GROUP BY product_id",
-        db.sum_i64("quantity")
-    )
+    }
 }
 
 /// True for a status that holds stock.

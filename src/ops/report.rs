@@ -97,14 +97,10 @@ pub async fn report(
         },
         Err(why) => (None, Some(crate::redact::redact_text(&why))),
     };
-    // One grouped sum per product and status, along the index on (activity, product, status).
+    // One grouped sum per product and status, from the index that holds the quantity.
     let rows: Vec<(String, String, i64)> = db
         .fetch_all_as(
-            &format!(
-                "SELECT product_id, status, {} FROM seckill_order \
-                 WHERE activity_id = ? GROUP BY product_id, status",
-                db.sum_i64("quantity")
-            ),
+            &crate::db::orders::sums_by_status_sql(db),
             &[activity.as_str().into()],
         )
         .await
