@@ -88,11 +88,7 @@ impl Glance {
             ..Counts::default()
         };
         for (p, c) in products.iter().zip(&cuts) {
-            let offset = c
-                .stock
-                .value()
-                .zip(c.active())
-                .map(|(s, a)| s - p.initial_stock + a);
+            let offset = c.offset(p.initial_stock);
             let bad = match c.stock.value() {
                 None => true,
                 Some(s) => {

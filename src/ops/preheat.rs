@@ -424,11 +424,7 @@ fn verify(
     c: &crate::redis::cut::ProductCut,
     want: &crate::domain::Product,
 ) {
-    let offset = c
-        .stock
-        .value()
-        .zip(c.active())
-        .map(|(s, a)| s - want.initial_stock + a);
+    let offset = c.offset(want.initial_stock);
     let lost = c.lost();
     p.verified = offset == Some(0)
         && lost.is_empty()

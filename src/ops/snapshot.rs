@@ -49,7 +49,7 @@ pub struct ProductView {
 impl ProductView {
     /// `X`: the stock's offset from the scripts' own counters, when both are readable.
     pub fn offset(&self) -> Option<i64> {
-        Some(self.cut.stock.value()? - self.product.initial_stock + self.cut.active()?)
+        self.cut.offset(self.product.initial_stock)
     }
 }
 

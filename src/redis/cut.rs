@@ -96,6 +96,13 @@ impl ProductCut {
         self.meta.active_units()
     }
 
+    /// `X`: the stock's offset from the scripts' own counters for a product of `initial` units
+    /// (`stock - initial + deducted - returned`: units written outside the scripts), when both
+    /// are readable.
+    pub fn offset(&self, initial: i64) -> Option<i64> {
+        Some(self.stock.value()? - initial + self.active()?)
+    }
+
     /// A meta hash without `deducted` after the product had events: recreated by a write that
     /// is not a deduction (a pause), its counters are gone, not zero.
     fn counters_lost(&self) -> bool {

@@ -98,11 +98,13 @@ pub fn spawn(
         })));
     }
 
+    // The activity list, kept between polls and shared by the activities poller and the
+    // overview: the products' figures are summed every 30 s, not at every refresh of either.
+    let listing = Arc::new(tokio::sync::Mutex::new(Listing::new(TOTALS_EVERY)));
+
     // The activities list; it also tells the header whether the database answers.
     {
-        let (s, tx) = (services.clone(), tx.clone());
-        // Kept between polls: the products' figures are summed every 30 s, not every refresh.
-        let listing = Arc::new(tokio::sync::Mutex::new(Listing::new(TOTALS_EVERY)));
+        let (s, tx, listing) = (services.clone(), tx.clone(), listing.clone());
         tasks.push(tokio::spawn(every(refresh, wake.clone(), move |_| {
             let (s, tx, listing) = (s.clone(), tx.clone(), listing.clone());
             async move {
@@ -121,7 +123,6 @@ pub fn spawn(
         let (s, tx, keys) = (services.clone(), tx.clone(), keys.clone());
         let period = refresh.max(Duration::from_secs(5));
         let glances = Glances::default();
-        let listing = Arc::new(tokio::sync::Mutex::new(Listing::new(TOTALS_EVERY)));
         tasks.push(tokio::spawn(every(period, wake.clone(), move |current| {
             let (s, tx, keys) = (s.clone(), tx.clone(), keys.clone());
             let (glances, listing) = (glances.clone(), listing.clone());

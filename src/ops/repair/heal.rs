@@ -334,12 +334,7 @@ async fn rebase(
                 continue;
             }
             let v = &outcomes[i].last;
-            if let Some(offset) = c
-                .stock
-                .value()
-                .zip(c.active())
-                .map(|(stock, a)| stock - v.product.initial_stock + a)
-            {
+            if let Some(offset) = c.offset(v.product.initial_stock) {
                 next.push((i, offset, release, rev, s));
             }
         }
