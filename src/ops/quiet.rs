@@ -105,9 +105,9 @@ pub struct Watchlist {
     opts: QuietOptions,
     known: crate::domain::rid_hash::RidMap<Known>,
     refresh: u64,
-    /// The primaries at the last refresh and how many connections each had opened: another
-    /// set (a failover, a reshard) or a new connection (a restart, perhaps from an older
-    /// snapshot) reads every product whole.
+    /// The primaries at the end of the last read and how many connections each had opened:
+    /// another set (a failover, a reshard) or a connection opened again (a restart, perhaps
+    /// from an older snapshot) reads every product whole. See [`reopened`].
     primaries: Vec<(String, u64)>,
     recut: bool,
     /// Where the periods of whole reads are counted from.
@@ -115,6 +115,28 @@ pub struct Watchlist {
     /// Products whose cut differs from the one before (first reads not counted), this refresh.
     moved: Vec<String>,
     pub cost: QuietCost,
+}
+
+/// Each primary and how many connections it has opened so far.
+fn connections(redis: &RedisStore) -> Vec<(String, u64)> {
+    redis
+        .primaries()
+        .iter()
+        .map(|n| (n.addr.clone(), n.generation()))
+        .collect()
+}
+
+/// True when what was read from the primaries `before` may not be what they hold `after`:
+/// another set of primaries, or a node whose connection was opened again (it was lost: the
+/// server may have restarted from an older snapshot). A node's first connection is not one:
+/// connections open lazily, so a console opened on a running cluster meets most nodes first
+/// during its first read, and nothing was read from a node before it had a connection.
+fn reopened(before: &[(String, u64)], after: &[(String, u64)]) -> bool {
+    before.len() != after.len()
+        || before
+            .iter()
+            .zip(after)
+            .any(|((a, was), (b, is))| a != b || (is != was && !(*was == 0 && *is == 1)))
 }
 
 /// True when the cut shows nothing wrong: a stock that is a number, a readable meta hash with
@@ -222,14 +244,9 @@ impl Watchlist {
         self.refresh += 1;
         self.cost = QuietCost::default();
         self.moved.clear();
-        let primaries: Vec<(String, u64)> = redis
-            .primaries()
-            .iter()
-            .map(|n| (n.addr.clone(), n.generation()))
-            .collect();
-        if std::mem::take(&mut self.recut) || primaries != self.primaries {
+        let start = connections(redis);
+        if std::mem::take(&mut self.recut) || reopened(&self.primaries, &start) {
             self.known.clear();
-            self.primaries = primaries;
         }
         // Products taken out of the activity are forgotten (only then is the check paid: the
         // same products each refresh leave `known` no larger than `ids`).
@@ -284,6 +301,14 @@ impl Watchlist {
             None
         };
 
+        // A connection lost and opened again during this read: what was read before it may
+        // be older than what the node holds now, so the next refresh reads whole.
+        let end = connections(redis);
+        if reopened(&start, &end) {
+            self.recut = true;
+        }
+        self.primaries = end;
+
         let mut out: Vec<Option<ProductCut>> = vec![None; ids.len()];
         for (&i, c) in whole.iter().zip(fresh) {
             let lane = BuildHasherDefault::<DefaultHasher>::default().hash_one(ids[i]);
@@ -333,5 +358,34 @@ impl Watchlist {
         out.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| {
             redis::RedisError::from((redis::ErrorKind::Client, "a product was left without a cut"))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reopened;
+
+    fn nodes(gens: &[(&str, u64)]) -> Vec<(String, u64)> {
+        gens.iter().map(|(a, g)| (a.to_string(), *g)).collect()
+    }
+
+    #[test]
+    fn a_first_connection_is_not_a_restart_and_a_second_one_is() {
+        let before = nodes(&[("a:1", 1), ("b:1", 0)]);
+        assert!(!reopened(&before, &nodes(&[("a:1", 1), ("b:1", 1)])));
+        assert!(!reopened(&before, &before));
+        // Opened again: lost since the last read.
+        assert!(reopened(&before, &nodes(&[("a:1", 2), ("b:1", 0)])));
+        // Opened, lost and opened again.
+        assert!(reopened(&before, &nodes(&[("a:1", 1), ("b:1", 2)])));
+    }
+
+    #[test]
+    fn another_set_of_primaries_is_a_change() {
+        let before = nodes(&[("a:1", 1), ("b:1", 1)]);
+        assert!(reopened(&before, &nodes(&[("a:1", 1), ("c:1", 1)])));
+        assert!(reopened(&before, &nodes(&[("a:1", 1)])));
+        // The first read: nothing was known.
+        assert!(reopened(&[], &before));
     }
 }

@@ -744,3 +744,76 @@ async fn unreadable_counters_are_settled_again_when_the_cut_moves_standalone() {
 async fn unreadable_counters_are_settled_again_when_the_cut_moves_cluster() {
     unreadable_counters_are_settled_again_when_the_cut_moves(Topo::cluster()).await;
 }
+
+/// A console opened on a running sale (its connections not yet open) reads every product
+/// whole once, then only asks: opening a node's first connection during a read is not a
+/// restart. A connection opened again afterwards is (the node may have restarted from an
+/// older snapshot), and so is one that dropped in the middle of a read.
+async fn a_new_console_reads_whole_once(topo: Topo) {
+    let tdb = crate::harness::TestDb::sqlite();
+    let sale = Sale::open(&topo, tdb.open().await, "fresh1").await;
+    // Another console's store: no connection of it is open yet.
+    let fresh = topo.store().await;
+    let mut opts = TrackerOptions::live(Duration::from_secs(3600), false);
+    opts.quiet = Some(QuietOptions {
+        hot: 0,
+        slow_after: 1_000,
+        slow_every: 1,
+        full_every: Duration::from_secs(3600),
+    });
+    let mut t = Tracker::new(sale.id.clone(), opts);
+    t.refresh(&fresh, &sale.db, &sale.keys)
+        .await
+        .expect("first refresh");
+    assert_eq!(t.cost.quiet.whole, PRODUCTS as u64, "{:?}", t.cost);
+    for n in 2..=4 {
+        let snap = t
+            .refresh(&fresh, &sale.db, &sale.keys)
+            .await
+            .expect("refresh");
+        let q = t.cost.quiet;
+        assert_eq!(
+            (q.whole, q.asked),
+            (0, PRODUCTS as u64),
+            "refresh {n} read whole again: {:?}",
+            t.cost
+        );
+        assert!(snap.products.iter().all(|v| v.status.state == State::Ok));
+    }
+
+    // Every connection of the console dropped (a restart, as the console sees one): the
+    // next refresh reads every product whole, and only that one.
+    let kill = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .arg("SKIPME")
+        .arg("no")
+        .clone();
+    for node in fresh.primaries() {
+        let _ = node.query(&kill).await;
+    }
+    let mut wholes = Vec::new();
+    for _ in 0..6 {
+        // A refresh may meet the dropped connection first and fail; the next opens a new one.
+        if t.refresh(&fresh, &sale.db, &sale.keys).await.is_ok() {
+            wholes.push(t.cost.quiet.whole);
+        }
+    }
+    assert!(
+        wholes.contains(&(PRODUCTS as u64)),
+        "no whole read after every connection dropped: {wholes:?}"
+    );
+    assert_eq!(wholes.last(), Some(&0), "{wholes:?}");
+    sale.db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_console_reads_whole_once_standalone() {
+    a_new_console_reads_whole_once(Topo::standalone()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_new_console_reads_whole_once_cluster() {
+    a_new_console_reads_whole_once(Topo::cluster()).await;
+}
