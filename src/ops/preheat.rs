@@ -457,7 +457,6 @@ fn verify(
     }
 }
 
-/// One summary row, plus one row per product that `--force` overwrote (before and after).
 /// The stock Redis held before the write, as shown, of each product `--force` overwrites
 /// (by its place in the plan): what its audit row says it was.
 fn overwritten_stocks(views: &[ProductView], actions: &[Action]) -> HashMap<usize, Option<String>> {
@@ -470,6 +469,7 @@ fn overwritten_stocks(views: &[ProductView], actions: &[Action]) -> HashMap<usiz
         .collect()
 }
 
+/// One summary row, plus one row per product that `--force` overwrote (before and after).
 async fn record_audit(
     db: &Db,
     actor: &str,
