@@ -747,8 +747,9 @@ async fn unreadable_counters_are_settled_again_when_the_cut_moves_cluster() {
 
 /// A console opened on a running sale (its connections not yet open) reads every product
 /// whole once, then only asks: opening a node's first connection during a read is not a
-/// restart. A connection opened again afterwards is (the node may have restarted from an
-/// older snapshot), and so is one that dropped in the middle of a read.
+/// restart. A connection opened again between two reads is (the node may have restarted from
+/// an older snapshot). One lost and opened again in the middle of a read follows the same rule
+/// (`reopened`, unit-tested in `ops/quiet.rs`); no hook here stops a read half way.
 async fn a_new_console_reads_whole_once(topo: Topo) {
     let tdb = crate::harness::TestDb::sqlite();
     let sale = Sale::open(&topo, tdb.open().await, "fresh1").await;
@@ -781,8 +782,11 @@ async fn a_new_console_reads_whole_once(topo: Topo) {
         assert!(snap.products.iter().all(|v| v.status.state == State::Ok));
     }
 
-    // Every connection of the console dropped (a restart, as the console sees one): the
-    // next refresh reads every product whole, and only that one.
+    // Every connection of the console dropped and opened again outside the tracker (a
+    // restart, as the console sees one, found by another poller's command): the tracker's
+    // next refresh succeeds and must read every product whole on the new connections' word
+    // alone, and the one after reads none. (A refresh that met the dropped connection itself
+    // would fail and start over, which proves nothing of this.)
     let kill = redis::cmd("CLIENT")
         .arg("KILL")
         .arg("TYPE")
@@ -790,21 +794,32 @@ async fn a_new_console_reads_whole_once(topo: Topo) {
         .arg("SKIPME")
         .arg("no")
         .clone();
+    let ping = redis::cmd("PING").clone();
     for node in fresh.primaries() {
+        let before = node.generation();
         let _ = node.query(&kill).await;
-    }
-    let mut wholes = Vec::new();
-    for _ in 0..6 {
-        // A refresh may meet the dropped connection first and fail; the next opens a new one.
-        if t.refresh(&fresh, &sale.db, &sale.keys).await.is_ok() {
-            wholes.push(t.cost.quiet.whole);
+        let mut answered = false;
+        for _ in 0..50 {
+            if node.query(&ping).await.is_ok() && node.generation() > before {
+                answered = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
+        assert!(answered, "{}: no new connection after the kill", node.addr);
     }
-    assert!(
-        wholes.contains(&(PRODUCTS as u64)),
-        "no whole read after every connection dropped: {wholes:?}"
+    t.refresh(&fresh, &sale.db, &sale.keys)
+        .await
+        .expect("the refresh after the reconnection");
+    assert_eq!(
+        t.cost.quiet.whole, PRODUCTS as u64,
+        "a reopened connection did not read whole: {:?}",
+        t.cost
     );
-    assert_eq!(wholes.last(), Some(&0), "{wholes:?}");
+    t.refresh(&fresh, &sale.db, &sale.keys)
+        .await
+        .expect("refresh");
+    assert_eq!(t.cost.quiet.whole, 0, "{:?}", t.cost);
     sale.db.close().await;
 }
 
