@@ -59,7 +59,8 @@ pub struct GlobalFlags {
         long,
         global = true,
         value_name = "NAME",
-        env = "SECKILL_SENTINEL_MASTER"
+        env = "SECKILL_SENTINEL_MASTER",
+        hide_env_values = true
     )]
     pub sentinel_master: Option<String>,
 
@@ -826,6 +827,29 @@ mod tests {
             .iter()
             .map(|n| (n.to_string(), "x".to_string()))
             .collect()
+    }
+
+    /// `--help` names each flag's variable and never its value: a Sentinel master's name, a
+    /// URL or an actor set in the environment stays off the screen and out of pasted logs.
+    #[test]
+    fn help_never_shows_a_variables_value() {
+        use clap::CommandFactory;
+        fn walk(cmd: &clap::Command, shown: &mut Vec<String>) {
+            for a in cmd.get_arguments() {
+                if a.get_env().is_some() && !a.is_hide_env_values_set() {
+                    shown.push(format!("{} --{}", cmd.get_name(), a.get_id()));
+                }
+            }
+            for sub in cmd.get_subcommands() {
+                walk(sub, shown);
+            }
+        }
+        let mut shown = Vec::new();
+        walk(&Cli::command(), &mut shown);
+        assert!(
+            shown.is_empty(),
+            "flags whose --help shows the value: {shown:?}"
+        );
     }
 
     #[test]

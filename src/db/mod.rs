@@ -432,6 +432,10 @@ pub fn db_error(label: &str, err: &sqlx::Error) -> Error {
         sqlx::Error::Configuration(_) => {
             Error::bad_input(format!("database URL '{label}' is not usable: {detail}"))
         }
+        // SQLITE_NOTADB: the URL names a file that is not a SQLite database.
+        sqlx::Error::Database(db) if db.code().as_deref() == Some("26") => Error::bad_input(
+            format!("database at {label} is not a SQLite database: {detail}; check --db"),
+        ),
         sqlx::Error::Database(db) if is_unavailable_code(db.code().as_deref()) => {
             Error::unreachable(
                 Service::Database,

@@ -41,6 +41,24 @@ pub fn redis_error(label: &str, err: &RedisError) -> Error {
             format!("Redis at {label} is unreachable: {detail}"),
         );
     }
+    // A server that wants a password the URL does not give: the console cannot use it, as
+    // with wrong credentials (exit 3), and the operator's fix is the same.
+    if err.code() == Some("NOAUTH") {
+        return Error::unreachable(
+            Service::Redis,
+            format!(
+                "Redis at {label} wants a password: {detail}; the --redis URL must carry the user and password"
+            ),
+        );
+    }
+    if speaks_another_protocol(err) {
+        return Error::unreachable(
+            Service::Redis,
+            format!(
+                "Redis at {label} answered in another protocol than Redis's ({detail}): is the URL's port a Redis server's?"
+            ),
+        );
+    }
     match err.kind() {
         ErrorKind::AuthenticationFailed => Error::unreachable(
             Service::Redis,
@@ -73,6 +91,14 @@ pub fn redis_error(label: &str, err: &RedisError) -> Error {
         ),
         _ => Error::internal(format!("Redis at {label} answered with an error: {detail}")),
     }
+}
+
+/// The connection's reply was not the Redis protocol at all (an HTTP or SSH server on the
+/// port): the client's protocol parser failed, not the reading of a value.
+fn speaks_another_protocol(err: &RedisError) -> bool {
+    err.kind() == ErrorKind::Parse
+        && std::error::Error::source(err).is_some_and(|s| s.is::<redis::ParsingError>())
+        && err.to_string().contains("Parse error")
 }
 
 #[cfg(test)]

@@ -203,8 +203,11 @@ pub async fn all_after(
 /// Of the request ids `asks`, those whose units the scripts' counters hold by the stream's
 /// word up to `until` (the position read before anything was written): their last deduction
 /// or booking (`d`, `b`) is not followed by a return (`r`). Read whole in pages: a rebuild's
-/// question, asked only for live orders the ledger lacked. None when the key is not a stream
-/// (its word is not there to take).
+/// question, asked only for live orders the ledger lacked. None when the key is not a stream,
+/// or when a rebuild's marker (`g`) comes after the last word on one of `asks`: the counters
+/// at a marker were set from the ledger, not from the events before it (a stream rebuilt after
+/// it was lost starts at its marker, with none of the sales before), so the stream's silence
+/// on a request says nothing of it then.
 pub async fn standing(
     redis: &RedisStore,
     k: &ProductKeys,
@@ -213,6 +216,8 @@ pub async fn standing(
 ) -> RedisResult<Option<std::collections::HashSet<String>>> {
     use crate::domain::events::EventKind;
     let mut held = std::collections::HashSet::new();
+    // The requests the stream names after its last rebuild marker, once it has one.
+    let mut since_marker: Option<std::collections::HashSet<String>> = None;
     let mut after = EventId::ZERO;
     loop {
         let page = Keyed::new(
@@ -236,8 +241,15 @@ pub async fn standing(
             Err(e) => return Err(e),
         };
         for e in &page.events {
+            if e.kind == EventKind::Rebuilt {
+                since_marker = Some(std::collections::HashSet::new());
+                continue;
+            }
             if !asks.contains(e.request_id.as_str()) {
                 continue;
+            }
+            if let Some(named) = &mut since_marker {
+                named.insert(e.request_id.clone());
             }
             match e.kind {
                 EventKind::Deducted | EventKind::Booked => {
@@ -251,8 +263,12 @@ pub async fn standing(
         }
         match page.last {
             Some(last) if page.more => after = last,
-            _ => return Ok(Some(held)),
+            _ => break,
         }
+    }
+    match since_marker {
+        Some(named) if asks.iter().any(|r| !named.contains(*r)) => Ok(None),
+        _ => Ok(Some(held)),
     }
 }
 

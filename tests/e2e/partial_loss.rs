@@ -170,6 +170,59 @@ async fn a_lost_ledger_is_rebuilt_without_counting_the_sales_twice() {
     }
 }
 
+/// Case 3b: the events go first and one fix rebuilds them (the new stream starts at the
+/// rebuild's marker, without the sales before it); then the ledger goes. The stream no longer
+/// says which live orders the counters hold, so the surviving holdings say it: one fix writes
+/// the ledger back without counting the ten sales twice (90 stays 90: the console wrote 80 and
+/// doubled every buyer's holding, refusing their second unit, while `status` read `ok`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_ledger_lost_after_a_rebuilt_stream_is_rebuilt_without_counting_the_sales_twice() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        let db = TestDb::sqlite();
+        let lib = db.open().await;
+        let c = Console::new(&topo, &db);
+        let a = "pl3b";
+        c.import_preheat(&lib, a, &[("p1", 100, 2)]).await;
+        let k = product_keys(a, "p1");
+        sell(&store, &lib, a, "p1", "s", 10).await;
+        del(&store, &[&k.events, &k.books]).await;
+        let first = c.json(&["fix", a, "--yes"]);
+        assert_eq!(product(&first, "p1")["after"], 90, "{first}");
+        assert_balanced(&c, &store, &k, a, 90).await;
+        del(&store, &[&k.ledger, &k.books]).await;
+        assert_lost(&c.status(a), "p1", "missing", &["ledger"], c.label());
+        let preview = c.json(&["fix", a, "--preview"]);
+        assert_eq!(product(&preview, "p1")["after"], 90, "{preview}");
+        let fixed = c.json(&["fix", a, "--yes"]);
+        let row = product(&fixed, "p1");
+        assert_eq!(
+            (row["applied"].clone(), row["after"].clone()),
+            (true.into(), 90.into()),
+            "{}: {fixed}",
+            c.label()
+        );
+        assert_balanced(&c, &store, &k, a, 90).await;
+        assert_eq!(
+            hget(&store, &k.meta, "deducted").await.as_deref(),
+            Some("10")
+        );
+        assert_eq!(
+            hget(&store, &k.meta, "unexplained").await.as_deref(),
+            Some("0")
+        );
+        // Every buyer holds their one unit, once: a second one is theirs to buy.
+        assert_eq!(hget(&store, &k.buyers, "su3").await.as_deref(), Some("1"));
+        let second = buy(&store, &lib, a, "p1", "s-3b", "su3", 1).await;
+        assert_eq!(second, Deducted::Remaining(89), "{}", c.label());
+        let doc = c.status(a);
+        assert_eq!(product(&doc, "p1")["state"], "ok", "{}: {doc}", c.label());
+        let again = c.json(&["fix", a, "--yes"]);
+        assert_eq!(again["products"], serde_json::json!([]), "{again}");
+        lib.close().await;
+    }
+}
+
 /// Case 4: the meta hash goes and a stray write recreates it with a counter alone. The
 /// deduction refuses to sell without the limit (no sale recreates it); the status names the
 /// lost limit; one fix rebuilds the counters from the ledger and never puts the sold units

@@ -58,6 +58,80 @@ fn unreachable_redis_exits_3_naming_the_redacted_url() {
     assert_one_clean_line(&r, "redis://ops:***@");
 }
 
+/// A Redis that wants a password the URL lacks, and a port where another server answers, are
+/// services the console cannot use (exit 3, naming what to do), not internal errors; `report`
+/// still gives the database's side, and `watch` raises its alert before it gives up. A `--db`
+/// file that is not a SQLite database is a bad setting (exit 2).
+#[test]
+fn a_redis_wanting_a_password_or_another_protocol_exits_3_and_a_file_not_a_database_2() {
+    use crate::harness::fixtures::{activity_toml, live_window, write_file};
+    use std::io::{Read, Write};
+    let db = TestDb::sqlite();
+    let dir = tempfile::tempdir().expect("tmp");
+    let (s, e) = live_window();
+    let file = write_file(
+        dir.path(),
+        "a1.toml",
+        &activity_toml("a1", &[("p1", 10, 1)], s, e),
+    );
+    let file = file.to_str().expect("utf8");
+    console(&["--db", &db.url, "migrate"]).expect_code(0);
+    console(&["--db", &db.url, "activity", "import", file]).expect_code(0);
+    let locked = RedisServer::start_with(&["--requirepass", PASSWORD]);
+    let url = format!("redis://127.0.0.1:{}", locked.port);
+    for cmd in [&["ping"][..], &["status", "a1"], &["fix", "a1", "--yes"]] {
+        let mut args = vec!["--redis", url.as_str(), "--db", db.url.as_str()];
+        args.extend_from_slice(cmd);
+        let r = console(&args);
+        assert_one_clean_line(&r, &url);
+        assert!(
+            r.stderr.contains("wants a password"),
+            "{cmd:?}: {}",
+            r.stderr
+        );
+    }
+    let r = console(&[
+        "--redis",
+        &url,
+        "--db",
+        &db.url,
+        "watch",
+        "a1",
+        "--count",
+        "2",
+        "--interval",
+        "0.1",
+    ]);
+    r.expect_code(3);
+    assert!(
+        r.stdout.contains("raised") && r.stdout.contains("redis_unreachable"),
+        "{}",
+        r.stdout
+    );
+
+    // An HTTP server on the port.
+    let (http, port) = black_hole();
+    std::thread::spawn(move || {
+        for conn in http.incoming().take(4) {
+            let Ok(mut c) = conn else { continue };
+            let mut buf = [0u8; 512];
+            let _ = c.read(&mut buf);
+            let _ = c.write_all(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+        }
+    });
+    let url = format!("redis://127.0.0.1:{port}");
+    let r = console(&["--redis", &url, "--db", &db.url, "status", "a1"]);
+    assert_one_clean_line(&r, &url);
+    assert!(r.stderr.contains("another protocol"), "{}", r.stderr);
+
+    let junk = dir.path().join("junk.db");
+    std::fs::write(&junk, [0x5a_u8; 4096]).expect("write");
+    let junk_url = format!("sqlite:{}", junk.display());
+    let r = console(&["--redis", &locked.url(), "--db", &junk_url, "status", "a1"]);
+    r.expect_code(2);
+    assert!(r.stderr.contains("not a SQLite database"), "{}", r.stderr);
+}
+
 #[test]
 fn hung_redis_exits_3_within_the_timeout() {
     let db = TestDb::sqlite();

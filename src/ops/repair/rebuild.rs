@@ -494,12 +494,14 @@ fn counters_before(
 }
 
 /// The recorded deductions (live orders the ledger lacked) the counters never held, in units
-/// per buyer. Taken from the best evidence left: the event stream, request by request (a
-/// stream rolled back with the counters forgot them too; a deleted event only makes a unit
-/// count twice, which holds it back, never sells it twice); else the buyers hash, per buyer
-/// (a holding that cannot cover a recorded order never counted it); else, with the ledger
-/// there, all of them (the ledger and the counters are written together: an entry the ledger
-/// lacks is one the counters lack); else none (the counters are all that is left).
+/// per buyer. Taken from the best evidence left: the event stream, request by request, when it
+/// names each of them after its last rebuild marker (a stream rolled back with the counters
+/// forgot them too; a deleted event only makes a unit count twice, which holds it back, never
+/// sells it twice; a stream rebuilt after a loss knows nothing before its marker); else the
+/// buyers hash, per buyer (a holding that cannot cover a recorded order never counted it);
+/// else, with the ledger there, all of them (the ledger and the counters are written together:
+/// an entry the ledger lacks is one the counters lack); else none (the counters are all that
+/// is left).
 async fn unheld_by_counters(
     t: &Target<'_>,
     v: &crate::ops::snapshot::ProductView,
