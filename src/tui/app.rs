@@ -200,6 +200,10 @@ pub enum Dialog {
         product: String,
         input: String,
         error: Option<String>,
+        /// The keystroke refused last, shown after the input until Backspace takes it back:
+        /// meanwhile nothing more is typed and Enter goes nowhere (the digits typed after a
+        /// refused `.` made `1.5` read 15).
+        refused: Option<char>,
     },
     /// A result, an error or a row's whole text to read; any of Esc, Enter, q closes it, the
     /// arrows scroll it.

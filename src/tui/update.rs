@@ -382,13 +382,25 @@ impl App {
         }
         if let Some(Dialog::TopupForm { product, .. }) = &self.dialog {
             let figures = self.topup_figures(&product.clone());
-            if let Some(Dialog::TopupForm { input, error, .. }) = &mut self.dialog {
+            if let Some(Dialog::TopupForm {
+                input,
+                error,
+                refused,
+                ..
+            }) = &mut self.dialog
+            {
+                if refused.is_some() {
+                    return;
+                }
                 match super::topup_form::type_key(input, c, figures.as_ref()) {
                     Ok(next) => {
                         *input = next;
                         *error = None;
                     }
-                    Err(why) => *error = Some(why),
+                    Err(why) => {
+                        *error = Some(format!("{why} (Backspace takes it back)"));
+                        *refused = Some(c);
+                    }
                 }
             }
             return;
@@ -424,8 +436,16 @@ impl App {
             self.form_backspace();
             return;
         }
-        if let Some(Dialog::TopupForm { input, error, .. }) = &mut self.dialog {
-            input.pop();
+        if let Some(Dialog::TopupForm {
+            input,
+            error,
+            refused,
+            ..
+        }) = &mut self.dialog
+        {
+            if refused.take().is_none() {
+                input.pop();
+            }
             *error = None;
             return;
         }

@@ -605,6 +605,7 @@ impl App {
             product,
             input: String::new(),
             error: None,
+            refused: None,
         });
         Vec::new()
     }
@@ -623,10 +624,14 @@ impl App {
             product,
             input,
             error,
+            refused,
         }) = &mut self.dialog
         else {
             return;
         };
+        if refused.is_some() {
+            return;
+        }
         let add = match topup_form::units(input) {
             Some(n) if n != 0 => n,
             _ => {

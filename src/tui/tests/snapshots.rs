@@ -94,9 +94,16 @@ fn stock_pause_dialogs() {
 fn stock_topup_form_and_confirmation() {
     let mut a = show(View::Stock, false);
     a.update(key('t'));
-    for c in ['5', 'x', '0'] {
-        a.update(key(c)); // a letter is not taken
+    for c in ['5', 'x'] {
+        a.update(key(c)); // a letter is not taken: it stays refused until Backspace
     }
+    a.update(key('0'));
+    assert!(screen(&a, W, H).contains("units: 5x_"));
+    a.update(Action::Key(KeyEvent::new(
+        KeyCode::Backspace,
+        KeyModifiers::NONE,
+    )));
+    a.update(key('0'));
     let s = screen(&a, W, H);
     assert!(s.contains("units: 50_"), "{s}");
     assert_screen("stock_topup_form", &s);

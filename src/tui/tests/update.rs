@@ -888,24 +888,48 @@ fn letters_typed_ahead_never_confirm_a_write() {
 #[test]
 fn the_topup_form_refuses_what_is_not_a_whole_unit_as_it_is_typed() {
     let mut a = app(false);
-    keys(&mut a, "t10.");
+    // "1.5": the '.' is refused and stays on screen; the 5 typed after it is not taken (it
+    // made the entry read 15), and Enter goes nowhere until Backspace takes the '.' back.
+    keys(&mut a, "t1.5");
     match &a.dialog {
-        Some(Dialog::TopupForm { input, error, .. }) => {
-            assert_eq!(input, "10");
+        Some(Dialog::TopupForm {
+            input,
+            error,
+            refused,
+            ..
+        }) => {
+            assert_eq!((input.as_str(), *refused), ("1", Some('.')));
             assert_eq!(
                 error.as_deref(),
-                Some("'.' refused: whole units only (digits, a leading + or -)")
+                Some(
+                    "'.' refused: whole units only (digits, a leading + or -) (Backspace takes it back)"
+                )
             );
         }
         other => panic!("expected the top-up form, got {other:?}"),
     }
+    let s = screen(&a, 100, 30);
+    assert!(s.contains("units: 1._"), "{s}");
+    assert!(a.update(code(KeyCode::Enter)).is_empty());
+    assert!(
+        matches!(a.dialog, Some(Dialog::TopupForm { .. })),
+        "{:?}",
+        a.dialog
+    );
+    a.update(code(KeyCode::Backspace));
+    keys(&mut a, "0");
+    assert!(
+        matches!(&a.dialog, Some(Dialog::TopupForm { input, refused: None, error: None, .. }) if input == "10"),
+        "{:?}",
+        a.dialog
+    );
     // The case holds 60 sold of 500: a cut to below that is refused at the keystroke, whole.
     for _ in 0..2 {
         a.update(code(KeyCode::Backspace));
     }
     keys(&mut a, "-441");
     let s = screen(&a, 100, 30);
-    assert!(s.contains("units: -44_"), "{s}");
+    assert!(s.contains("units: -441_"), "{s}");
     assert!(
         s.contains("-441 would cut the initial stock to 59, below the 60 unit(s) sold or"),
         "{s}"

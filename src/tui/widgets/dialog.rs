@@ -59,6 +59,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, dialog: &Dialog) {
             product,
             input,
             error,
+            refused,
         } => {
             let width = text_width(area.width);
             let mut out: Vec<Line> = wrap(
@@ -72,7 +73,9 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App, dialog: &Dialog) {
                 Line::raw(""),
                 Line::from(vec![
                     Span::raw("units: "),
-                    Span::styled(format!("{input}_"), Style::default().fg(Color::Cyan)),
+                    Span::styled(input.clone(), Style::default().fg(Color::Cyan)),
+                    Span::styled(refused.map(String::from).unwrap_or_default(), critical()),
+                    Span::styled("_", Style::default().fg(Color::Cyan)),
                 ]),
             ]);
             // What the units do, as typed (the last read's figures).
