@@ -10,7 +10,7 @@ use seckill_console::domain::stock::{ProductStatus, State};
 use seckill_console::domain::zone::Zone;
 use seckill_console::error::{Error, ErrorKind, Result};
 use seckill_console::ops::compensation::{Which, resolve};
-use seckill_console::ops::fix::{FixOptions, FixReport, fix};
+use seckill_console::ops::fix::{FixOptions, FixReport, LeftAsIs, fix};
 use seckill_console::ops::progress::SettleGauge;
 use seckill_console::ops::status::{StatusOptions, StatusReport, status};
 use seckill_console::render::queue_count;
@@ -154,8 +154,15 @@ pub async fn run_reconcile(ctx: &Ctx, activity: &str, fail_on_drift: bool) -> Re
 }
 
 fn render_fix(r: &FixReport) -> String {
-    if r.products.is_empty() {
+    if r.products.is_empty() && r.left.is_empty() {
         return format!("fix {}: every product is ok; nothing to do\n", r.activity);
+    }
+    if r.products.is_empty() {
+        return format!(
+            "fix {}: nothing to write\n{}",
+            r.activity,
+            render_left(&r.left)
+        );
     }
     let mut text = format!(
         "fix {}{}: {} product(s)\n",
@@ -203,6 +210,27 @@ fn render_fix(r: &FixReport) -> String {
         "(offset: units the stock is off its own counters; orphans: deductions without an order \
          past the grace window, returned; lost sales: orders Redis held no deduction for, recorded)\n",
     );
+    text.push_str(&render_left(&r.left));
+    text
+}
+
+/// The products a fix leaves as they are, not ok, each with why.
+fn render_left(left: &[LeftAsIs]) -> String {
+    if left.is_empty() {
+        return String::new();
+    }
+    let mut text = format!(
+        "{} product(s) not ok that no write of Redis can make so:\n",
+        left.len()
+    );
+    for l in left {
+        text.push_str(&format!(
+            "  {} ({}): {}\n",
+            l.product,
+            l.state.as_str(),
+            l.why
+        ));
+    }
     text
 }
 

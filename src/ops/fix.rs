@@ -107,12 +107,24 @@ impl FixProduct {
     }
 }
 
+/// A product that is not ok and that no write of Redis can make so (an oversell: units sold
+/// above the stock, which only the shop can undo): the fix leaves it and says why.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct LeftAsIs {
+    pub product: String,
+    pub state: State,
+    pub why: String,
+}
+
 /// The fix report.
 #[derive(Clone, Debug, Serialize)]
 pub struct FixReport {
     pub activity: String,
     pub preview: bool,
     pub products: Vec<FixProduct>,
+    /// Products that are not ok with nothing for a fix to write (absent when none).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub left: Vec<LeftAsIs>,
     pub conflicts: usize,
     pub errors: usize,
     /// Why the fix did not finish, if it did not: `Refused` (exit 5) when a product changed
@@ -160,6 +172,7 @@ pub async fn fix(
         activity: activity.to_string(),
         preview: opts.preview,
         products: Vec::new(),
+        left: Vec::new(),
         conflicts: 0,
         errors: 0,
         failure: None,
@@ -177,10 +190,14 @@ pub async fn fix(
         ..Scope::default()
     };
     let snap = snapshot::take(redis, db, keys, activity, opts.grace, &scope).await?;
-    let work: Vec<ProductView> = snap
+    let (work, rest): (Vec<ProductView>, Vec<ProductView>) = snap
         .products
         .into_iter()
-        .filter(|v| repair::plan(v) != Plan::Nothing)
+        .partition(|v| repair::plan(v) != Plan::Nothing);
+    report.left = rest
+        .iter()
+        .filter(|v| !matches!(v.status.state, State::Ok | State::Paused))
+        .map(|v| left_as_is(&v.status))
         .collect();
     let mut rows: Vec<FixProduct> = work
         .iter()
@@ -305,6 +322,28 @@ async fn candidates(
             .map(|v| v.product.product_id.to_string())
             .collect(),
     )
+}
+
+/// Why a product that is not ok has nothing for a fix to write.
+fn left_as_is(p: &crate::domain::stock::ProductStatus) -> LeftAsIs {
+    let why = if p.state == State::Oversold {
+        format!(
+            "{} unit(s) held above its initial stock of {} ({} sold, {} in flight): Redis cannot undo a sale, and nothing more sells while its stock is at or below 0; cancel orders in the shop (their returns pay the stock back), or top it up",
+            p.db_sold
+                .saturating_add(p.in_flight)
+                .saturating_sub(p.initial),
+            p.initial,
+            p.db_sold,
+            p.in_flight
+        )
+    } else {
+        "its Redis books agree with their own counters and the orders: nothing for a fix to write (see `reconcile`)".to_string()
+    };
+    LeftAsIs {
+        product: p.product.clone(),
+        state: p.state,
+        why,
+    }
 }
 
 /// Counts conflicts and errors and says what the exit code is.

@@ -58,6 +58,24 @@ pub struct StatusReport {
     pub master: Option<Box<crate::redis::sentinel::MasterInfo>>,
 }
 
+/// Whether a product is as its activity's phase wants it: `ok`, or `paused` with the right
+/// numbers; in a cancelled activity, its keys gone (its stock left in Redis still sells, and
+/// counts against it whatever its state); in one not preheated yet (no product has a key, see
+/// [`alerts::for_unpreheated`]), no key yet. An oversold, drifting or corrupt product never is.
+pub fn as_wanted(phase: Phase, unpreheated: bool, p: &ProductStatus) -> bool {
+    let gone = p.state == State::Missing && p.redis_remaining.is_none();
+    match phase {
+        Phase::Cancelled => gone,
+        _ if unpreheated => gone,
+        _ => matches!(p.state, State::Ok | State::Paused),
+    }
+}
+
+/// True when the alerts say the activity is not preheated yet (no product has a key).
+fn unpreheated(alerts: &[Alert]) -> bool {
+    alerts.iter().any(|a| a.kind == AlertKind::NotPreheated)
+}
+
 /// One Redis node in the status report.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct NodeBrief {
@@ -68,11 +86,13 @@ pub struct NodeBrief {
 }
 
 impl StatusReport {
-    /// True when every product is `ok` (or `paused` with the right numbers).
+    /// True when every product is as its activity's phase wants it (see [`as_wanted`]):
+    /// what `reconcile --fail-on-drift` and the "not ok" counts go by.
     pub fn all_ok(&self) -> bool {
+        let unpreheated = unpreheated(&self.alerts);
         self.products
             .iter()
-            .all(|p| matches!(p.state, State::Ok | State::Paused))
+            .all(|p| as_wanted(self.phase, unpreheated, p))
     }
 
     /// Alerts that ask for action (warnings and critical ones; not the informational).
@@ -217,6 +237,7 @@ pub fn build(
     }
     alerts.sort_by_key(|a| std::cmp::Reverse(a.severity));
     let mut totals = Totals::default();
+    let unpreheated = unpreheated(&alerts);
     for p in &products {
         totals.initial += p.initial;
         totals.redis_remaining += p.redis_remaining.unwrap_or(0);
@@ -224,7 +245,7 @@ pub fn build(
         totals.in_flight += p.in_flight;
         totals.orphaned += p.orphaned;
         totals.expected_remaining += p.expected_remaining;
-        if p.state != State::Ok {
+        if !as_wanted(phase, unpreheated, p) {
             totals.not_ok += 1;
         }
     }

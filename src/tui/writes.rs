@@ -131,12 +131,22 @@ impl App {
                 return;
             }
         };
-        if report.products.is_empty() {
+        if report.products.is_empty() && report.left.is_empty() {
             self.dialog = Some(message(
                 "Nothing to fix",
                 vec!["Every product matches the database truth now.".into()],
                 false,
             ));
+            return;
+        }
+        if report.products.is_empty() {
+            // Not ok, and nothing a write of Redis can change: said so, never "all matches".
+            let lines = report
+                .left
+                .iter()
+                .map(|l| format!("{} ({}): {}", l.product, l.state.as_str(), l.why))
+                .collect();
+            self.dialog = Some(message("Nothing a fix can write", lines, true));
             return;
         }
         let PendingWrite::Fix {

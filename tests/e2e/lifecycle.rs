@@ -94,6 +94,9 @@ async fn a_cancelled_activity_sells_nothing_and_can_be_cleaned_up() {
 
             let doc = c.status(&a);
             assert_eq!(doc["phase"], "cancelled", "{label}: {doc}");
+            // Its stock on sale is what is wrong with it: not ok, and --fail-on-drift fails.
+            assert_eq!(doc["totals"]["not_ok"], 2, "{label}: {doc}");
+            c.run(&["reconcile", &a, "--fail-on-drift"]).expect_code(4);
             let alerts = doc["alerts"].as_array().cloned().unwrap_or_default();
             assert!(
                 alerts
@@ -130,9 +133,39 @@ async fn a_cancelled_activity_sells_nothing_and_can_be_cleaned_up() {
             // Inside its window, and still no --force needed.
             c.ok(&["cleanup", &a]);
             assert_eq!(text(&store, &["GET", &k.stock]).await, None, "{label}");
-            assert_eq!(c.status(&a)["alerts"], serde_json::json!([]), "{label}");
+            let doc = c.status(&a);
+            assert_eq!(doc["alerts"], serde_json::json!([]), "{label}");
+            // Its keys gone is what a cancelled activity wants: nothing is not ok.
+            assert_eq!(doc["totals"]["not_ok"], 0, "{label}: {doc}");
+            c.run(&["reconcile", &a, "--fail-on-drift"]).expect_code(0);
         }
     }
+}
+
+/// An activity that has not opened and has no key yet is as it should be before its preheat
+/// (one `info` alert says so): nothing reads not ok and `--fail-on-drift` passes; once one
+/// product has its keys, the others' missing keys are a preheat stopped half way: not ok.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_activity_not_preheated_yet_fails_no_check_until_half_preheated() {
+    let topo = Topo::standalone();
+    let store = topo.store().await;
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    let c = Console::new(&topo, &db);
+    let start = chrono::Utc::now() + chrono::Duration::hours(3);
+    let end = start + chrono::Duration::hours(2);
+    import(&lib, "soon", &[("p1", 5, 1), ("p2", 5, 1)], (start, end)).await;
+    let doc = c.status("soon");
+    assert_eq!(doc["totals"]["not_ok"], 0, "{doc}");
+    c.run(&["reconcile", "soon", "--fail-on-drift"])
+        .expect_code(0);
+    c.preheat("soon");
+    redis_cmd(&store, &["DEL", &product_keys("soon", "p2").stock]).await;
+    let doc = c.status("soon");
+    assert_eq!(doc["totals"]["not_ok"], 1, "{doc}");
+    c.run(&["reconcile", "soon", "--fail-on-drift"])
+        .expect_code(4);
+    lib.close().await;
 }
 
 /// A small stock over a long window: the gateway's token-bucket rate is stored as it is (five

@@ -509,6 +509,60 @@ async fn an_oversold_product_never_reads_ok() {
     }
 }
 
+/// Case 8b: a stock raised outside the scripts (lost writes) sold two units too many. The fix
+/// takes the offset away (the stock reads -2: nothing more sells); after that its books are on
+/// their counters and a sale cannot be undone in Redis, so the next fix has nothing to write
+/// and says which product is still not ok and why, never "every product is ok".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fix_names_the_oversold_product_it_cannot_change() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        let db = TestDb::sqlite();
+        let lib = db.open().await;
+        let c = Console::new(&topo, &db);
+        let a = "pl8b";
+        c.import_preheat(&lib, a, &[("p1", 10, 1)]).await;
+        let k = product_keys(a, "p1");
+        redis_cmd(&store, &["INCRBY", &k.stock, "2"]).await;
+        sell(&store, &lib, a, "p1", "s", 12).await;
+        let fixed = c.json(&["fix", a, "--yes"]);
+        assert_eq!(product(&fixed, "p1")["after"], -2, "{}: {fixed}", c.label());
+        assert_eq!(
+            product(&c.status(a), "p1")["state"],
+            "oversold",
+            "{}",
+            c.label()
+        );
+        let again = c.json(&["fix", a, "--yes"]);
+        assert_eq!(again["products"], serde_json::json!([]), "{again}");
+        let left = &again["left"][0];
+        assert_eq!(
+            (left["product"].as_str(), left["state"].as_str()),
+            (Some("p1"), Some("oversold")),
+            "{again}"
+        );
+        assert!(
+            left["why"]
+                .as_str()
+                .is_some_and(|w| w.starts_with("2 unit(s) held above its initial stock of 10")),
+            "{again}"
+        );
+        let text = c.run(&["fix", a, "--yes"]);
+        text.expect_code(0);
+        assert!(
+            text.stdout.contains("nothing to write") && text.stdout.contains("p1 (oversold)"),
+            "{}",
+            text.stdout
+        );
+        assert!(
+            !text.stdout.contains("every product is ok"),
+            "{}",
+            text.stdout
+        );
+        lib.close().await;
+    }
+}
+
 /// Case 9: the stock and meta keys of a product deleted, every unit paid. `db_sold` is the
 /// orders' sum whatever keys are gone, and the fix's preview shows what the fix writes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

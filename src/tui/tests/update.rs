@@ -68,6 +68,7 @@ pub fn preview_report() -> FixReport {
             p("tablet", State::Negative, Some("-2"), 0),
             p("watch", State::Missing, None, 10),
         ],
+        left: Vec::new(),
         conflicts: 0,
         errors: 0,
         failure: None,
@@ -404,6 +405,43 @@ fn read_only_refuses_every_write_before_any_command() {
         assert!(a.dialog.is_none(), "{k} on {view} opened a dialog");
         let f = a.flash.as_ref().expect("a refusal is shown");
         assert!(f.error && f.text.contains("read-only mode"), "{}", f.text);
+    }
+}
+
+/// An oversold product has nothing for a fix to write (its stock is on its counters; only the
+/// shop can undo a sale): `F` says so and why, never that every product matches the truth.
+#[test]
+fn a_fix_with_nothing_to_write_names_what_is_still_not_ok() {
+    let mut a = app(false);
+    keys(&mut a, "2");
+    let seq = match a.update(key('F')).as_slice() {
+        [Command::PreviewFix { seq, .. }] => *seq,
+        other => panic!("{other:?}"),
+    };
+    let mut report = preview_report();
+    report.products.clear();
+    report.left = vec![seckill_left("case")];
+    a.update(Action::FixPreviewed {
+        seq,
+        result: Ok(report),
+    });
+    let Some(Dialog::Message { title, lines, .. }) = &a.dialog else {
+        panic!("{:?}", a.dialog);
+    };
+    assert_eq!(title, "Nothing a fix can write");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("case (oversold): 3 unit(s)")),
+        "{lines:?}"
+    );
+}
+
+fn seckill_left(product: &str) -> crate::ops::fix::LeftAsIs {
+    crate::ops::fix::LeftAsIs {
+        product: product.into(),
+        state: State::Oversold,
+        why: "3 unit(s) held above its initial stock of 200".into(),
     }
 }
 
