@@ -55,22 +55,24 @@ pub struct Found<'a> {
 /// Decides the action for one product from what Redis holds and what the truth says.
 pub fn plan(found: &Found<'_>, product: &Product, force: bool) -> Action {
     let meta = found.meta;
-    let same = found.stock.value().is_some()
+    // The same books and values; the operator's pause aside (the database's to write back,
+    // lost or not: it is never a conflict, as the truth includes the operator's intent).
+    let same_books = found.stock.value().is_some()
         && found.offset == Some(0)
         && found.drift == Some(0)
-        && found.lost.is_empty()
+        && found.lost.iter().all(|p| *p == Piece::Pause)
         && found.agrees
         && found.unledgered == 0
         && found.orphaned == 0
         && meta.present
         && meta.corrupt.is_none()
         && meta.limit == Some(product.per_user_limit)
-        && meta.initial == Some(product.initial_stock)
-        && pause_fields(product, meta).is_empty();
+        && meta.initial == Some(product.initial_stock);
+    let pause_same = found.lost.is_empty() && pause_fields(product, meta).is_empty();
     let piece_lost = found.lost.iter().any(|p| p.needs_rebuild());
-    if same {
+    if same_books && pause_same {
         Action::Unchanged
-    } else if piece_lost {
+    } else if same_books || piece_lost {
         // Absent or lost keys: rebuilt from the orders, then written.
         Action::Write
     } else if force {
@@ -286,7 +288,7 @@ mod tests {
             ..clean
         };
         assert_eq!(super::plan(&hidden, &p, false), Action::Conflict);
-        // A pause the database holds and Redis lost: not unchanged.
+        // A pause the database holds and Redis lost: written back, without --force.
         let mut paused = p.clone();
         paused.pause.paused = true;
         paused.pause.generation = 1;
@@ -298,8 +300,22 @@ mod tests {
                 at(0, 0),
                 false
             ),
-            Action::Conflict
+            Action::Write
         );
+        // So with the pause named among the lost pieces, as a status finds it.
+        let lost_pause = Found {
+            lost: &[Piece::Pause],
+            ..clean
+        };
+        assert_eq!(super::plan(&lost_pause, &paused, false), Action::Write);
+        // A pause lost beside a changed limit is still a conflict: the limit is.
+        let mut limit = meta(10, 3);
+        limit.paused = false;
+        let both = Found {
+            meta: &limit,
+            ..lost_pause
+        };
+        assert_eq!(super::plan(&both, &paused, false), Action::Conflict);
     }
 
     #[test]

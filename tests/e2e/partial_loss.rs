@@ -361,6 +361,21 @@ async fn a_pause_lost_with_the_keys_is_an_alert_and_comes_back_with_every_repair
         assert_eq!(paused().await, Deducted::Paused, "{}: after fix", c.label());
         assert_eq!(product(&c.status(a), "p1")["state"], "paused");
 
+        // (a2) The same restart, then preheat: the pause is the database's to write back, not
+        // a conflict to force (it was a no-go whose table showed no difference).
+        redis_cmd(&store, &["HSET", &k.meta, "paused", "0"]).await;
+        assert_lost(&c.status(a), "p1", "missing", &["pause"], c.label());
+        let pre = c.json(&["preheat", a]);
+        assert_eq!(pre["decision"], "go", "{}: {pre}", c.label());
+        assert_eq!(product(&pre, "p1")["written"], true, "{pre}");
+        assert_eq!(product(&pre, "p1")["verified"], true, "{pre}");
+        assert_eq!(
+            paused().await,
+            Deducted::Paused,
+            "{}: after preheat",
+            c.label()
+        );
+
         // (b) Every key lost, then preheat.
         let mut keys: Vec<&str> = k.script_keys().to_vec();
         keys.push(&k.books);
