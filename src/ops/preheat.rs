@@ -51,6 +51,9 @@ pub struct PreheatProduct {
     /// Why the product was rebuilt from the database (a piece of it was lost), when it was.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rebuilt: Option<String>,
+    /// A top-up left between its two writes that the preheat finished or undid, and how.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub topup: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -228,6 +231,7 @@ fn planned(snap: &Snapshot, force: bool) -> (PreheatReport, Vec<Action>) {
             verified: false,
             token_bucket: TokenBucket::new(target, window),
             rebuilt: None,
+            topup: None,
             error: None,
         });
         if *action == Action::Conflict {
@@ -395,6 +399,7 @@ async fn write_and_verify(
             }
             p.error = o.done.conflict.clone().or_else(|| o.done.error.clone());
             p.rebuilt = o.done.rebuilt.as_ref().map(|r| r.why.clone());
+            p.topup = o.done.topup.clone();
         }
         if let Some(err) = stop {
             return Err(err);
@@ -485,6 +490,14 @@ async fn record_audit(
             e.before_value = before.get(&i).cloned().flatten();
             e.after_value = Some(p.stock.to_string());
             e.reason = "preheat --force: Redis held another value than the database truth".into();
+            rows.push(e);
+        }
+    }
+    for p in &report.products {
+        if let Some(what) = &p.topup {
+            let mut e = AuditEntry::new(actor, "preheat.topup", activity);
+            e.product_id = Some(p.product.clone());
+            e.reason = what.clone();
             rows.push(e);
         }
     }

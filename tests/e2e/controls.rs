@@ -347,6 +347,42 @@ async fn a_top_up_cut_between_its_writes_is_finished_by_fix() {
     lib.close().await;
 }
 
+/// A top-up marker left by a console that died long ago (past its lease): `preheat` finishes
+/// or undoes it as `fix` does, and says so: the product is written, its report row names the
+/// top-up, and the audit trail has a `preheat.topup` row (it said "unchanged", wrote nothing in
+/// its report and its audit, and took the marker away all the same).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_top_up_marker_is_resolved_and_audited_by_preheat() {
+    for topo in Topo::both() {
+        let store = topo.store().await;
+        let db = TestDb::sqlite();
+        let c = Console::new(&topo, &db);
+        let lib = db.open().await;
+        c.import_preheat(&lib, "stale", &[("p1", 100, 5)]).await;
+        let k = product_keys("stale", "p1");
+        let long_ago = chrono::Utc::now().timestamp_millis() - 60_000;
+        let marker = format!("deadbeef|5|{long_ago}");
+        redis_cmd(&store, &["HSET", &k.meta, "topup", &marker]).await;
+        let pre = c.json("preheat stale");
+        assert_eq!(pre["decision"], "go", "{}: {pre}", topo.name());
+        let row = &products(&pre)[0];
+        assert_eq!(row["written"], true, "{row}");
+        assert!(row["topup"].is_string(), "{row}");
+        assert_eq!(
+            redis_cmd(&store, &["HEXISTS", &k.meta, "topup"]).await,
+            Value::Int(0)
+        );
+        let audit = c
+            .run(&["--json", "audit", "stale", "--action", "preheat.topup"])
+            .json();
+        let rows = audit["entries"].as_array().cloned().unwrap_or_default();
+        assert_eq!(rows.len(), 1, "{}: {audit}", topo.name());
+        assert_eq!(rows[0]["product"], "p1", "{audit}");
+        assert_eq!(stock(&store, "stale", "p1").await, "100");
+        lib.close().await;
+    }
+}
+
 /// The demo's outbox relay marks the oldest pending messages sent, in batches, on every
 /// backend; the outbox summary the alert reads follows.
 #[tokio::test]

@@ -358,6 +358,7 @@ pub fn preheat_report(go: bool) -> PreheatReport {
         verified,
         token_bucket: TokenBucket::new(stock, 7200),
         rebuilt: None,
+        topup: None,
         error: None,
     };
     PreheatReport {
