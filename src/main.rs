@@ -41,11 +41,17 @@ fn main() -> ExitCode {
                 );
             }
             if cli::json_requested_raw(&args, &env) {
-                let first = text
+                // The message whole (clap puts what is missing on the lines after its first),
+                // up to the usage and tips.
+                let message = text
                     .lines()
-                    .next()
-                    .unwrap_or("usage error")
-                    .trim_start_matches("error: ");
+                    .take_while(|l| !l.starts_with("Usage:") && !l.starts_with("For more"))
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let first = message.trim_start_matches("error: ");
+                let first = if first.is_empty() { "usage error" } else { first };
                 eprintln!(
                     "{}",
                     serde_json::json!({ "error": first, "kind": ErrorKind::BadInput.as_str() })

@@ -223,7 +223,12 @@ pub fn product_alerts(products: &[ProductStatus]) -> Vec<Alert> {
             ));
         }
         if let Some(held) = &p.held {
-            out.push(alert(AlertKind::Held, Severity::Warning, held.clone()));
+            // The alert names its product (the row's own text does not need to).
+            out.push(alert(
+                AlertKind::Held,
+                Severity::Warning,
+                format!("{}: {held}", p.product),
+            ));
         }
         if p.stream_gap {
             out.push(alert(

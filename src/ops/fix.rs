@@ -216,11 +216,9 @@ pub async fn fix(
             {
                 r.conflict = true;
                 r.error = Some(format!(
-                    "changed since the preview ({} drift {} -> {} drift {}): nothing written; preview again",
-                    seen.state.as_str(),
-                    shown_drift(seen.drift),
-                    r.state.as_str(),
-                    shown_drift(r.drift)
+                    "changed since the preview ({} -> {}): nothing written; preview again",
+                    state_and_drift(seen.state, seen.drift),
+                    state_and_drift(r.state, r.drift)
                 ));
             }
         }
@@ -416,6 +414,14 @@ fn settle_row(row: &mut FixProduct, d: &Repaired) {
 
 fn shown_drift(d: Option<i64>) -> String {
     d.map_or_else(|| "-".into(), |d| format!("{d:+}"))
+}
+
+/// A state with its drift when it has one: `drift -2`, `ok +0`, `missing`.
+fn state_and_drift(state: State, drift: Option<i64>) -> String {
+    match drift {
+        Some(d) => format!("{} {d:+}", state.as_str()),
+        None => state.as_str().to_string(),
+    }
 }
 
 /// One audit row per kind of write the repair made on a product.

@@ -32,7 +32,15 @@ pub fn redis_error(label: &str, err: &RedisError) -> Error {
     if err.is_timeout() {
         return Error::unreachable(
             Service::Redis,
-            format!("Redis at {label} timed out: {detail}"),
+            // The client's own text already says "timed out": not said twice.
+            format!(
+                "Redis at {label} timed out{}",
+                if detail.to_ascii_lowercase().trim() == "timed out" {
+                    String::new()
+                } else {
+                    format!(": {detail}")
+                }
+            ),
         );
     }
     if node::is_connection_error(err) || err.kind() == ErrorKind::ClusterConnectionNotFound {

@@ -263,6 +263,13 @@ fn bad_ids_and_usage_exit_2() {
     }
     console(&["no-such-command"]).expect_code(2);
     console(&["--json", "no-such-command"]).expect_code(2);
+    // The JSON error is the whole message: what is missing, not a line that stops before it.
+    let r = console(&["--json", "status"]);
+    r.expect_code(2);
+    assert_eq!(
+        r.json_error()["error"],
+        "the following required arguments were not provided: <ACTIVITY>"
+    );
     let r = console(&["--db", "oracle://x", "activity", "list"]);
     r.expect_code(2);
     assert!(r.stderr.contains("oracle://x"), "{}", r.stderr);

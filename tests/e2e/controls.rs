@@ -336,9 +336,13 @@ async fn a_top_up_cut_between_its_writes_is_finished_by_fix() {
     tokio::time::sleep(Duration::from_millis(lease + 500)).await;
     let s = c.run("--json status cut").json();
     assert!(
-        s["alerts"].as_array().is_some_and(|a| a
-            .iter()
-            .any(|x| x["kind"] == "held" && x["product"] == "p1")),
+        s["alerts"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x["kind"] == "held"
+                && x["product"] == "p1"
+                && x["message"]
+                    .as_str()
+                    .is_some_and(|m| m.starts_with("p1: a top-up")))),
         "a top-up left between its writes is an alert: {s}"
     );
     c.ok("fix cut --product p1 --yes");

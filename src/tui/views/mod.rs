@@ -239,12 +239,13 @@ pub fn age(secs: i64) -> String {
 
 /// A text gauge for a table cell: `width` blocks filled by `percent`, then the figure.
 pub fn bar(percent: f64, width: usize) -> String {
+    // The bar fills at most its width; the figure is the truth (an oversold 101.5%, not 100%).
     let p = if percent.is_finite() {
-        percent.clamp(0.0, 100.0)
+        percent.max(0.0)
     } else {
         0.0
     };
-    let filled = ((p / 100.0) * width as f64).round() as usize;
+    let filled = ((p.min(100.0) / 100.0) * width as f64).round() as usize;
     let filled = filled.min(width);
     format!(
         "{}{} {p:>5.1}%",
@@ -268,6 +269,8 @@ mod tests {
         assert_eq!(drift(None), "-");
         assert_eq!(bar(50.0, 4), "██░░  50.0%");
         assert_eq!(bar(f64::NAN, 2), "░░   0.0%");
-        assert_eq!(bar(250.0, 2), "██ 100.0%");
+        // Full, and the figure as it is: an oversold product is not shown at 100%.
+        assert_eq!(bar(101.5, 2), "██ 101.5%");
+        assert_eq!(bar(-3.0, 2), "░░   0.0%");
     }
 }

@@ -303,12 +303,13 @@ fn render_top(frame: &mut Frame, area: Rect, app: &App) {
         Layout::horizontal([Constraint::Percentage(50), Constraint::Percentage(50)]).areas(area);
     let (ratio, label) = match app.stock.report() {
         Some(r) if r.totals.initial > 0 => {
-            let ratio = (r.totals.db_sold as f64 / r.totals.initial as f64).clamp(0.0, 1.0);
+            // The gauge fills at most its width; its label says the truth (101.5% oversold).
+            let share = (r.totals.db_sold as f64 / r.totals.initial as f64).max(0.0);
             (
-                ratio,
+                share.min(1.0),
                 gauge_label(
                     (r.totals.db_sold, r.totals.initial, r.totals.redis_remaining),
-                    ratio,
+                    share,
                     left.width.saturating_sub(2),
                 ),
             )
@@ -340,4 +341,15 @@ fn render_top(frame: &mut Frame, area: Rect, app: &App) {
         .style(Style::default().fg(Color::Cyan))
         .data(&data);
     frame.render_widget(spark, right);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::gauge_label;
+
+    #[test]
+    fn an_oversold_activity_reads_above_100_percent() {
+        let label = gauge_label((1_963, 1_960, -3), 1_963.0 / 1_960.0, 80);
+        assert_eq!(label, "1,963 of 1,960 sold (100.2%), -3 left in Redis");
+    }
 }
