@@ -51,7 +51,11 @@ fn main() -> ExitCode {
                     .collect::<Vec<_>>()
                     .join(" ");
                 let first = message.trim_start_matches("error: ");
-                let first = if first.is_empty() { "usage error" } else { first };
+                let first = if first.is_empty() {
+                    "usage error"
+                } else {
+                    first
+                };
                 eprintln!(
                     "{}",
                     serde_json::json!({ "error": first, "kind": ErrorKind::BadInput.as_str() })

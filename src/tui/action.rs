@@ -63,6 +63,9 @@ pub enum Action {
     Enter,
     /// Esc: close the dialog or the filter input (clearing the filter), or leave Help.
     Cancel,
+    /// `q` or space on a result: closes it, unless it opened a moment ago (a `q` typed while
+    /// the write ran, meant to quit, would close the result unread).
+    Dismiss,
     /// Confirm the open yes/no dialog.
     Confirm,
     /// Cycle the sort column of the stock table.

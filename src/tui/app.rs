@@ -205,8 +205,8 @@ pub enum Dialog {
         /// refused `.` made `1.5` read 15).
         refused: Option<char>,
     },
-    /// A result, an error or a row's whole text to read; any of Esc, Enter, q closes it, the
-    /// arrows scroll it.
+    /// A result, an error or a row's whole text to read; any of Esc, Enter, q closes it (q and
+    /// space only once it has been on screen a moment), the arrows scroll it.
     Message {
         title: String,
         lines: Vec<String>,
@@ -283,7 +283,7 @@ pub struct App {
     /// When the selected activity was chosen (how long its first snapshot has been awaited).
     pub watch_since: Instant,
     /// The sales-rate history of each activity shown before, kept for when it is shown again.
-    pub rate_histories: std::collections::HashMap<String, std::collections::VecDeque<f64>>,
+    pub rate_histories: std::collections::HashMap<String, (std::collections::VecDeque<f64>, f64)>,
 }
 
 impl App {

@@ -37,9 +37,10 @@ impl App {
         // peak), that of the one shown comes back.
         if let Some(old) = self.activity.take() {
             let history = std::mem::take(&mut self.stock.rate_history);
-            self.rate_histories.insert(old.to_string(), history);
+            self.rate_histories
+                .insert(old.to_string(), (history, self.stock.rate_peak));
         }
-        let history = self.rate_histories.remove(id.as_str()).unwrap_or_default();
+        let (history, peak) = self.rate_histories.remove(id.as_str()).unwrap_or_default();
         self.activity = Some(id.clone());
         self.watch_since = self.now;
         // The Activities view opens on the activity shown, not on its top row.
@@ -48,6 +49,7 @@ impl App {
         self.clamp(View::Activities);
         self.stock = StockData {
             rate_history: history,
+            rate_peak: peak,
             ..StockData::default()
         };
         self.views.compensation.feed = Default::default();

@@ -195,9 +195,8 @@ fn dialog_key(dialog: &Dialog, key: KeyEvent) -> Option<Action> {
             _ => None,
         },
         Dialog::Message { .. } => match key.code {
-            KeyCode::Esc | KeyCode::Enter | KeyCode::Char('q') | KeyCode::Char(' ') => {
-                Some(Action::Cancel)
-            }
+            KeyCode::Esc | KeyCode::Enter => Some(Action::Cancel),
+            KeyCode::Char('q') | KeyCode::Char(' ') => Some(Action::Dismiss),
             _ => None,
         },
     }

@@ -17,6 +17,9 @@ pub struct StockData {
     pub rates: HashMap<String, f64>,
     /// The activity's units per second, oldest first, for the sparkline.
     pub rate_history: VecDeque<f64>,
+    /// The highest of them since the console began watching the activity (the sparkline keeps
+    /// only its last minutes).
+    pub rate_peak: f64,
     /// Sold units per product at the previous snapshot.
     pub prev_sold: Option<(DateTime<Utc>, HashMap<String, i64>)>,
     /// When each alert was first seen (the alerts carry no time of their own).
@@ -81,6 +84,7 @@ impl StockData {
         }
         if !first && dt > 0.0 {
             s.rate_history.push_back(total);
+            s.rate_peak = s.rate_peak.max(total);
             while s.rate_history.len() > RATE_HISTORY {
                 s.rate_history.pop_front();
             }

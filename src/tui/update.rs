@@ -114,6 +114,7 @@ impl App {
             }
             Action::Enter => self.enter(),
             Action::Cancel => self.cancel(),
+            Action::Dismiss => self.dismiss(),
             Action::Confirm if self.refuse_unread() => Vec::new(),
             Action::Confirm => match &self.dialog {
                 // A key within a moment of the dialog opening was typed before it was read.
@@ -528,6 +529,17 @@ impl App {
             }
         }
         Vec::new()
+    }
+
+    /// `q` or space on a result: closes it once it has been on screen a moment.
+    fn dismiss(&mut self) -> Vec<Command> {
+        if self.now.saturating_duration_since(self.dialog_at) < CONFIRM_AFTER {
+            let text = "too quick: read the result, then press Esc or Enter";
+            self.note(text);
+            self.flash(text, false);
+            return Vec::new();
+        }
+        self.cancel()
     }
 
     fn cancel(&mut self) -> Vec<Command> {

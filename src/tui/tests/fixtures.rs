@@ -578,6 +578,16 @@ pub fn buffer_text(buf: &Buffer) -> String {
 /// Confirms the open dialog as an operator does: a moment after it opened (keys typed ahead
 /// are ignored), Enter. The dialog is dated back rather than the clock moved on, so the figures
 /// that count time stay as they were.
+/// The open dialog as read a moment after it opened (keys within [`CONFIRM_AFTER`] of it are
+/// taken as typed before it could be read).
+///
+/// [`CONFIRM_AFTER`]: crate::tui::app::CONFIRM_AFTER
+pub fn read_a_moment(app: &mut App) {
+    if let Some(opened) = app.now.checked_sub(crate::tui::app::CONFIRM_AFTER) {
+        app.dialog_at = opened;
+    }
+}
+
 pub fn confirm(app: &mut App) -> Vec<crate::tui::action::Command> {
     if let Some(opened) = app.now.checked_sub(crate::tui::app::CONFIRM_AFTER) {
         app.dialog_at = opened;

@@ -76,6 +76,27 @@ fn the_sales_rate_history_comes_back_with_its_activity() {
     assert_eq!(a.stock.rate_history, before);
 }
 
+/// The sparkline keeps its last minutes; the peak in its title is the highest rate since the
+/// console began watching (it fell from 24.9 to 2.0 over a demo's first minutes).
+#[test]
+fn the_sales_peak_outlives_the_sparkline_window() {
+    let mut a = app(false);
+    let peak = a.stock.rate_peak;
+    assert!(peak > 0.0, "the fixture's two snapshots make a rate");
+    // Five minutes more of snapshots two seconds apart with nothing sold.
+    for i in 0..300u64 {
+        let secs = 4 + 2 * i;
+        let taken = i64::try_from(secs).expect("secs");
+        a.update(Action::Status(
+            id("spring-sale"),
+            fetched(secs, taken, report(taken, 6)),
+        ));
+    }
+    assert!(a.stock.rate_history.iter().all(|r| *r == 0.0));
+    let s = super::fixtures::screen(&a, 100, 30);
+    assert!(s.contains(&format!("peak {peak:.1}")), "{s}");
+}
+
 /// A no-go before anything was written says what it had planned (not "0 written, 0
 /// unchanged" over a table of unchanged rows), how old it is, what moved since; and `P` lists
 /// the keys the last gate found it would rewrite.

@@ -300,6 +300,19 @@ fn activity_wide_fix_previews_then_asks_for_the_activity_id() {
         }
         other => panic!("expected the result, got {other:?}"),
     }
+    // A key the moment it opened (a `q` typed while the fix ran) does not close it unread.
+    a.update(key('q'));
+    assert!(
+        matches!(a.dialog, Some(Dialog::Message { .. })),
+        "{:?}",
+        a.dialog
+    );
+    assert!(
+        a.flash
+            .as_ref()
+            .is_some_and(|f| f.text.starts_with("too quick"))
+    );
+    fixtures::read_a_moment(&mut a);
     a.update(code(KeyCode::Esc));
     assert!(a.dialog.is_none());
 }
@@ -515,6 +528,7 @@ fn compensation_resolve_one_and_all() {
     assert!(
         matches!(&a.dialog, Some(Dialog::Message { title, .. }) if title == "Resolved 1, 0 still pending")
     );
+    fixtures::read_a_moment(&mut a);
     a.update(code(KeyCode::Esc));
     // A resolved entry cannot be resolved again; n cancels the all-dialog.
     keys(&mut a, "G");
@@ -566,6 +580,7 @@ fn compensation_resolve_one_and_all() {
             unreachable: false,
         }),
     });
+    fixtures::read_a_moment(&mut a);
     a.update(code(KeyCode::Esc));
     // An empty queue says so and asks nothing.
     let seq = count(&mut a);

@@ -326,7 +326,7 @@ fn render_top(frame: &mut Frame, area: Rect, app: &App) {
 
     let history = &app.stock.rate_history;
     let now = history.back().copied().unwrap_or(0.0);
-    let peak = history.iter().copied().fold(0.0_f64, f64::max);
+    let peak = history.iter().copied().fold(app.stock.rate_peak, f64::max);
     // The sparkline takes integers: hundredths of a unit per second keep slow sales visible.
     let width = usize::from(right.width.saturating_sub(2));
     let skip = history.len().saturating_sub(width);
