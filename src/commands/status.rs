@@ -325,7 +325,12 @@ pub async fn run_compensation(ctx: &Ctx, cmd: CompensationCommand) -> Result<Out
                         e.user_id.clone(),
                         e.quantity.to_string(),
                         e.status.clone(),
-                        format!("{}s", (now - e.created_at).num_seconds().max(0)),
+                        // The first instant: `-infinity`, or a time no decoder read.
+                        if e.created_at == chrono::DateTime::<Utc>::MIN_UTC {
+                            "unknown (oldest)".to_string()
+                        } else {
+                            format!("{}s", (now - e.created_at).num_seconds().max(0))
+                        },
                         e.resolution.clone().unwrap_or_default(),
                     ]
                 })

@@ -2,7 +2,7 @@
 //! dropped connection). `pending` until resolved to `applied`, `returned` or `not_applied`.
 
 use super::audit::{self, AuditEntry};
-use super::stamp::DbTime;
+use super::stamp::LooseTime;
 use super::{Arg, Db};
 use crate::domain::ActivityId;
 use crate::domain::alerts::QueueSummary;
@@ -84,8 +84,8 @@ type Row = (
     String,
     String,
     Option<String>,
-    DbTime,
-    Option<DbTime>,
+    LooseTime,
+    Option<LooseTime>,
 );
 
 const SELECT: &str = "SELECT id, request_id, activity_id, product_id, user_id, quantity, status, reason, \
@@ -102,8 +102,10 @@ fn from_row(r: Row) -> Compensation {
         status: r.6,
         reason: r.7,
         resolution: r.8,
-        created_at: r.9.0,
-        resolved_at: r.10.map(|t| t.0),
+        // Unreadable (written by hand, in another form): the oldest in the queue, as
+        // PostgreSQL's `-infinity` reads, so it is seen first rather than failing the list.
+        created_at: r.9.0.unwrap_or(DateTime::<Utc>::MIN_UTC),
+        resolved_at: r.10.and_then(|t| t.0),
     }
 }
 

@@ -93,6 +93,37 @@ impl<'r> Decode<'r, Postgres> for DbTime {
     }
 }
 
+/// A time column another service may have written in a form no decoder reads (a SQLite TEXT
+/// column holds any text): None then, where one bad row must not make the whole list fail.
+/// Only for rows an operator lists (the compensation queue); an activity's window is read
+/// strictly, since a guess there would open or close a sale.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LooseTime(pub Option<DateTime<Utc>>);
+
+macro_rules! loose {
+    ($db:ty) => {
+        impl sqlx::Type<$db> for LooseTime {
+            fn type_info() -> <$db as sqlx::Database>::TypeInfo {
+                <DbTime as sqlx::Type<$db>>::type_info()
+            }
+            fn compatible(ty: &<$db as sqlx::Database>::TypeInfo) -> bool {
+                <DbTime as sqlx::Type<$db>>::compatible(ty)
+                    || <String as sqlx::Type<$db>>::compatible(ty)
+            }
+        }
+        impl<'r> Decode<'r, $db> for LooseTime {
+            fn decode(value: <$db as sqlx::Database>::ValueRef<'r>) -> Result<Self, BoxDynError> {
+                Ok(LooseTime(
+                    <DbTime as Decode<'r, $db>>::decode(value).ok().map(|t| t.0),
+                ))
+            }
+        }
+    };
+}
+loose!(Sqlite);
+loose!(MySql);
+loose!(Postgres);
+
 /// 2000-01-01 00:00:00 UTC, PostgreSQL's epoch, in seconds since 1970.
 const POSTGRES_EPOCH_SECS: i64 = 946_684_800;
 

@@ -168,6 +168,40 @@ async fn an_activity_not_preheated_yet_fails_no_check_until_half_preheated() {
     lib.close().await;
 }
 
+/// A compensation entry whose `created_at` another service wrote in a form no decoder reads
+/// (SQLite's TEXT column takes any text): the queue still lists and resolves, the entry shown
+/// as the oldest with an unknown age (one such row made `compensation list` and `resolve --all`
+/// exit 1 for the whole queue).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreadable_entry_time_never_hides_the_queue() {
+    let topo = Topo::standalone();
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    let c = Console::new(&topo, &db);
+    c.import_preheat(&lib, "odd", &[("p1", 10, 2)]).await;
+    lib.execute(
+        "INSERT INTO seckill_compensation (request_id, activity_id, product_id, user_id, \
+         quantity, status, reason, created_at) VALUES \
+         ('r-odd', 'odd', 'p1', 'u1', 1, 'pending', '', 'yesterday-ish')",
+        &[],
+    )
+    .await
+    .expect("insert");
+    let list = c.run(&["compensation", "list", "odd"]);
+    list.expect_code(0);
+    assert!(
+        list.stdout.contains("r-odd") && list.stdout.contains("unknown (oldest)"),
+        "{}",
+        list.stdout
+    );
+    c.run(&["--json", "compensation", "list", "odd"])
+        .expect_code(0);
+    let resolved = c.run(&["--json", "compensation", "resolve", "odd", "--all"]);
+    resolved.expect_code(0);
+    assert_eq!(resolved.json()["resolved"], 1, "{}", resolved.stdout);
+    lib.close().await;
+}
+
 /// A small stock over a long window: the gateway's token-bucket rate is stored as it is (five
 /// units over thirty days, with the 20% headroom, is about 2.3e-6 a second), never rounded to
 /// 0, which would let no request through.
