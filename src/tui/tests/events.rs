@@ -98,6 +98,31 @@ fn many_missing(n: usize) -> crate::ops::status::StatusReport {
     r
 }
 
+/// Five products missing, the last of them (by id, so named last) made critical: the folded
+/// line names it first, and lists it first when open.
+#[test]
+fn a_critical_alert_heads_its_folded_group() {
+    let mut a: App = app(false);
+    let mut r = many_missing(5);
+    for alert in r.alerts.iter_mut() {
+        if alert.product.as_deref() == Some("p0004") {
+            alert.severity = crate::domain::alerts::Severity::Critical;
+        } else {
+            alert.severity = crate::domain::alerts::Severity::Warning;
+        }
+    }
+    a.update(Action::Status(id("spring-sale"), fetched(4, 4, r)));
+    a.update(key('3'));
+    let lines = a.views.alerts.lines(&a.stock);
+    let AlertLine::Group { rows, severity, .. } = &lines[0] else {
+        panic!("{lines:?}");
+    };
+    assert_eq!(*severity, crate::domain::alerts::Severity::Critical);
+    assert_eq!(rows[0].alert.product.as_deref(), Some("p0004"));
+    let s = screen(&a, 120, 30);
+    assert!(s.contains("p0004, p0000, p0001, ..."), "{s}");
+}
+
 #[test]
 fn two_thousand_missing_products_fold_into_one_line_that_enter_opens() {
     let mut a: App = app(false);

@@ -117,9 +117,18 @@ impl AlertsView {
                 continue;
             }
             // The first (newest) of its kind stands for the group; the rest are in it.
-            let Some(members) = per_kind.remove(&kind) else {
+            let Some(mut members) = per_kind.remove(&kind) else {
                 continue;
             };
+            // Inside the group the most severe first, then the longest standing: a critical
+            // one among five drifts is named on the folded line, never behind its "...".
+            members.sort_by(|a, b| {
+                b.alert
+                    .severity
+                    .cmp(&a.alert.severity)
+                    .then(a.first_seen.cmp(&b.first_seen))
+                    .then(a.alert.product.cmp(&b.alert.product))
+            });
             let open = self.open.contains(kind.as_str());
             let severity = members
                 .iter()
@@ -240,7 +249,8 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
                 };
                 with_name(
                     vec![
-                        num(age(rows.first().map_or(0, |r| r.age_secs))),
+                        // How long the group has stood: its oldest member's age.
+                        num(age(rows.iter().map(|r| r.age_secs).max().unwrap_or(0))),
                         Cell::from(severity),
                         Cell::from(format!("{} x{}", kind.as_str(), rows.len())),
                         Cell::from(format!("{} products", rows.len())),
