@@ -153,7 +153,8 @@ impl App {
         let prefix = &self.config.key_prefix;
         let mut lines = vec![
             format!(
-                "{buyers} buyers, concurrency {concurrency}, strategy {}{}.",
+                "{} buyers, concurrency {concurrency}, strategy {}{}.",
+                crate::render::grouped(i64::try_from(buyers).unwrap_or(i64::MAX)),
                 strategy.name(),
                 if runs > 1 {
                     format!(" ({runs} runs one after the other, the same demand)")

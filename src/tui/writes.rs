@@ -655,7 +655,8 @@ impl App {
         let figures = self.topup_figures(&product);
         let mut lines = vec![
             format!(
-                "The database's initial_stock and the Redis stock of {product} move by {add:+}"
+                "The database's initial_stock and the Redis stock of {product} move by {}",
+                crate::tui::widgets::columns::signed(add)
             ),
             "together while buyers deduct; a cut never goes below what is sold or in flight."
                 .into(),
@@ -673,7 +674,10 @@ impl App {
         }
         self.dialog = Some(Dialog::Confirm(
             Confirm::ask(
-                format!("Top up {product} of {activity} by {add:+}?   Enter top up   Esc cancel"),
+                format!(
+                    "Top up {product} of {activity} by {}?   Enter top up   Esc cancel",
+                    crate::tui::widgets::columns::signed(add)
+                ),
                 lines,
                 PendingWrite::Topup {
                     activity,

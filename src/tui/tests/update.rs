@@ -991,6 +991,24 @@ fn the_topup_form_refuses_what_is_not_a_whole_unit_as_it_is_typed() {
     assert!(s.contains("initial stock 500 -> 456"), "{s}");
 }
 
+/// Figures in the top-up confirmation carry thousands separators, as everywhere else.
+#[test]
+fn the_topup_confirmation_groups_its_figures() {
+    let mut a = app(false);
+    keys(&mut a, "t12345");
+    a.update(code(KeyCode::Enter));
+    let Some(Dialog::Confirm(c)) = &a.dialog else {
+        panic!("{:?}", a.dialog);
+    };
+    assert!(
+        c.title
+            .starts_with("Top up case of spring-sale by +12,345?"),
+        "{}",
+        c.title
+    );
+    assert!(c.lines[0].ends_with("move by +12,345"), "{:?}", c.lines);
+}
+
 /// The pause and top-up dialogs take a reason, audited like `--reason`: typed text goes into
 /// the command; left empty, the executor audits "from the TUI". A pause of every product asks
 /// for the activity id first, Tab goes to the reason.
