@@ -94,14 +94,16 @@ pub async fn topup(
         )));
     };
     let initial = v.product.initial_stock;
-    let initial_after = check_change(product.as_str(), initial, change)?;
-    let held = v.truth.db_sold + v.truth.in_flight + v.truth.orphaned;
-    if initial_after < held {
+    let held = (v.truth.db_sold + v.truth.in_flight + v.truth.orphaned).max(0);
+    // A cut below what is held is refused the same way however deep it goes (below 0 too):
+    // one exit code (5) and the figure that is allowed.
+    if change < 0 && initial.saturating_add(change) < held {
         return Err(Error::refused(format!(
             "--add {change}: {product} has {held} unit(s) sold, in flight or orphaned of {initial}; the initial stock cannot go below that (at most --add {})",
             held - initial
         )));
     }
+    let initial_after = check_change(product.as_str(), initial, change)?;
     let redis_before = match &v.cut.stock {
         StockValue::Value(s) if v.status.lost.iter().all(|p| !p.needs_rebuild()) => Some(*s),
         // Without a stock key the database alone moves (bracketed by the marker). A cut must

@@ -262,6 +262,10 @@ async fn a_top_up_during_a_sale_keeps_the_books_balanced() {
         let too_many = format!("-{}", unsold + p["in_flight"].as_i64().unwrap_or(0) + 1);
         c.run(&["topup", &a, "--product", "p1", "--add", &too_many, "--yes"])
             .expect_code(5);
+        // So is a cut past 0, with the same figure allowed (it was a range error, exit 2).
+        let deep = c.run(&["topup", &a, "--product", "p1", "--add", "-100000", "--yes"]);
+        deep.expect_code(5);
+        assert!(deep.stderr.contains("at most --add"), "{}", deep.stderr);
         assert_eq!(
             stock(&topo.store().await, &a, "p1").await,
             before,
