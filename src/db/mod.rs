@@ -328,7 +328,9 @@ pub(crate) async fn pending_summary(
         )
         .await
         .map_err(|e| db.error(&e))?;
-    let oldest: Option<(stamp::DbTime,)> = db
+    // Read loosely: a time another service wrote in a form no decoder reads is the oldest (as
+    // the list shows it), never a failure of every status, reconcile and live view.
+    let oldest: Option<(stamp::LooseTime,)> = db
         .fetch_optional_as(
             &format!(
                 "SELECT created_at FROM {table} WHERE activity_id = ? AND status = 'pending' \
@@ -342,7 +344,10 @@ pub(crate) async fn pending_summary(
     Ok(QueueSummary {
         pending: counted.min(QUEUE_COUNT_CAP),
         more: counted > QUEUE_COUNT_CAP,
-        oldest_secs: oldest.map(|(t,)| (chrono::Utc::now() - t.0).num_seconds().max(0)),
+        oldest_secs: oldest.map(|(t,)| {
+            let at = t.0.unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+            (chrono::Utc::now() - at).num_seconds().max(0)
+        }),
     })
 }
 

@@ -70,12 +70,13 @@ pub fn plan(found: &Found<'_>, product: &Product, force: bool) -> Action {
         && meta.initial == Some(product.initial_stock);
     let pause_same = found.lost.is_empty() && pause_fields(product, meta).is_empty();
     let piece_lost = found.lost.iter().any(|p| p.needs_rebuild());
-    // A top-up left between its two writes: the repair finishes or undoes it (or, while its
-    // console may still be at work, refuses it), as `fix` does; never "unchanged".
+    // A top-up left between its two writes: never "unchanged", and not the gate's to finish
+    // unasked (its half-moved figures are no proof the rest agrees): a conflict that `fix`
+    // settles, or `--force` (which finishes or undoes it first, as `fix` does).
     let topup = meta.topup.is_some();
     if same_books && pause_same && !topup {
         Action::Unchanged
-    } else if same_books || piece_lost || topup {
+    } else if (same_books && !topup) || piece_lost {
         // Absent or lost keys: rebuilt from the orders, then written.
         Action::Write
     } else if force {

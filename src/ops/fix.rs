@@ -177,7 +177,9 @@ pub async fn fix(
         errors: 0,
         failure: None,
     };
-    let candidates = candidates(redis, db, keys, activity, opts).await?;
+    let (candidates, left) =
+        candidates(redis, db, keys, activity, opts, a.phase(Utc::now())).await?;
+    report.left = left;
     if candidates.is_empty() {
         return Ok(report);
     }
@@ -194,11 +196,11 @@ pub async fn fix(
         .products
         .into_iter()
         .partition(|v| repair::plan(v) != Plan::Nothing);
-    report.left = rest
-        .iter()
-        .filter(|v| !matches!(v.status.state, State::Ok | State::Paused))
-        .map(|v| left_as_is(&v.status))
-        .collect();
+    report.left.extend(
+        rest.iter()
+            .filter(|v| !matches!(v.status.state, State::Ok | State::Paused))
+            .map(|v| left_as_is(&v.status)),
+    );
     let mut rows: Vec<FixProduct> = work
         .iter()
         .map(|v| FixProduct {
@@ -296,30 +298,43 @@ pub async fn fix(
 }
 
 /// The products a fix looks at: the confirmed ones, or those the activity's books say need
-/// a write.
+/// a write; and those its phase does not want as they are with nothing to write (a cancelled
+/// activity's stock still on sale), with why.
 async fn candidates(
     redis: &RedisStore,
     db: &Db,
     keys: &KeySpace,
     activity: &ActivityId,
     opts: &FixOptions,
-) -> Result<Vec<String>> {
+    phase: crate::domain::Phase,
+) -> Result<(Vec<String>, Vec<LeftAsIs>)> {
     if let Some(plan) = &opts.confirmed {
-        return Ok(plan.keys().cloned().collect());
+        return Ok((plan.keys().cloned().collect(), Vec::new()));
     }
     let scope = Scope {
         only: opts.product.clone().map(|p| vec![p]),
         ..Scope::default()
     };
-    Ok(
-        snapshot::take(redis, db, keys, activity, opts.grace, &scope)
-            .await?
-            .products
-            .iter()
-            .filter(|v| repair::plan(v) != Plan::Nothing || v.status.needs_fix())
-            .map(|v| v.product.product_id.to_string())
-            .collect(),
-    )
+    let snap = snapshot::take(redis, db, keys, activity, opts.grace, &scope).await?;
+    let mut todo = Vec::new();
+    let mut left = Vec::new();
+    for v in &snap.products {
+        if repair::plan(v) != Plan::Nothing || v.status.needs_fix() {
+            todo.push(v.product.product_id.to_string());
+        } else if !matches!(v.status.state, State::Ok | State::Paused) {
+            left.push(left_as_is(&v.status));
+        } else if !super::status::as_wanted(phase, &v.status) {
+            // The one case the state alone does not show: a cancelled activity on sale.
+            left.push(LeftAsIs {
+                product: v.product.product_id.to_string(),
+                state: v.status.state,
+                why: format!(
+                    "activity {activity} is cancelled but its stock is still in Redis, where deductions take it: run `seckill-console cleanup {activity}`"
+                ),
+            });
+        }
+    }
+    Ok((todo, left))
 }
 
 /// Why a product that is not ok has nothing for a fix to write.

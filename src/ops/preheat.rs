@@ -235,6 +235,12 @@ fn planned(snap: &Snapshot, force: bool) -> (PreheatReport, Vec<Action>) {
             error: None,
         });
         if *action == Action::Conflict {
+            if let (Some(t), Some(row)) = (&v.cut.meta.topup, report.products.last_mut()) {
+                row.error = Some(format!(
+                    "a top-up ({}, {:+}) is between its two writes: `fix` finishes or undoes it (once its console has had 10 s), or rerun preheat with --force",
+                    t.id, t.change
+                ));
+            }
             report.conflicts.push(Conflict {
                 product: v.product.product_id.to_string(),
                 redis_stock: v.cut.stock.shown(),

@@ -60,20 +60,15 @@ pub struct StatusReport {
 
 /// Whether a product is as its activity's phase wants it: `ok`, or `paused` with the right
 /// numbers; in a cancelled activity, its keys gone (its stock left in Redis still sells, and
-/// counts against it whatever its state); in one not preheated yet (no product has a key, see
-/// [`alerts::for_unpreheated`]), no key yet. An oversold, drifting or corrupt product never is.
-pub fn as_wanted(phase: Phase, unpreheated: bool, p: &ProductStatus) -> bool {
+/// counts against it whatever its state). An oversold, drifting or corrupt product never is.
+/// An activity with no key at all before its start still counts its products as missing:
+/// nothing in Redis tells a preheat not run yet from one lost whole.
+pub fn as_wanted(phase: Phase, p: &ProductStatus) -> bool {
     let gone = p.state == State::Missing && p.redis_remaining.is_none();
     match phase {
         Phase::Cancelled => gone,
-        _ if unpreheated => gone,
         _ => matches!(p.state, State::Ok | State::Paused),
     }
-}
-
-/// True when the alerts say the activity is not preheated yet (no product has a key).
-fn unpreheated(alerts: &[Alert]) -> bool {
-    alerts.iter().any(|a| a.kind == AlertKind::NotPreheated)
 }
 
 /// One Redis node in the status report.
@@ -89,10 +84,7 @@ impl StatusReport {
     /// True when every product is as its activity's phase wants it (see [`as_wanted`]):
     /// what `reconcile --fail-on-drift` and the "not ok" counts go by.
     pub fn all_ok(&self) -> bool {
-        let unpreheated = unpreheated(&self.alerts);
-        self.products
-            .iter()
-            .all(|p| as_wanted(self.phase, unpreheated, p))
+        self.products.iter().all(|p| as_wanted(self.phase, p))
     }
 
     /// Alerts that ask for action (warnings and critical ones; not the informational).
@@ -237,7 +229,6 @@ pub fn build(
     }
     alerts.sort_by_key(|a| std::cmp::Reverse(a.severity));
     let mut totals = Totals::default();
-    let unpreheated = unpreheated(&alerts);
     for p in &products {
         totals.initial += p.initial;
         totals.redis_remaining += p.redis_remaining.unwrap_or(0);
@@ -245,7 +236,7 @@ pub fn build(
         totals.in_flight += p.in_flight;
         totals.orphaned += p.orphaned;
         totals.expected_remaining += p.expected_remaining;
-        if !as_wanted(phase, unpreheated, p) {
+        if !as_wanted(phase, p) {
             totals.not_ok += 1;
         }
     }

@@ -99,8 +99,12 @@ pub async fn topup(
     // one exit code (5) and the figure that is allowed.
     if change < 0 && initial.saturating_add(change) < held {
         return Err(Error::refused(format!(
-            "--add {change}: {product} has {held} unit(s) sold, in flight or orphaned of {initial}; the initial stock cannot go below that (at most --add {})",
-            held - initial
+            "--add {change}: {product} has {held} unit(s) sold, in flight or orphaned of {initial}; the initial stock cannot go below that ({})",
+            if held < initial {
+                format!("at most --add {}", held - initial)
+            } else {
+                "no unit is unsold: nothing can be taken away".to_string()
+            }
         )));
     }
     let initial_after = check_change(product.as_str(), initial, change)?;

@@ -22,10 +22,12 @@ impl App {
         out
     }
 
-    /// The title of the open dialog, if any: what says that another dialog opened.
+    /// The title of the open dialog, if any: what says that another dialog opened (a
+    /// confirmation, or a result replacing the write's "working" dialog).
     fn dialog_title(&self) -> Option<String> {
         match &self.dialog {
             Some(Dialog::Confirm(c)) => Some(c.title.clone()),
+            Some(Dialog::Message { title, .. }) => Some(format!("message: {title}")),
             _ => None,
         }
     }

@@ -355,12 +355,12 @@ async fn a_top_up_cut_between_its_writes_is_finished_by_fix() {
     lib.close().await;
 }
 
-/// A top-up marker left by a console that died long ago (past its lease): `preheat` finishes
-/// or undoes it as `fix` does, and says so: the product is written, its report row names the
-/// top-up, and the audit trail has a `preheat.topup` row (it said "unchanged", wrote nothing in
-/// its report and its audit, and took the marker away all the same).
+/// A top-up marker left by a console that died long ago (past its lease): `preheat` names it
+/// and stops (a conflict, exit 5: the gate does not finish a top-up unasked; it said
+/// "unchanged" and took the marker away unreported); `--force` finishes or undoes it as `fix`
+/// does and says so: the product written, its row naming the top-up, a `preheat.topup` audit row.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_stale_top_up_marker_is_resolved_and_audited_by_preheat() {
+async fn a_stale_top_up_marker_stops_preheat_until_forced_and_is_audited() {
     for topo in Topo::both() {
         let store = topo.store().await;
         let db = TestDb::sqlite();
@@ -371,7 +371,25 @@ async fn a_stale_top_up_marker_is_resolved_and_audited_by_preheat() {
         let long_ago = chrono::Utc::now().timestamp_millis() - 60_000;
         let marker = format!("deadbeef|5|{long_ago}");
         redis_cmd(&store, &["HSET", &k.meta, "topup", &marker]).await;
-        let pre = c.json("preheat stale");
+        let stopped = c.run("--json preheat stale");
+        stopped.expect_code(5);
+        let doc = stopped.json();
+        assert_eq!(doc["decision"], "no-go", "{doc}");
+        let row = &products(&doc)[0];
+        assert_eq!(row["action"], "conflict", "{row}");
+        assert!(
+            row["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("top-up (deadbeef, +5)") && e.contains("fix")),
+            "{row}"
+        );
+        assert_eq!(
+            redis_cmd(&store, &["HEXISTS", &k.meta, "topup"]).await,
+            Value::Int(1),
+            "{}: the no-go wrote",
+            topo.name()
+        );
+        let pre = c.json("preheat stale --force");
         assert_eq!(pre["decision"], "go", "{}: {pre}", topo.name());
         let row = &products(&pre)[0];
         assert_eq!(row["written"], true, "{row}");

@@ -287,6 +287,8 @@ fn activity_wide_fix_previews_then_asks_for_the_activity_id() {
     for p in &mut done.products {
         p.applied = true;
     }
+    // The fix ran for seconds: the result's moment starts when it opens, not at the confirm.
+    a.update(Action::Tick(fixtures::at(30)));
     let cmds = a.update(Action::FixApplied {
         seq: apply,
         result: Ok(done),

@@ -116,7 +116,7 @@ impl AlertsView {
                 });
                 continue;
             }
-            // The first (newest) of its kind stands for the group; the rest are in it.
+            // The group stands where its kind's newest alert does; all of its kind are in it.
             let Some(mut members) = per_kind.remove(&kind) else {
                 continue;
             };

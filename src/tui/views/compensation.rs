@@ -114,7 +114,14 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
                 Text::from(c.user_id.clone()),
                 Text::from(grouped(c.quantity)),
                 Text::from(c.status.clone()),
-                Text::from(age(since)),
+                // The first instant: `-infinity`, or a time no decoder read.
+                Text::from(
+                    if c.created_at == chrono::DateTime::<chrono::Utc>::MIN_UTC {
+                        "unknown".to_string()
+                    } else {
+                        age(since)
+                    },
+                ),
                 Text::from(why),
             ];
             (cells, style)
