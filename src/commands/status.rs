@@ -224,12 +224,7 @@ fn render_left(left: &[LeftAsIs]) -> String {
         left.len()
     );
     for l in left {
-        text.push_str(&format!(
-            "  {} ({}): {}\n",
-            l.product,
-            l.state.as_str(),
-            l.why
-        ));
+        text.push_str(&format!("  {}\n", l.shown()));
     }
     text
 }
@@ -325,12 +320,8 @@ pub async fn run_compensation(ctx: &Ctx, cmd: CompensationCommand) -> Result<Out
                         e.user_id.clone(),
                         e.quantity.to_string(),
                         e.status.clone(),
-                        // The first instant: `-infinity`, or a time no decoder read.
-                        if e.created_at == chrono::DateTime::<Utc>::MIN_UTC {
-                            "unknown (oldest)".to_string()
-                        } else {
-                            format!("{}s", (now - e.created_at).num_seconds().max(0))
-                        },
+                        e.age_secs(now)
+                            .map_or_else(|| "unknown (oldest)".to_string(), |s| format!("{s}s")),
                         e.resolution.clone().unwrap_or_default(),
                     ]
                 })

@@ -44,6 +44,13 @@ pub struct Compensation {
 }
 
 impl Compensation {
+    /// Seconds since the entry was made, as of `now`; None when its time is the first instant
+    /// there is (PostgreSQL's `-infinity`, or a time no decoder read).
+    pub fn age_secs(&self, now: DateTime<Utc>) -> Option<i64> {
+        (self.created_at != DateTime::<Utc>::MIN_UTC)
+            .then(|| (now - self.created_at).num_seconds().max(0))
+    }
+
     /// Still waiting for a decision.
     pub fn is_pending(&self) -> bool {
         self.status == PENDING

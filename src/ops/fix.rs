@@ -116,6 +116,13 @@ pub struct LeftAsIs {
     pub why: String,
 }
 
+impl LeftAsIs {
+    /// One line for an operator: `p1 (oversold): why`.
+    pub fn shown(&self) -> String {
+        format!("{} ({}): {}", self.product, self.state.as_str(), self.why)
+    }
+}
+
 /// The fix report.
 #[derive(Clone, Debug, Serialize)]
 pub struct FixReport {
@@ -319,12 +326,11 @@ async fn candidates(
     let mut todo = Vec::new();
     let mut left = Vec::new();
     for v in &snap.products {
+        // Every state but `ok` and `paused` needs a fix (`needs_fix`): what is left here that
+        // the phase does not want is a cancelled activity on sale.
         if repair::plan(v) != Plan::Nothing || v.status.needs_fix() {
             todo.push(v.product.product_id.to_string());
-        } else if !matches!(v.status.state, State::Ok | State::Paused) {
-            left.push(left_as_is(&v.status));
         } else if !super::status::as_wanted(phase, &v.status) {
-            // The one case the state alone does not show: a cancelled activity on sale.
             left.push(LeftAsIs {
                 product: v.product.product_id.to_string(),
                 state: v.status.state,

@@ -141,11 +141,7 @@ impl App {
         }
         if report.products.is_empty() {
             // Not ok, and nothing a write of Redis can change: said so, never "all matches".
-            let lines = report
-                .left
-                .iter()
-                .map(|l| format!("{} ({}): {}", l.product, l.state.as_str(), l.why))
-                .collect();
+            let lines = report.left.iter().map(|l| l.shown()).collect();
             self.dialog = Some(message("Nothing a fix can write", lines, true));
             return;
         }

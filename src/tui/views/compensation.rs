@@ -98,7 +98,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         rows.len(),
         |i| {
             let c = rows[i];
-            let since = at.map_or(0, |t| (t - c.created_at).num_seconds());
+            let since = at.map_or(Some(0), |t| c.age_secs(t));
             let why = match &c.resolution {
                 Some(r) => r.clone(),
                 None => c.reason.clone(),
@@ -114,14 +114,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
                 Text::from(c.user_id.clone()),
                 Text::from(grouped(c.quantity)),
                 Text::from(c.status.clone()),
-                // The first instant: `-infinity`, or a time no decoder read.
-                Text::from(
-                    if c.created_at == chrono::DateTime::<chrono::Utc>::MIN_UTC {
-                        "unknown".to_string()
-                    } else {
-                        age(since)
-                    },
-                ),
+                Text::from(since.map_or_else(|| "unknown".to_string(), age)),
                 Text::from(why),
             ];
             (cells, style)
