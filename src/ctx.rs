@@ -15,8 +15,9 @@ pub struct Ctx {
 }
 
 impl Ctx {
-    /// Opens the database. The embedded SQLite default is migrated on first use (unless
-    /// read-only); a shared PostgreSQL or MySQL database must be migrated explicitly.
+    /// Opens the database. A SQLite file of the console's own (new, empty, or holding the seckill
+    /// schema) is migrated on first use (unless read-only); a SQLite file of another program and
+    /// a shared PostgreSQL or MySQL database must be migrated explicitly.
     pub async fn db(&self) -> Result<Db> {
         let c = &self.config;
         // Read-only creates nothing, not even the data directory of the default file.
@@ -33,7 +34,7 @@ impl Ctx {
         }
         let db = self.db_unchecked().await?;
         if db.backend() == Backend::Sqlite && !c.read_only {
-            migrate::migrate(&db).await?;
+            migrate::migrate_own_sqlite(&db).await?;
         } else {
             migrate::ensure_schema(&db).await?;
         }

@@ -103,10 +103,12 @@ fn render_pause(r: &PauseReport) -> String {
                 p.product.clone(),
                 shown(p.was_paused).into(),
                 shown(p.paused).into(),
-                match (&p.error, p.changed) {
-                    (Some(e), _) => e.clone(),
-                    (None, true) => format!("{}d", r.action),
-                    (None, false) => "already so".into(),
+                match (&p.error, p.changed, &p.note) {
+                    (Some(e), _, _) => e.clone(),
+                    (None, true, None) => format!("{}d", r.action),
+                    (None, true, Some(note)) => format!("{}d; {note}", r.action),
+                    (None, false, None) => "already so".into(),
+                    (None, false, Some(note)) => note.clone(),
                 },
             ]
         })

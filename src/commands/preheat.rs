@@ -4,7 +4,7 @@ use super::progress::TerminalProgress;
 use super::{Ctx, Outcome, table};
 use seckill_console::domain::ActivityId;
 use seckill_console::error::Result;
-use seckill_console::ops::cleanup::cleanup;
+use seckill_console::ops::cleanup::{CleanupOptions, cleanup};
 use seckill_console::ops::preheat::{PreheatOptions, preheat};
 
 pub async fn run_preheat(
@@ -137,7 +137,12 @@ pub async fn run_cleanup(ctx: &Ctx, activity: &str, force: bool) -> Result<Outco
     let db = ctx.db().await?;
     let redis = ctx.redis().await?;
     let progress = TerminalProgress::new("cleanup");
-    let report = cleanup(&redis, &db, &c.keys, &activity, force, &c.actor, &progress).await?;
+    let opts = CleanupOptions {
+        force,
+        actor: &c.actor,
+        zone: c.tz,
+    };
+    let report = cleanup(&redis, &db, &c.keys, &activity, &opts, &progress).await?;
     drop(progress);
     db.close().await;
     let text = format!(

@@ -284,9 +284,17 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
     } else {
         "stock not returned: this strategy keeps no ledger to return it by"
     };
+    // The run's figures and the activity's are said apart: after an earlier run, "sold 100 of
+    // 100 units; 0 paid" read as if this run had sold them.
     text.push_str(&format!(
-        "sold {} of {} units; {} paid, {} expired ({expired_note}); {} compensation entries\n",
-        stats.sold, stats.stock, stats.paid, stats.expired, stats.compensation_entries
+        "this run: {} sales, {} paid, {} expired ({expired_note}), {} compensation entries\n\
+         the activity: {} of {} units sold in all (every run and every other buyer)\n",
+        stats.succeeded,
+        stats.paid,
+        stats.expired,
+        stats.compensation_entries,
+        stats.sold,
+        stats.stock
     ));
     if stats.paused > 0 {
         text.push_str(&format!(

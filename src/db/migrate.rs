@@ -234,6 +234,36 @@ pub async fn migrate(db: &Db) -> Result<MigrateReport> {
     Ok(report)
 }
 
+/// Migrates a SQLite file the console may call its own: a new or empty file, or one that holds
+/// the seckill schema already. A file holding other tables and no seckill schema belongs to
+/// another program (a `--db` typo, the shop's own file): nothing is changed there unasked.
+pub async fn migrate_own_sqlite(db: &Db) -> Result<()> {
+    let sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name";
+    let tables: Vec<String> = on_pool!(db, pool => {
+        sqlx::query_scalar::<_, String>(sql).fetch_all(pool).await
+    })
+    .map_err(|e| db.error(&e))?;
+    if tables.is_empty() || tables.iter().any(|t| t == "seckill_schema_migrations") {
+        return migrate(db).await.map(|_| ());
+    }
+    const SHOWN: usize = 3;
+    let mut named = tables
+        .iter()
+        .take(SHOWN)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if tables.len() > SHOWN {
+        named.push_str(&format!(" and {} more", tables.len() - SHOWN));
+    }
+    Err(Error::bad_input(format!(
+        "database at {} holds tables of another program ({named}) and no seckill schema; \
+         nothing was changed: run `seckill-console migrate` to add the seckill tables to it, \
+         or give --db a file of its own",
+        db.label()
+    )))
+}
+
 /// Checks that the schema is in place; the error says to run `migrate`.
 pub async fn ensure_schema(db: &Db) -> Result<()> {
     let sql = db.sql("SELECT COALESCE(MAX(version), 0) FROM seckill_schema_migrations");

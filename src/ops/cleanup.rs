@@ -6,6 +6,7 @@ use super::progress::Progress;
 use crate::db::Db;
 use crate::db::activity as activities;
 use crate::db::audit::{self, AuditEntry};
+use crate::domain::zone::Zone;
 use crate::domain::{ActivityId, Phase};
 use crate::error::{Error, Result};
 use crate::redis::{KeySpace, Keyed, RedisStore};
@@ -24,6 +25,15 @@ pub struct CleanupReport {
     pub keys_deleted: i64,
 }
 
+/// Who asks for a cleanup, and how.
+pub struct CleanupOptions<'a> {
+    /// Delete even inside the activity's window, or for an activity the database does not know.
+    pub force: bool,
+    pub actor: &'a str,
+    /// Where a refusal shows the window's end (the operator's `--tz`).
+    pub zone: Zone,
+}
+
 /// Deletes every key of `activity`. Refused inside the activity's window (or for an activity
 /// the database does not know) unless `force`.
 pub async fn cleanup(
@@ -31,17 +41,17 @@ pub async fn cleanup(
     db: &Db,
     keys: &KeySpace,
     activity: &ActivityId,
-    force: bool,
-    actor: &str,
+    opts: &CleanupOptions<'_>,
     progress: &dyn Progress,
 ) -> Result<CleanupReport> {
+    let CleanupOptions { force, actor, zone } = *opts;
     super::guard::writable(redis, db, "delete keys")?;
     super::guard::redis_ready(redis, keys, activity, super::guard::Write::Cleanup).await?;
     match activities::get(db, activity).await? {
         Some(a) if a.phase(Utc::now()) == Phase::Live && !force => {
             return Err(Error::refused(format!(
                 "activity '{activity}' is live until {}: refusing to delete its keys (add --force to delete them anyway)",
-                a.ends_at.to_rfc3339()
+                zone.show(a.ends_at)
             )));
         }
         None if !force => {

@@ -26,8 +26,9 @@ pub struct PausedProduct {
     pub was_paused: Option<bool>,
     /// Whether it is paused now, as far as this call knows.
     pub paused: Option<bool>,
-    /// False when it already was as asked (nothing written to the database, nothing audited;
-    /// Redis is written anyway, which brings back a pause it lost).
+    /// False when the database already had it as asked (nothing written there). Redis is
+    /// written anyway, which brings back a pause it lost or lifts one set by hand; such a
+    /// change in Redis alone is audited and said in `note`.
     pub changed: bool,
     /// Something worth knowing that is no failure (a product without keys in Redis).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -120,6 +121,7 @@ pub async fn set_paused(
         errors: 0,
         unreachable: false,
     };
+    let mut redis_only = Vec::new();
     for ((p, reply), k) in products.iter().zip(replies).zip(&pkeys) {
         let node = redis.node_for_key(&k.stock).ok().map(|n| n.addr.clone());
         let mut row = PausedProduct {
@@ -133,17 +135,46 @@ pub async fn set_paused(
             error: None,
         };
         match reply {
-            Ok(PauseReply::Written { stock_present, .. }) => {
+            Ok(PauseReply::Written {
+                was_paused,
+                stock_present,
+            }) => {
+                // Redis changed though the database did not: a pause set by hand lifted, or a
+                // pause Redis lost written back. Audited below like any change, so nothing
+                // the console did to a sale goes untraced.
+                if !row.changed && was_paused != pause {
+                    let (before, said) = if pause {
+                        (
+                            "selling in Redis (the pause was lost)",
+                            "Redis had lost the pause: written back",
+                        )
+                    } else {
+                        (
+                            "paused in Redis only",
+                            "Redis held a pause the database did not record (set by hand?): lifted",
+                        )
+                    };
+                    add_note(&mut row, said);
+                    let mut e = AuditEntry::new(actor, action, activity);
+                    e.product_id = Some(p.product_id.to_string());
+                    e.before_value = Some(before.into());
+                    e.after_value = Some(flag(pause).into());
+                    e.reason = reason.to_string();
+                    redis_only.push(e);
+                }
                 if !stock_present {
-                    row.note = Some(format!(
-                        "no stock key in Redis: it sells nothing now, and `seckill-console preheat {activity}` writes it {}",
-                        if pause { "paused" } else { "selling" }
-                    ));
+                    add_note(
+                        &mut row,
+                        &format!(
+                            "no stock key in Redis: it sells nothing now, and `seckill-console preheat {activity}` writes it {}",
+                            if pause { "paused" } else { "selling" }
+                        ),
+                    );
                 }
             }
             // A newer pause or resume reached Redis first: it stands, as in the database.
             Ok(PauseReply::Stale(_)) => {
-                row.note = Some("another operator's newer pause or resume stands".into());
+                add_note(&mut row, "another operator's newer pause or resume stands");
             }
             // Every product is reported, whatever its node did: a hung node in a cluster
             // leaves the others' products applied, and the operator sees which are not.
@@ -163,6 +194,21 @@ pub async fn set_paused(
         }
         report.errors += usize::from(row.error.is_some());
         report.products.push(row);
+    }
+    // Redis is written already: an audit that fails now is said on the rows it concerns (the
+    // change stands either way), not turned into an error that would hide the report.
+    if !redis_only.is_empty()
+        && let Err(e) = audit::record_many(db, &redis_only).await
+    {
+        let why = db.error(&e);
+        for row in report.products.iter_mut() {
+            if redis_only
+                .iter()
+                .any(|a| a.product_id.as_deref() == Some(row.product.as_str()))
+            {
+                add_note(row, &format!("not audited: {why}"));
+            }
+        }
     }
     Ok(report)
 }
@@ -232,6 +278,14 @@ async fn record_intent(
                 .unwrap_or(p.pause.generation)
         })
         .collect())
+}
+
+/// Adds `text` to what a product's row says.
+fn add_note(row: &mut PausedProduct, text: &str) {
+    row.note = Some(match row.note.take() {
+        Some(before) => format!("{before}; {text}"),
+        None => text.to_string(),
+    });
 }
 
 fn flag(paused: bool) -> &'static str {

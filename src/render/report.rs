@@ -4,8 +4,23 @@
 use crate::domain::zone::Zone;
 use crate::ops::report::{AuditEntry, Report};
 
+/// Free text (a name, a reason, an alert) made inert in a Markdown table: a `|` would split the
+/// cell, a line break end the row, a `<` open an HTML tag that a renderer hides with what
+/// follows (`<sku-1>` showed nothing), an `&` begin an entity. Backslash escapes keep the raw
+/// text readable on a terminal, where the report is printed too.
 fn cell(s: &str) -> String {
-    s.replace('|', "\\|").replace('\n', " ")
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '\\' | '|' | '<' | '&' => {
+                out.push('\\');
+                out.push(c);
+            }
+            '\n' | '\r' => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 fn opt(v: Option<i64>) -> String {
@@ -130,4 +145,18 @@ fn rest(mut out: String, r: &Report, tz: Zone) -> String {
     audit_table(&mut out, "Fixes", "what", &r.fixes, tz);
     audit_table(&mut out, "Console writes", "reason", &r.writes, tz);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cell;
+
+    #[test]
+    fn free_text_cannot_open_a_tag_split_a_cell_or_end_a_row() {
+        assert_eq!(
+            cell("price <sku-1> & <b>x</b> | C:\\tmp\nnext"),
+            "price \\<sku-1> \\& \\<b>x\\</b> \\| C:\\\\tmp next"
+        );
+        assert_eq!(cell("plain text, 3 > 2"), "plain text, 3 > 2");
+    }
 }

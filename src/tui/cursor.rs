@@ -22,6 +22,9 @@ pub struct TableCursor {
     /// Columns scrolled out on the left (`h` / `l`): the first droppable ones, so that those a
     /// narrow terminal dropped on the right come into view.
     pub hscroll: usize,
+    /// The most columns scrolling out brings anything into view, as the last frame measured
+    /// (None before one was drawn): `l` stops there.
+    pub hscroll_max: Cell<Option<usize>>,
 }
 
 impl TableCursor {
@@ -76,12 +79,12 @@ impl TableCursor {
     /// After the rows changed (`keys`: each row's key, in table order): the selection goes to
     /// the anchored row wherever it is now, or, when it is gone, stays put and highlights
     /// nothing; with no anchor yet, the row under the cursor becomes the anchor.
-    pub fn follow(&mut self, keys: &[&str]) {
+    pub fn follow<K: AsRef<str>>(&mut self, keys: &[K]) {
         let last = keys.len().saturating_sub(1);
         let found = self
             .anchor
             .as_deref()
-            .map(|a| keys.iter().position(|k| *k == a));
+            .map(|a| keys.iter().position(|k| k.as_ref() == a));
         match found {
             Some(Some(i)) => {
                 self.selected = i;
@@ -93,9 +96,20 @@ impl TableCursor {
             }
             None => {
                 self.selected = self.selected.min(last);
-                self.anchor = keys.get(self.selected).map(|k| k.to_string());
+                self.anchor = keys.get(self.selected).map(|k| k.as_ref().to_string());
                 self.lost = false;
             }
+        }
+    }
+
+    /// [`Self::follow`] for a table no write acts on (the alerts, which come and go by the
+    /// dozen in an incident): when the anchored row is gone, the cursor stays where it was, on
+    /// the row now there, rather than highlight nothing.
+    pub fn follow_or_stay<K: AsRef<str>>(&mut self, keys: &[K]) {
+        self.follow(keys);
+        if self.lost {
+            self.lost = false;
+            self.anchor = keys.get(self.selected).map(|k| k.as_ref().to_string());
         }
     }
 

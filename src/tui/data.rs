@@ -15,6 +15,7 @@ use crate::domain::ActivityId;
 use crate::domain::Phase;
 use crate::domain::stock::ProductStatus;
 use crate::ops::status::StatusReport;
+use std::borrow::Cow;
 
 /// A service's connection as the header shows it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -201,6 +202,7 @@ impl App {
             ..Default::default()
         };
         match self.row_keys(view) {
+            Some(keys) if view == View::Alerts => c.follow_or_stay(&keys),
             Some(keys) => c.follow(&keys),
             None => c.clamp(self.row_count(view)),
         }
@@ -211,15 +213,16 @@ impl App {
     }
 
     /// The keys of a table's rows in table order, for the tables whose rows a write or a
-    /// selection acts on (a product, a compensation request, an activity); None for the rest.
-    pub fn row_keys(&self, view: View) -> Option<Vec<&str>> {
+    /// selection acts on (a product, a compensation request, an activity, an alert); None for
+    /// the rest.
+    pub fn row_keys(&self, view: View) -> Option<Vec<Cow<'_, str>>> {
         Some(match view {
             View::Activities => self
                 .views
                 .activities
                 .rows(self)
                 .into_iter()
-                .map(|a| a.activity.activity_id.as_str())
+                .map(|a| Cow::Borrowed(a.activity.activity_id.as_str()))
                 .collect(),
             View::Stock => {
                 let products = self.stock.report().map(|r| &r.products[..]).unwrap_or(&[]);
@@ -228,7 +231,7 @@ impl App {
                     .order
                     .iter()
                     .filter_map(|&i| products.get(i))
-                    .map(|p| p.product.as_str())
+                    .map(|p| Cow::Borrowed(p.product.as_str()))
                     .collect()
             }
             View::Reconcile => self
@@ -236,14 +239,21 @@ impl App {
                 .reconcile
                 .rows(&self.stock)
                 .into_iter()
-                .map(|p| p.product.as_str())
+                .map(|p| Cow::Borrowed(p.product.as_str()))
                 .collect(),
             View::Compensation => self
                 .views
                 .compensation
                 .rows()
                 .into_iter()
-                .map(|c| c.request_id.as_str())
+                .map(|c| Cow::Borrowed(c.request_id.as_str()))
+                .collect(),
+            View::Alerts => self
+                .views
+                .alerts
+                .lines(&self.stock)
+                .iter()
+                .map(|l| Cow::Owned(l.key()))
                 .collect(),
             _ => return None,
         })

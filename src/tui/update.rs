@@ -76,8 +76,13 @@ impl App {
                 let view = self.view;
                 if view.has_table() {
                     let c = self.cursor_mut(view);
-                    // Clamped when drawn to the columns there are; a bound keeps it sane.
-                    c.hscroll = (c.hscroll as isize).saturating_add(n).clamp(0, 16) as usize;
+                    // No further than the last frame had columns to bring into view (a wider
+                    // terminal since then lowers the bound, so `h` acts at once).
+                    let most = c.hscroll_max.get().unwrap_or(16).min(16) as isize;
+                    c.hscroll = (c.hscroll as isize)
+                        .min(most)
+                        .saturating_add(n)
+                        .clamp(0, most) as usize;
                 }
                 Vec::new()
             }

@@ -174,6 +174,13 @@ impl App {
                 p.orphans.len()
             ));
         }
+        // What no write of Redis can change is said beside what the fix writes (an oversold
+        // product stood unnamed behind a list of drifts).
+        if !report.left.is_empty() {
+            lines.push(String::new());
+            lines.push("Left as they are (a fix cannot change them):".into());
+            lines.extend(report.left.iter().map(|l| l.shown()));
+        }
         lines.push(String::new());
         lines.push(
             "Applied with compare-and-set from the truth at that moment; every change audited."

@@ -9,9 +9,10 @@ use super::strategy::SQL_TABLES;
 use super::{Faults, Strategy};
 use crate::db::{Arg, Db, DbOptions, activity as activities, migrate, orders};
 use crate::domain::activity::{Activity, ActivityDef};
+use crate::domain::zone::Zone;
 use crate::domain::{ActivityId, Product};
 use crate::error::{Error, Result};
-use crate::ops::cleanup::cleanup;
+use crate::ops::cleanup::{CleanupOptions, cleanup};
 use crate::ops::preheat::{PreheatOptions, preheat};
 use crate::ops::progress::Silent;
 use crate::redact::SecretUrl;
@@ -154,8 +155,11 @@ pub async fn dry_run(
             &db,
             &shadow,
             &spec.activity,
-            true,
-            "dry-run",
+            &CleanupOptions {
+                force: true,
+                actor: "dry-run",
+                zone: Zone::default(),
+            },
             &Silent,
         )
         .await;

@@ -61,7 +61,8 @@ pub struct RunStats {
     pub negative_seen: u64,
     pub round_trips_per_request: f64,
     pub lock_failures: u64,
-    /// Units sold (live orders) and the stock they came from.
+    /// Units sold (live orders) and the stock they came from, over the whole activity after
+    /// the run: earlier runs and other buyers included, not this run's alone (`succeeded`).
     pub sold: i64,
     pub stock: i64,
     pub elapsed_ms: u64,

@@ -490,3 +490,69 @@ fn unpaid_orders(activity: &str, n: usize) -> Vec<seckill_console::db::orders::N
         })
         .collect()
 }
+
+/// A pause set by hand in Redis (the database does not record it): `resume` lifts it, says so
+/// on the product's row and audits it; and a pause Redis lost that `pause` writes back is
+/// audited the same way. A Redis change nobody can trace was the gap: resume wrote Redis and
+/// no audit row, as if nothing had been done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pause_changed_in_redis_only_is_audited() {
+    let topo = Topo::standalone();
+    let store = topo.store().await;
+    let db = TestDb::sqlite();
+    let c = Console::new(&topo, &db);
+    let lib = db.open().await;
+    c.import_preheat(&lib, "hand", &[("p1", 10, 1), ("p2", 10, 1)])
+        .await;
+    let k1 = product_keys("hand", "p1");
+    redis_cmd(&store, &["HSET", &k1.meta, "paused", "1"]).await;
+    let doc = c.json(&[
+        "--actor",
+        "carol",
+        "resume",
+        "hand",
+        "--yes",
+        "--reason",
+        "nobody knows who",
+    ]);
+    let rows = products(&doc);
+    let p1 = rows.iter().find(|r| r["product"] == "p1").expect("p1");
+    assert_eq!(p1["changed"], false, "{doc}");
+    assert!(
+        p1["note"].as_str().is_some_and(|n| n.contains("by hand")),
+        "{doc}"
+    );
+    let p2 = rows.iter().find(|r| r["product"] == "p2").expect("p2");
+    assert!(p2["note"].is_null(), "{doc}");
+    let audit = c.json("audit hand --action resume");
+    let entries = audit["entries"].as_array().expect("entries").clone();
+    assert_eq!(entries.len(), 1, "only p1 changed: {audit}");
+    assert_eq!(entries[0]["product"], "p1", "{audit}");
+    assert_eq!(entries[0]["actor"], "carol", "{audit}");
+    assert_eq!(entries[0]["after"], "selling", "{audit}");
+    assert!(
+        entries[0]["before"]
+            .as_str()
+            .is_some_and(|b| b.contains("Redis only")),
+        "{audit}"
+    );
+    assert_eq!(c.json("status hand")["products"][0]["state"], "ok");
+
+    // Paused in the database; Redis loses p2's pause; `pause` writes it back and says so.
+    c.ok("pause hand --yes");
+    let k2 = product_keys("hand", "p2");
+    redis_cmd(&store, &["HSET", &k2.meta, "paused", "0"]).await;
+    let doc = c.json("pause hand --yes");
+    let p2 = products(&doc)
+        .iter()
+        .find(|r| r["product"] == "p2")
+        .expect("p2");
+    assert!(
+        p2["note"].as_str().is_some_and(|n| n.contains("lost")),
+        "{doc}"
+    );
+    let audit = c.json("audit hand --action pause --product p2");
+    let entries = audit["entries"].as_array().expect("entries");
+    assert_eq!(entries.len(), 2, "the pause and its rewrite: {audit}");
+    lib.close().await;
+}

@@ -455,3 +455,73 @@ fn malformed_input_to_every_command_is_a_clear_error() {
     // And a good file still imports after all that.
     console(&["--db", &db.url, "activity", "import", good]).expect_code(0);
 }
+
+/// A `--db` SQLite file that holds another program's tables is not the console's to change: a
+/// command other than `migrate` refuses (exit 2, naming the file, its tables and `migrate`) and
+/// leaves the file as it was, where it used to add the seckill schema to it unasked. A new or
+/// empty file is still set up on first use, and `migrate` adds the tables when asked.
+#[tokio::test]
+async fn a_sqlite_file_of_another_program_is_not_migrated_unasked() {
+    use sqlx::Connection;
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("shop.db");
+    let url = format!("sqlite://{}", path.display());
+    let tables = || async {
+        let mut c = sqlx::SqliteConnection::connect(&format!("{url}?mode=ro"))
+            .await
+            .expect("open");
+        let names: Vec<String> =
+            sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+                .fetch_all(&mut c)
+                .await
+                .expect("tables");
+        c.close().await.expect("close");
+        names
+    };
+    {
+        let mut c = sqlx::SqliteConnection::connect(&format!("{url}?mode=rwc"))
+            .await
+            .expect("create");
+        sqlx::query("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
+            .execute(&mut c)
+            .await
+            .expect("create table");
+        c.close().await.expect("close");
+    }
+    for cmd in [&["activity", "list"][..], &["compensation", "list", "a1"]] {
+        let mut args = vec!["--db", url.as_str()];
+        args.extend_from_slice(cmd);
+        let r = console(&args);
+        r.expect_code(2);
+        assert!(
+            r.stderr.contains("shop.db")
+                && r.stderr.contains("customers")
+                && r.stderr.contains("migrate"),
+            "{cmd:?}: {}",
+            r.stderr
+        );
+        assert_eq!(
+            tables().await,
+            vec!["customers"],
+            "{cmd:?} changed the file"
+        );
+    }
+    console(&["--db", &url, "migrate"]).expect_code(0);
+    let after = tables().await;
+    assert!(
+        after.contains(&"customers".to_string()) && after.contains(&"seckill_activity".to_string()),
+        "{after:?}"
+    );
+    console(&["--db", &url, "activity", "list"]).expect_code(0);
+
+    // An empty file (made by `touch`, say) is the console's to set up.
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").expect("touch");
+    console(&[
+        "--db",
+        &format!("sqlite://{}", empty.display()),
+        "activity",
+        "list",
+    ])
+    .expect_code(0);
+}

@@ -473,6 +473,14 @@ async fn cleanup_removes_this_activity_and_no_neighbour() {
             r.expect_code(5);
             assert_eq!(r.json_error()["kind"], "refused");
             assert_eq!(key_count(&store, "live1").await, 5);
+            // The refusal names the window's end in the operator's zone, as tables do.
+            let r = c.run(&["--tz", "Asia/Shanghai", "cleanup", "live1"]);
+            r.expect_code(5);
+            assert!(
+                r.stderr.contains("live until") && r.stderr.contains("+08:00"),
+                "{}",
+                r.stderr
+            );
             c.run(&["cleanup", "live1", "--force"]).expect_code(0);
             assert_eq!(key_count(&store, "live1").await, 0);
             let audit = seckill_console::db::audit::recent(&lib, None, 5)

@@ -99,3 +99,64 @@ fn text_is_cut_after_a_whole_word() {
     assert_eq!(fit(text, "商品 四十二号", 9), "商品 …");
     assert_eq!(fit(Kind::Number, "1,000,000", 5), OVERFLOW);
 }
+
+/// Alerts and Events at 60 columns: a message or a product id that does not fit ends with the
+/// mark (they were cut silently: a message read as if it ended there, a cut id as another id).
+/// The header's own cut is [`crate::tui::widgets::fit_line`]'s test.
+#[test]
+fn alerts_and_events_mark_what_a_narrow_terminal_cuts() {
+    use crate::domain::alerts::product_alerts;
+    let mut a = app(false);
+    let mut r = fixtures::report(4, 6);
+    if let Some(p) = r.products.iter_mut().find(|p| p.product == "phone") {
+        p.product = "phone-with-a-very-long-product-id-0042".into();
+        p.redis_remaining = None;
+        p.state = crate::domain::stock::State::Missing;
+        p.drift = None;
+    }
+    r.alerts = product_alerts(&r.products);
+    a.update(Action::Status(
+        fixtures::id("spring-sale"),
+        fetched(4, 4, r),
+    ));
+    a.update(Action::Resize(60, 20));
+    let rows_of = |s: &str| -> Vec<String> {
+        s.lines()
+            .filter(|l| l.starts_with('│') && l.contains("missing"))
+            .map(str::to_string)
+            .collect()
+    };
+    for view in [View::Alerts, View::Events] {
+        a.update(Action::SwitchView(view));
+        let s = screen(&a, 60, 20);
+        let rows = rows_of(&s);
+        assert!(!rows.is_empty(), "{view:?}: {s}");
+        for row in &rows {
+            assert!(
+                row.contains(OVERFLOW),
+                "{view:?}: a cut without its mark: {row}\n{s}"
+            );
+        }
+    }
+}
+
+/// The message column takes the room the others leave, and gives way to its minimum before a
+/// column is dropped.
+#[test]
+fn the_rest_column_takes_what_is_left() {
+    use crate::tui::widgets::columns::{Column, widths};
+    let cols = [
+        Column::text("kind", (4, 10), 0),
+        Column::number("age", 2),
+        Column::rest("message", 8),
+    ];
+    let rows = vec![vec![
+        "missing".to_string(),
+        "12s".to_string(),
+        "the stock key is gone from Redis".to_string(),
+    ]];
+    // 7 + 1 + 3 + 1 = 12 before the message: 28 cells leave it 16.
+    assert_eq!(widths(&cols, &rows, 28), vec![Some(7), Some(3), Some(16)]);
+    // Too narrow for all at the message's minimum: the age goes, not the message.
+    assert_eq!(widths(&cols, &rows, 17), vec![Some(7), None, Some(9)]);
+}

@@ -168,3 +168,67 @@ fn alerts_show_product_names_and_the_filter_matches_them() {
     let rows = a.views.alerts.rows(&a.stock);
     assert_eq!(rows[0].alert.product.as_deref(), Some("tablet"));
 }
+
+/// The Alerts cursor stays on the alert the operator chose when a new one arrives above it (it
+/// stayed on the row position, so Enter opened the newcomer's product); when its alert clears
+/// it stays where it was, on the alert now there (no write acts on an alert).
+#[test]
+fn the_alerts_cursor_stays_on_its_alert_when_a_new_one_arrives() {
+    let mut a = app(false);
+    a.update(key('3'));
+    let before: Vec<String> = a
+        .views
+        .alerts
+        .lines(&a.stock)
+        .iter()
+        .map(AlertLine::key)
+        .collect();
+    // The last alert of a product other than the phone (those survive the next report).
+    let last = before
+        .iter()
+        .rposition(|k| k.contains(" on ") && !k.contains("phone"))
+        .expect("the fixture has product alerts");
+    assert!(last >= 1, "{before:?}");
+    for _ in 0..last {
+        a.update(key('j'));
+    }
+    let chosen = before[last].clone();
+    a.update(Action::Status(
+        id("spring-sale"),
+        fetched(4, 4, phone_lost(4)),
+    ));
+    let lines = a.views.alerts.lines(&a.stock);
+    assert!(
+        lines[0].key().starts_with("missing on phone"),
+        "the new alert is the newest: {:?}",
+        lines.iter().map(AlertLine::key).collect::<Vec<_>>()
+    );
+    let at = a.views.alerts.cursor.row().expect("a row is highlighted");
+    assert_eq!(lines[at].key(), chosen);
+    assert!(at > last, "it moved down with its alert: {at}");
+    // Its alert clears: the cursor stays on that line, now the one before.
+    let mut r = phone_lost(6);
+    r.alerts.retain(|al| one(al).key() != chosen);
+    a.update(Action::Status(id("spring-sale"), fetched(6, 6, r)));
+    let lines = a.views.alerts.lines(&a.stock);
+    let stayed = a
+        .views
+        .alerts
+        .cursor
+        .row()
+        .expect("a row is still highlighted");
+    assert_eq!(stayed, at.min(lines.len() - 1));
+    assert_ne!(lines[stayed].key(), chosen);
+}
+
+/// An alert as a line of its own, for its key.
+fn one(alert: &crate::domain::alerts::Alert) -> AlertLine<'_> {
+    AlertLine::One {
+        row: crate::tui::views::alerts::AlertRow {
+            alert,
+            first_seen: super::fixtures::t(0),
+            age_secs: 0,
+        },
+        member: false,
+    }
+}

@@ -398,4 +398,19 @@ fn l_and_h_scroll_a_wide_tables_columns() {
         a.update(key('h'));
     }
     assert_eq!(a.cursor(crate::tui::view::View::Stock).hscroll, 0);
+    // `l` stops where the last column is in view: pressed on and on, it blanked columns with
+    // nothing more to show, and `h` then took as many presses before anything came back.
+    for _ in 0..12 {
+        a.update(key('l'));
+        screen(&a, 60, 20);
+    }
+    let far = screen(&a, 60, 20);
+    assert!(header(&far).contains("rate/s"), "{far}");
+    a.update(key('h'));
+    let back = screen(&a, 60, 20);
+    assert_ne!(
+        header(&back),
+        header(&far),
+        "one h brings a column back: {back}"
+    );
 }

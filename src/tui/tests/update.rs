@@ -427,19 +427,10 @@ fn read_only_refuses_every_write_before_any_command() {
 /// shop can undo a sale): `F` says so and why, never that every product matches the truth.
 #[test]
 fn a_fix_with_nothing_to_write_names_what_is_still_not_ok() {
-    let mut a = app(false);
-    keys(&mut a, "2");
-    let seq = match a.update(key('F')).as_slice() {
-        [Command::PreviewFix { seq, .. }] => *seq,
-        other => panic!("{other:?}"),
-    };
     let mut report = preview_report();
     report.products.clear();
     report.left = vec![seckill_left("case")];
-    a.update(Action::FixPreviewed {
-        seq,
-        result: Ok(report),
-    });
+    let a = previewed_whole_fix(report);
     let Some(Dialog::Message { title, lines, .. }) = &a.dialog else {
         panic!("{:?}", a.dialog);
     };
@@ -450,6 +441,41 @@ fn a_fix_with_nothing_to_write_names_what_is_still_not_ok() {
             .any(|l| l.starts_with("case (oversold): 3 unit(s)")),
         "{lines:?}"
     );
+}
+
+/// Beside products a fix writes, those it cannot change are listed in the same confirmation:
+/// the preview named them only when nothing else was to be written.
+#[test]
+fn a_fix_preview_names_what_it_leaves_beside_what_it_writes() {
+    let mut report = preview_report();
+    assert!(!report.products.is_empty());
+    report.left = vec![seckill_left("case")];
+    let a = previewed_whole_fix(report);
+    let Some(Dialog::Confirm(c)) = &a.dialog else {
+        panic!("{:?}", a.dialog);
+    };
+    assert!(
+        c.lines
+            .iter()
+            .any(|l| l.starts_with("case (oversold): 3 unit(s)")),
+        "{:?}",
+        c.lines
+    );
+}
+
+/// `F` on the Stock view, its preview answered with `report`.
+fn previewed_whole_fix(report: FixReport) -> App {
+    let mut a = app(false);
+    keys(&mut a, "2");
+    let seq = match a.update(key('F')).as_slice() {
+        [Command::PreviewFix { seq, .. }] => *seq,
+        other => panic!("{other:?}"),
+    };
+    a.update(Action::FixPreviewed {
+        seq,
+        result: Ok(report),
+    });
+    a
 }
 
 fn seckill_left(product: &str) -> crate::ops::fix::LeftAsIs {
@@ -1069,4 +1095,32 @@ fn pause_and_topup_take_a_reason_for_the_audit_trail() {
         matches!(cmds.as_slice(), [Command::SetPaused { product: None, reason, .. }] if reason == "launch hold"),
         "{cmds:?}"
     );
+}
+
+/// A paused product that also drifts says both in Stock: its colour is the drift's, and
+/// nothing else there said it sells nothing.
+#[test]
+fn a_paused_product_in_another_state_says_it_is_paused() {
+    let mut a = app(false);
+    let mut r = fixtures::report(5, 6);
+    let p = r
+        .products
+        .iter_mut()
+        .find(|p| p.product == "charger")
+        .expect("charger");
+    p.paused = true;
+    p.state = crate::domain::stock::State::Drift;
+    p.drift = Some(-2);
+    a.update(Action::Status(
+        fixtures::id("spring-sale"),
+        fetched(5, 5, r),
+    ));
+    a.update(key('2'));
+    let s = screen(&a, 120, 30);
+    let row = s
+        .lines()
+        .find(|l| l.contains("charger"))
+        .unwrap_or_default()
+        .to_string();
+    assert!(row.contains("drift, paused"), "{s}");
 }

@@ -10,14 +10,13 @@ use crate::tui::app::App;
 use crate::tui::cursor::{TableCursor, matches};
 use crate::tui::selected::StockData;
 use crate::tui::view::View;
-use crate::tui::widgets::columns::{Kind, fit};
-use crate::tui::widgets::table::{self, TableSpec, h, hn, num};
+use crate::tui::widgets::columns::Column;
+use crate::tui::widgets::table::{self, ColumnsSpec, Text};
 use crate::tui::widgets::{bold, critical, dim, warning};
 use chrono::{DateTime, Utc};
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::Rect;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Row};
 use std::collections::{BTreeSet, HashMap};
 
 /// The Alerts view: the selected activity's alerts, newest first.
@@ -43,6 +42,26 @@ pub enum AlertLine<'a> {
         rows: Vec<AlertRow<'a>>,
         open: bool,
     },
+}
+
+impl AlertLine<'_> {
+    /// What the line shows, as a key the cursor can follow when alerts arrive above it or
+    /// leave: the kind and its subject (product, or node), or the kind of a folded group.
+    pub fn key(&self) -> String {
+        match self {
+            AlertLine::Group { kind, .. } => format!("the {} group", kind.as_str()),
+            // A member keeps the key it had standing alone: the cursor goes with it into its
+            // group when the kind folds (and is lost when the group is closed).
+            AlertLine::One { row, .. } => {
+                let a = row.alert;
+                let subject = a.product.as_deref().or(a.node.as_deref());
+                match subject {
+                    Some(s) => format!("{} on {s}", a.kind.as_str()),
+                    None => a.kind.as_str().to_string(),
+                }
+            }
+        }
+    }
 }
 
 /// One row of the Alerts view.
@@ -168,18 +187,21 @@ fn severity_text(s: Severity) -> (&'static str, ratatui::style::Style) {
     }
 }
 
+/// The Alerts table's columns: the kind, the subject and the message stay; on a narrow
+/// terminal the name goes first, then the severity (the row's colour says it), then the age;
+/// the message takes the rest of the width and is cut with `…`, never silently.
+const COLUMNS: [Column; 6] = [
+    Column::number("age", 3),
+    Column::text("severity", (8, 8), 4),
+    Column::text("kind", (4, 22), 0),
+    Column::text("product/node", (6, 24), 0),
+    Column::text("name", (4, 20), 5),
+    Column::rest("message", 12),
+];
+
 pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     let lines = app.views.alerts.lines(&app.stock);
     let count = app.stock.report().map_or(0, |r| r.alerts.len());
-    // The name column only when a product has a name, as wide as the widest (display width:
-    // Chinese names take two columns a character), at most 20.
-    let name_width = app
-        .stock
-        .alert_names
-        .values()
-        .map(|n| unicode_width::UnicodeWidthStr::width(n.as_str()))
-        .max()
-        .map_or(0, |w| u16::try_from(w.clamp(4, 20)).unwrap_or(20));
     let name_of = |product: Option<&str>| -> String {
         product
             .and_then(|p| app.stock.alert_names.get(p))
@@ -193,42 +215,14 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             dim(),
         ),
     ]);
-    let named = name_width > 0;
-    let mut header = vec![hn("age"), h("severity"), h("kind"), h("product/node")];
-    let mut widths = vec![
-        Constraint::Length(6),
-        Constraint::Length(8),
-        Constraint::Length(20),
-        Constraint::Length(14),
-    ];
-    if named {
-        header.push(h("name"));
-        widths.push(Constraint::Length(name_width));
-    }
-    header.push(h("message"));
-    widths.push(Constraint::Min(20));
-    // The name cell, when the column is shown.
-    let with_name = |mut cells: Vec<Cell<'static>>, name: String| {
-        if named {
-            cells.insert(4, Cell::from(name));
-        }
-        Row::new(cells)
-    };
-    let spec = TableSpec {
+    let spec = ColumnsSpec {
         title,
-        header,
-        widths,
+        columns: &COLUMNS,
         empty: empty_reason(app, &app.stock.feed, "No alerts: every product is ok."),
         bottom: error_line(&app.stock.feed),
     };
-    table::render(
-        frame,
-        area,
-        app,
-        View::Alerts,
-        spec,
-        lines.len(),
-        |i| match &lines[i] {
+    table::render_columns(frame, area, app, View::Alerts, spec, lines.len(), |i| {
+        match &lines[i] {
             AlertLine::Group {
                 kind,
                 severity,
@@ -247,18 +241,16 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
                 } else {
                     "Enter lists them"
                 };
-                with_name(
-                    vec![
-                        // How long the group has stood: its oldest member's age.
-                        num(age(rows.iter().map(|r| r.age_secs).max().unwrap_or(0))),
-                        Cell::from(severity),
-                        Cell::from(format!("{} x{}", kind.as_str(), rows.len())),
-                        Cell::from(format!("{} products", rows.len())),
-                        Cell::from(format!("{}{more} ({hint})", names.join(", "))),
-                    ],
+                let cells = vec![
+                    // How long the group has stood: its oldest member's age.
+                    age(rows.iter().map(|r| r.age_secs).max().unwrap_or(0)),
+                    severity.to_string(),
+                    format!("{} x{}", kind.as_str(), rows.len()),
+                    format!("{} products", rows.len()),
                     String::new(),
-                )
-                .style(style)
+                    format!("{}{more} ({hint})", names.join(", ")),
+                ];
+                (cells.into_iter().map(Text::from).collect(), style)
             }
             AlertLine::One { row, member } => {
                 let a = row.alert;
@@ -273,22 +265,16 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
                 } else {
                     subject
                 };
-                with_name(
-                    vec![
-                        num(age(row.age_secs)),
-                        Cell::from(severity),
-                        Cell::from(a.kind.as_str()),
-                        Cell::from(subject),
-                        Cell::from(a.message.clone()),
-                    ],
-                    fit(
-                        Kind::Text { min: 4, max: 20 },
-                        &name_of(a.product.as_deref()),
-                        name_width,
-                    ),
-                )
-                .style(style)
+                let cells = vec![
+                    age(row.age_secs),
+                    severity.to_string(),
+                    a.kind.as_str().to_string(),
+                    subject,
+                    name_of(a.product.as_deref()),
+                    a.message.clone(),
+                ];
+                (cells.into_iter().map(Text::from).collect(), style)
             }
-        },
-    );
+        }
+    });
 }

@@ -544,7 +544,8 @@ fn render_results(frame: &mut Frame, area: Rect, run: &DryRun) {
             (cells.into_iter().map(Text::from).collect(), style)
         })
         .collect();
-    let (header, rows, widths) = measured(&RESULT_COLUMNS, texts, area.width.saturating_sub(2), 0);
+    let m = measured(&RESULT_COLUMNS, texts, area.width.saturating_sub(2), 0);
+    let (header, rows, widths) = (m.header, m.rows, m.widths);
     let table = Table::new(rows, widths)
         .header(header.style(bold().add_modifier(Modifier::UNDERLINED)))
         .column_spacing(1)

@@ -11,14 +11,14 @@ use crate::ops::watch::{EventKind, WatchEvent, Watcher};
 use crate::tui::app::App;
 use crate::tui::cursor::{TableCursor, matches};
 use crate::tui::view::View;
-use crate::tui::widgets::table::{self, TableSpec, h};
+use crate::tui::widgets::columns::Column;
+use crate::tui::widgets::table::{self, ColumnsSpec, Text};
 use crate::tui::widgets::{bold, critical, dim, good, warning};
 use chrono::Utc;
 use ratatui::Frame;
-use ratatui::layout::{Constraint, Rect};
+use ratatui::layout::Rect;
 use ratatui::style::Style;
 use ratatui::text::{Line, Span};
-use ratatui::widgets::{Cell, Row};
 use std::collections::VecDeque;
 
 /// Events kept: a long incident's worth, bounded.
@@ -110,31 +110,14 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     } else {
         "Nothing has changed since the console started.".to_string()
     };
-    let spec = TableSpec {
+    let spec = ColumnsSpec {
         title,
-        header: vec![
-            h("time"),
-            h("activity"),
-            h("event"),
-            h("severity"),
-            h("kind / state"),
-            h("product"),
-            h("message"),
-        ],
-        widths: vec![
-            Constraint::Length(8),
-            Constraint::Length(12),
-            Constraint::Length(7),
-            Constraint::Length(8),
-            Constraint::Length(20),
-            Constraint::Length(12),
-            Constraint::Min(20),
-        ],
+        columns: &COLUMNS,
         empty,
         bottom: None,
     };
     let tz = app.config.tz;
-    table::render(frame, area, app, View::Events, spec, rows.len(), |i| {
+    table::render_columns(frame, area, app, View::Events, spec, rows.len(), |i| {
         let l = rows[i];
         let e = &l.event;
         let (word, style) = what(e);
@@ -146,19 +129,30 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             ),
             _ => e.kind.map_or("-", |k| k.as_str()).to_string(),
         };
-        Row::new(vec![
-            Cell::from(
-                tz.at(e.at.with_timezone(&Utc))
-                    .format("%H:%M:%S")
-                    .to_string(),
-            ),
-            Cell::from(l.activity.to_string()),
-            Cell::from(word),
-            Cell::from(e.severity.map_or("", Severity::as_str)),
-            Cell::from(kind),
-            Cell::from(e.product.clone().unwrap_or_else(|| "-".into())),
-            Cell::from(e.message.clone().unwrap_or_default()),
-        ])
-        .style(style)
+        let cells = vec![
+            tz.at(e.at.with_timezone(&Utc))
+                .format("%H:%M:%S")
+                .to_string(),
+            l.activity.to_string(),
+            word.to_string(),
+            e.severity.map_or("", Severity::as_str).to_string(),
+            kind,
+            e.product.clone().unwrap_or_else(|| "-".into()),
+            e.message.clone().unwrap_or_default(),
+        ];
+        (cells.into_iter().map(Text::from).collect(), style)
     });
 }
+
+/// The event log's columns: on a narrow terminal the activity goes first (the header names
+/// the selected one), then the severity (the colour says it); ids are cut with `…`, never
+/// silently, and the message takes the rest of the width.
+const COLUMNS: [Column; 7] = [
+    Column::text("time", (8, 8), 0),
+    Column::text("activity", (8, 20), 5),
+    Column::text("event", (5, 7), 0),
+    Column::text("severity", (8, 8), 4),
+    Column::text("kind / state", (8, 24), 0),
+    Column::text("product", (7, 24), 0),
+    Column::rest("message", 12),
+];

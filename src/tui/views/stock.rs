@@ -194,6 +194,16 @@ pub fn row_style(p: &ProductStatus) -> Style {
     }
 }
 
+/// A product's state as the table shows it: a paused product in another state (a drift, an
+/// oversell) says it is paused too, which its colour, taken by the worse state, no longer does.
+fn state_text(p: &ProductStatus) -> String {
+    if p.paused && p.state != State::Paused {
+        format!("{}, paused", p.state.as_str())
+    } else {
+        p.state.as_str().to_string()
+    }
+}
+
 /// Sales per second as shown: "-" before the second snapshot.
 fn rate(app: &App, product: &str) -> String {
     match app.stock.rates.get(product) {
@@ -254,7 +264,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
             grouped(p.db_sold),
             grouped(p.in_flight),
             p.drift.map_or_else(|| "-".into(), signed),
-            p.state.as_str().to_string(),
+            state_text(p),
             rate(app, &p.product),
             bar(p.sold_percent, 10),
         ];
@@ -272,7 +282,7 @@ const COLUMNS: [Column; 10] = [
     Column::number("db sold", 2),
     Column::number("in-flt", 3),
     Column::number("drift", 0),
-    Column::text("state", (5, 9), 0),
+    Column::text("state", (5, 16), 0),
     Column::number("rate/s", 5),
     Column {
         title: "sold",

@@ -16,6 +16,9 @@ pub enum Kind {
     Number,
     /// A fixed width (a gauge), left-aligned.
     Fixed(u16),
+    /// Text that takes the room the other columns leave (a message), at least `min` cells,
+    /// cut with `…` beyond: it gives way before any column is dropped.
+    Rest { min: u16 },
 }
 
 /// One column of a measured table.
@@ -34,6 +37,15 @@ impl Column {
             title,
             kind: Kind::Number,
             drop,
+        }
+    }
+
+    /// A text column that takes the room the others leave, at least `min` cells.
+    pub const fn rest(title: &'static str, min: u16) -> Column {
+        Column {
+            title,
+            kind: Kind::Rest { min },
+            drop: 0,
         }
     }
 
@@ -56,46 +68,18 @@ pub fn widths(columns: &[Column], rows: &[Vec<String>], room: u16) -> Vec<Option
 }
 
 /// [`widths`] with the first `skip` droppable columns scrolled out on the left (never more than
-/// there are), so that the columns dropped on the right come into view.
+/// [`useful_skip`]: scrolling further would only blank columns), so that the columns dropped
+/// on the right come into view.
 pub fn widths_scrolled(
     columns: &[Column],
     rows: &[Vec<String>],
     room: u16,
     skip: usize,
 ) -> Vec<Option<u16>> {
-    let mut w: Vec<Option<u16>> = columns
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let values = rows
-                .iter()
-                .filter_map(|r| r.get(i))
-                .map(|s| width(s))
-                .max()
-                .unwrap_or(0);
-            // A droppable text column with nothing in view (no product has a name) takes no
-            // room.
-            if values == 0 && c.drop > 0 && matches!(c.kind, Kind::Text { .. }) && !rows.is_empty()
-            {
-                return None;
-            }
-            let widest = values.max(width(c.title));
-            Some(match c.kind {
-                Kind::Text { min, max } => widest.clamp(min, max.max(min)),
-                Kind::Number => widest,
-                Kind::Fixed(n) => n,
-            })
-        })
-        .collect();
+    let mut w = natural(columns, rows);
+    let skip = skip.min(most_useful_skip(columns, &w, room));
     // Scrolled out: the first droppable columns, left to right.
-    for i in columns
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.drop > 0)
-        .map(|(i, _)| i)
-        .take(skip)
-        .collect::<Vec<_>>()
-    {
+    for i in droppable(columns).take(skip) {
         w[i] = None;
     }
     // Whole columns go, least needed first (the rightmost of equals), until the rest fits.
@@ -115,7 +99,7 @@ pub fn widths_scrolled(
     // shrinks from the right (a number that no longer fits shows the overflow mark).
     let mut over = total(&w).saturating_sub(room);
     for (i, c) in columns.iter().enumerate() {
-        if let (Kind::Text { min, .. }, Some(cur)) = (c.kind, w[i]) {
+        if let (Kind::Text { min, .. } | Kind::Rest { min }, Some(cur)) = (c.kind, w[i]) {
             let give = over.min(cur.saturating_sub(min));
             w[i] = Some(cur - give);
             over -= give;
@@ -131,7 +115,75 @@ pub fn widths_scrolled(
             over -= give;
         }
     }
+    // The room left goes to the column that takes the rest.
+    let spare = room.saturating_sub(total(&w));
+    if let Some(i) = columns
+        .iter()
+        .position(|c| matches!(c.kind, Kind::Rest { .. }))
+        && let Some(cur) = w[i]
+    {
+        w[i] = Some(cur + spare);
+    }
     w
+}
+
+/// Each column as wide as its widest value in view (its title included), within its bounds;
+/// None for a droppable text column with nothing in view (no product has a name).
+fn natural(columns: &[Column], rows: &[Vec<String>]) -> Vec<Option<u16>> {
+    columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let values = rows
+                .iter()
+                .filter_map(|r| r.get(i))
+                .map(|s| width(s))
+                .max()
+                .unwrap_or(0);
+            if values == 0 && c.drop > 0 && matches!(c.kind, Kind::Text { .. }) && !rows.is_empty()
+            {
+                return None;
+            }
+            let widest = values.max(width(c.title));
+            Some(match c.kind {
+                Kind::Text { min, max } => widest.clamp(min, max.max(min)),
+                Kind::Number => widest,
+                Kind::Fixed(n) => n,
+                // Its minimum here: it grows into what is left once the others are placed.
+                Kind::Rest { min } => min,
+            })
+        })
+        .collect()
+}
+
+/// The droppable columns' indexes, left to right: those `h` / `l` scroll out.
+fn droppable(columns: &[Column]) -> impl Iterator<Item = usize> + '_ {
+    columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.drop > 0)
+        .map(|(i, _)| i)
+}
+
+/// The fewest droppable columns to scroll out for every column right of them to fit: `l`
+/// stops there (it went on scrolling out columns with nothing left to bring into view).
+fn most_useful_skip(columns: &[Column], natural: &[Option<u16>], room: u16) -> usize {
+    let mut w = natural.to_vec();
+    let mut skip = 0;
+    for i in droppable(columns) {
+        if total(&w) <= room {
+            break;
+        }
+        w[i] = None;
+        skip += 1;
+    }
+    skip
+}
+
+/// How far `l` may scroll a table `room` cells wide with `rows` in view: the fewest droppable
+/// columns to scroll out for every column right of them to fit.
+pub fn useful_skip(columns: &[Column], rows: &[Vec<String>], room: u16) -> usize {
+    most_useful_skip(columns, &natural(columns, rows), room)
 }
 
 /// The width the drawn columns take, one space between two.
@@ -150,7 +202,7 @@ pub fn fit(kind: Kind, value: &str, w: u16) -> String {
     }
     match kind {
         Kind::Number => OVERFLOW.to_string(),
-        Kind::Text { .. } | Kind::Fixed(_) => {
+        Kind::Text { .. } | Kind::Fixed(_) | Kind::Rest { .. } => {
             // Whole characters while they and the mark fit (a wide one is never split).
             let mut out = String::new();
             let mut used: usize = 0;

@@ -1,13 +1,13 @@
 //! The header: which activity, how Redis and the database answer (redacted URLs only), the
 //! read-only badge and how old the numbers on screen are.
 
-use super::{bold, clip, critical, dim, good, warning};
+use super::{bold, clip, critical, dim, fit_line, good, warning};
 use crate::tui::app::App;
 use crate::tui::data::Link;
 use ratatui::Frame;
 use ratatui::layout::Rect;
 use ratatui::style::{Color, Modifier, Style};
-use ratatui::text::{Line, Span};
+use ratatui::text::Span;
 use ratatui::widgets::Paragraph;
 
 /// "data 1s old", "stale 12s" or why there are no numbers.
@@ -107,7 +107,7 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     second.push(Span::raw(" │ "));
     second.extend(link("DB", &app.config.db_label, &app.db_link(), half));
     frame.render_widget(
-        Paragraph::new(vec![Line::from(first), Line::from(second)]),
+        Paragraph::new(vec![fit_line(first, width), fit_line(second, width)]),
         area,
     );
 }

@@ -49,3 +49,89 @@ pub fn clip(s: &str, max: usize) -> String {
     out.push_str("...");
     out
 }
+
+/// A line of spans in `width` cells: whole when it fits; otherwise the spans that fit whole,
+/// then the first that does not cut with `…` where at least [`CUT_INSIDE`] cells of it fit (a
+/// long label; a word was cut silently there), else `…` after the last whole span where a cell
+/// is free for it (items left out whole, the zone first, need no cut mark when none is).
+pub fn fit_line(
+    spans: Vec<ratatui::text::Span<'static>>,
+    width: usize,
+) -> ratatui::text::Line<'static> {
+    use ratatui::text::{Line, Span};
+    use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+    let whole: usize = spans.iter().map(|s| s.content.width()).sum();
+    if whole <= width {
+        return Line::from(spans);
+    }
+    let mut used = 0;
+    let mut out: Vec<Span<'static>> = Vec::new();
+    for span in spans {
+        let w = span.content.width();
+        if used + w <= width {
+            used += w;
+            out.push(span);
+            continue;
+        }
+        if width - used > CUT_INSIDE {
+            let mut cut = String::new();
+            for ch in span.content.chars() {
+                let cw = ch.width().unwrap_or(0);
+                if used + cw + 1 > width {
+                    break;
+                }
+                used += cw;
+                cut.push(ch);
+            }
+            out.push(Span::styled(cut, span.style));
+            out.push(Span::styled(columns::OVERFLOW, span.style));
+            return Line::from(out);
+        }
+        break;
+    }
+    // A separator left last leads nowhere: the mark takes its place.
+    if out.last().is_some_and(|s| s.content.trim() == "│")
+        && let Some(sep) = out.pop()
+    {
+        used -= sep.content.width();
+    }
+    if used + 2 <= width {
+        out.push(Span::raw(" "));
+        out.push(Span::styled(columns::OVERFLOW, dim()));
+    }
+    Line::from(out)
+}
+
+/// The fewest cells of a span [`fit_line`] shows cut rather than leave out whole.
+pub const CUT_INSIDE: usize = 12;
+
+#[cfg(test)]
+mod tests {
+    use super::fit_line;
+    use ratatui::text::{Line, Span};
+
+    fn text(line: &Line) -> String {
+        line.spans.iter().map(|s| s.content.as_ref()).collect()
+    }
+
+    #[test]
+    fn a_line_too_wide_is_marked_where_it_is_cut() {
+        let spans = || -> Vec<Span<'static>> {
+            ["abc", " │ ", "data 1s old", " │ ", "UTC"]
+                .into_iter()
+                .map(Span::raw)
+                .collect()
+        };
+        assert_eq!(text(&fit_line(spans(), 23)), "abc │ data 1s old │ UTC");
+        // Exactly the whole spans that fit: nothing is cut, no room for a mark.
+        assert_eq!(text(&fit_line(spans(), 17)), "abc │ data 1s old");
+        // Room for the mark after the last whole span; the separator goes.
+        assert_eq!(text(&fit_line(spans(), 20)), "abc │ data 1s old …");
+        // A long span is cut inside, with its mark.
+        let long = vec![
+            Span::raw("id "),
+            Span::raw("a-very-long-activity-identifier"),
+        ];
+        assert_eq!(text(&fit_line(long, 20)), "id a-very-long-acti…");
+    }
+}

@@ -83,7 +83,11 @@ pub fn render_columns<'a>(
     let room = area.width.saturating_sub(3);
     let skip = app.cursor(view).hscroll;
     draw(frame, area, app, view, framing, len, |window| {
-        let (header, rows, widths) = measured(cols, window.map(row).collect(), room, skip);
+        let m = measured(cols, window.map(row).collect(), room, skip);
+        // How far `l` may go with these rows at this width (it clamps to what the last frame
+        // showed, as the selection's scroll does).
+        app.cursor(view).hscroll_max.set(Some(m.useful_skip));
+        let (header, rows, widths) = (m.header, m.rows, m.widths);
         // Columns off screen, scrolled out or dropped for room: the keys that bring them.
         let hidden = cols.len() - widths.len();
         let hint = (hidden > 0 || skip > 0).then(|| {
@@ -130,12 +134,13 @@ pub fn measured(
     texts: Vec<(Vec<Text>, Style)>,
     room: u16,
     skip: usize,
-) -> (Row<'static>, Vec<Row<'static>>, Vec<Constraint>) {
+) -> Measured {
     let cells: Vec<Vec<String>> = texts
         .iter()
         .map(|(c, _)| c.iter().map(|t| t.text.clone()).collect())
         .collect();
     let w = columns::widths_scrolled(cols, &cells, room, skip);
+    let useful_skip = columns::useful_skip(cols, &cells, room);
     let shown = |texts: Vec<Text>| -> Vec<Cell<'static>> {
         cols.iter()
             .zip(&w)
@@ -160,7 +165,21 @@ pub fn measured(
         .map(|(t, style)| Row::new(shown(t)).style(style))
         .collect();
     let widths = w.iter().flatten().map(|n| Constraint::Length(*n)).collect();
-    (header, rows, widths)
+    Measured {
+        header,
+        rows,
+        widths,
+        useful_skip,
+    }
+}
+
+/// A table of measured columns, ready to draw.
+pub struct Measured {
+    pub header: Row<'static>,
+    pub rows: Vec<Row<'static>>,
+    pub widths: Vec<Constraint>,
+    /// How many columns `l` may scroll out before nothing more comes into view.
+    pub useful_skip: usize,
 }
 
 /// The frame of a table: its titles and what it says when empty.
