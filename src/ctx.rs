@@ -32,9 +32,29 @@ impl Ctx {
                 ))
             })?;
         }
+        // A SQLite file that is there already is looked at read-only first: the writable pool's
+        // first connection switches a file to WAL, and another program's file is left exactly
+        // as it was.
+        if !c.read_only
+            && let Some(path) = crate::db::sqlite_path(&c.db)
+            && std::fs::metadata(&path).is_ok_and(|m| m.len() > 0)
+        {
+            let probe = Db::connect(
+                &c.db,
+                &DbOptions {
+                    connect_timeout: c.connect_timeout,
+                    read_only: true,
+                    ..DbOptions::default()
+                },
+            )
+            .await?;
+            let verdict = migrate::refuse_foreign_sqlite(&probe).await;
+            probe.close().await;
+            verdict?;
+        }
         let db = self.db_unchecked().await?;
         if db.backend() == Backend::Sqlite && !c.read_only {
-            migrate::migrate_own_sqlite(&db).await?;
+            migrate::migrate(&db).await?;
         } else {
             migrate::ensure_schema(&db).await?;
         }

@@ -103,13 +103,7 @@ fn render_pause(r: &PauseReport) -> String {
                 p.product.clone(),
                 shown(p.was_paused).into(),
                 shown(p.paused).into(),
-                match (&p.error, p.changed, &p.note) {
-                    (Some(e), _, _) => e.clone(),
-                    (None, true, None) => format!("{}d", r.action),
-                    (None, true, Some(note)) => format!("{}d; {note}", r.action),
-                    (None, false, None) => "already so".into(),
-                    (None, false, Some(note)) => note.clone(),
-                },
+                p.result(r.action),
             ]
         })
         .collect();

@@ -234,17 +234,21 @@ pub async fn migrate(db: &Db) -> Result<MigrateReport> {
     Ok(report)
 }
 
-/// Migrates a SQLite file the console may call its own: a new or empty file, or one that holds
-/// the seckill schema already. A file holding other tables and no seckill schema belongs to
-/// another program (a `--db` typo, the shop's own file): nothing is changed there unasked.
-pub async fn migrate_own_sqlite(db: &Db) -> Result<()> {
-    let sql = "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name";
+/// Refuses a SQLite file the console may not call its own: one holding other tables and no
+/// record of the console's migrations (a `--db` typo, the shop's own file, seckill tables
+/// another program made or a dump restored without that record). A new or empty file, or one
+/// with the record, passes. `db` should be a read-only handle: a writable one would already
+/// have switched the file to WAL, which is written into its header.
+pub async fn refuse_foreign_sqlite(db: &Db) -> Result<()> {
+    // Tables and views; `substr`, not LIKE, whose `_` matches any character.
+    let sql = "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') \
+               AND substr(name, 1, 7) <> 'sqlite_' ORDER BY name";
     let tables: Vec<String> = on_pool!(db, pool => {
         sqlx::query_scalar::<_, String>(sql).fetch_all(pool).await
     })
     .map_err(|e| db.error(&e))?;
     if tables.is_empty() || tables.iter().any(|t| t == "seckill_schema_migrations") {
-        return migrate(db).await.map(|_| ());
+        return Ok(());
     }
     const SHOWN: usize = 3;
     let mut named = tables
@@ -256,10 +260,16 @@ pub async fn migrate_own_sqlite(db: &Db) -> Result<()> {
     if tables.len() > SHOWN {
         named.push_str(&format!(" and {} more", tables.len() - SHOWN));
     }
+    let what = if tables.iter().any(|t| t.starts_with("seckill_")) {
+        format!(
+            "seckill tables ({named}) but no record of the console's migrations (made by another program, or restored without it)"
+        )
+    } else {
+        format!("tables of another program ({named}) and no seckill schema")
+    };
     Err(Error::bad_input(format!(
-        "database at {} holds tables of another program ({named}) and no seckill schema; \
-         nothing was changed: run `seckill-console migrate` to add the seckill tables to it, \
-         or give --db a file of its own",
+        "database at {} holds {what}; nothing was changed: run `seckill-console migrate` to \
+         add the console's tables and indexes to it, or give --db a file of its own",
         db.label()
     )))
 }

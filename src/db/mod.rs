@@ -102,6 +102,22 @@ pub struct Db {
     pub(crate) write_gate: Option<std::sync::Arc<tokio::sync::Mutex<()>>>,
 }
 
+/// The file a `sqlite:` URL names (None for another backend).
+pub fn sqlite_path(url: &SecretUrl) -> Option<std::path::PathBuf> {
+    let raw = url.expose();
+    raw.starts_with("sqlite:")
+        .then(|| std::path::PathBuf::from(sqlite_path_of(raw)))
+}
+
+/// The path part of a `sqlite:` URL: after the scheme and its slashes, before the options.
+fn sqlite_path_of(raw: &str) -> &str {
+    raw.trim_start_matches("sqlite:")
+        .trim_start_matches("//")
+        .split('?')
+        .next()
+        .unwrap_or("")
+}
+
 impl Db {
     /// Opens a pool and checks that the server answers, within the connect timeout.
     pub async fn connect(url: &SecretUrl, opts: &DbOptions) -> Result<Db> {
@@ -117,12 +133,7 @@ impl Db {
         let (pool, backend) = if raw.starts_with("sqlite:") {
             // An in-memory database lives per connection: the schema and the data would vanish
             // between two statements of one command.
-            let path = raw
-                .trim_start_matches("sqlite:")
-                .trim_start_matches("//")
-                .split('?')
-                .next()
-                .unwrap_or("");
+            let path = sqlite_path_of(raw);
             if path.is_empty() || path == ":memory:" || raw.contains("mode=memory") {
                 return Err(Error::bad_input(format!(
                     "database URL '{label}' names no file: use sqlite:PATH (an in-memory database cannot be shared by the console's connections)"

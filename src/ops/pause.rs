@@ -41,6 +41,24 @@ pub struct PausedProduct {
     pub error: Option<String>,
 }
 
+impl PausedProduct {
+    /// What became of it, as the text output and the TUI say it: the error, or `paused` /
+    /// `already so`, with what its note adds (a pause set by hand lifted, no stock key).
+    pub fn result(&self, action: &str) -> String {
+        let done = if self.changed {
+            format!("{action}d")
+        } else {
+            "already so".into()
+        };
+        match (&self.error, &self.note) {
+            (Some(e), _) => e.clone(),
+            (None, Some(note)) if !self.changed => note.clone(),
+            (None, Some(note)) => format!("{done}; {note}"),
+            (None, None) => done,
+        }
+    }
+}
+
 /// The result of `pause` or `resume`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct PauseReport {
@@ -142,7 +160,9 @@ pub async fn set_paused(
                 // Redis changed though the database did not: a pause set by hand lifted, or a
                 // pause Redis lost written back. Audited below like any change, so nothing
                 // the console did to a sale goes untraced.
-                if !row.changed && was_paused != pause {
+                // Without a stock key nothing sold either way (and `was_paused` reads an absent
+                // meta hash as selling): the note below says what there is to know.
+                if !row.changed && was_paused != pause && stock_present {
                     let (before, said) = if pause {
                         (
                             "selling in Redis (the pause was lost)",
@@ -201,11 +221,12 @@ pub async fn set_paused(
         && let Err(e) = audit::record_many(db, &redis_only).await
     {
         let why = db.error(&e);
+        let unaudited: std::collections::HashSet<&str> = redis_only
+            .iter()
+            .filter_map(|a| a.product_id.as_deref())
+            .collect();
         for row in report.products.iter_mut() {
-            if redis_only
-                .iter()
-                .any(|a| a.product_id.as_deref() == Some(row.product.as_str()))
-            {
+            if unaudited.contains(row.product.as_str()) {
                 add_note(row, &format!("not audited: {why}"));
             }
         }

@@ -6,13 +6,14 @@ use crate::ops::report::{AuditEntry, Report};
 
 /// Free text (a name, a reason, an alert) made inert in a Markdown table: a `|` would split the
 /// cell, a line break end the row, a `<` open an HTML tag that a renderer hides with what
-/// follows (`<sku-1>` showed nothing), an `&` begin an entity. Backslash escapes keep the raw
+/// follows (`<sku-1>` showed nothing), an `&` begin an entity, a backtick a code span (where
+/// the other escapes would show). Backslash escapes keep the raw
 /// text readable on a terminal, where the report is printed too.
 fn cell(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
-            '\\' | '|' | '<' | '&' => {
+            '\\' | '|' | '<' | '&' | '`' => {
                 out.push('\\');
                 out.push(c);
             }
@@ -154,8 +155,8 @@ mod tests {
     #[test]
     fn free_text_cannot_open_a_tag_split_a_cell_or_end_a_row() {
         assert_eq!(
-            cell("price <sku-1> & <b>x</b> | C:\\tmp\nnext"),
-            "price \\<sku-1> \\& \\<b>x\\</b> \\| C:\\\\tmp next"
+            cell("price <sku-1> & <b>x</b> | C:\\tmp\nnext `<y>`"),
+            "price \\<sku-1> \\& \\<b>x\\</b> \\| C:\\\\tmp next \\`\\<y>\\`"
         );
         assert_eq!(cell("plain text, 3 > 2"), "plain text, 3 > 2");
     }

@@ -758,8 +758,9 @@ impl App {
                     .iter()
                     .map(|p| match &p.error {
                         Some(e) => format!("{:<24} error: {e}", p.product),
-                        None if p.changed => format!("{:<24} {}d", p.product, r.action),
-                        None => format!("{:<24} already so", p.product),
+                        // What its note adds (a pause set by hand lifted) is said, as in the
+                        // text output.
+                        None => format!("{:<24} {}", p.product, p.result(r.action)),
                     })
                     .collect();
                 self.finish(seq, title, lines, r.errors > 0);

@@ -478,16 +478,11 @@ async fn a_sqlite_file_of_another_program_is_not_migrated_unasked() {
         c.close().await.expect("close");
         names
     };
-    {
-        let mut c = sqlx::SqliteConnection::connect(&format!("{url}?mode=rwc"))
-            .await
-            .expect("create");
-        sqlx::query("CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)")
-            .execute(&mut c)
-            .await
-            .expect("create table");
-        c.close().await.expect("close");
-    }
+    sqlite_file_with(
+        &url,
+        "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT)",
+    )
+    .await;
     for cmd in [&["activity", "list"][..], &["compensation", "list", "a1"]] {
         let mut args = vec!["--db", url.as_str()];
         args.extend_from_slice(cmd);
@@ -505,6 +500,21 @@ async fn a_sqlite_file_of_another_program_is_not_migrated_unasked() {
             vec!["customers"],
             "{cmd:?} changed the file"
         );
+        // Not even its journal mode (a writable connection switches a file to WAL, in its
+        // header) nor a file beside it.
+        let mut c = sqlx::SqliteConnection::connect(&format!("{url}?mode=ro"))
+            .await
+            .expect("open");
+        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&mut c)
+            .await
+            .expect("journal mode");
+        c.close().await.expect("close");
+        assert_eq!(mode, "delete", "{cmd:?} switched the file to {mode}");
+        assert!(
+            !dir.path().join("shop.db-wal").exists(),
+            "{cmd:?} left a WAL file"
+        );
     }
     console(&["--db", &url, "migrate"]).expect_code(0);
     let after = tables().await;
@@ -513,6 +523,23 @@ async fn a_sqlite_file_of_another_program_is_not_migrated_unasked() {
         "{after:?}"
     );
     console(&["--db", &url, "activity", "list"]).expect_code(0);
+
+    // Seckill tables without the record of the console's migrations (made by the shop, or a
+    // dump restored without it): named as such, and left alone too.
+    let theirs = dir.path().join("theirs.db");
+    let theirs_url = format!("sqlite://{}", theirs.display());
+    sqlite_file_with(
+        &theirs_url,
+        "CREATE TABLE seckill_activity (activity_id TEXT)",
+    )
+    .await;
+    let r = console(&["--db", &theirs_url, "activity", "list"]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("no record of the console's migrations"),
+        "{}",
+        r.stderr
+    );
 
     // An empty file (made by `touch`, say) is the console's to set up.
     let empty = dir.path().join("empty.db");
@@ -524,4 +551,17 @@ async fn a_sqlite_file_of_another_program_is_not_migrated_unasked() {
         "list",
     ])
     .expect_code(0);
+}
+
+/// A SQLite file at `url` made by another program: `sql` run on a new file.
+async fn sqlite_file_with(url: &str, sql: &'static str) {
+    use sqlx::Connection;
+    let mut c = sqlx::SqliteConnection::connect(&format!("{url}?mode=rwc"))
+        .await
+        .expect("create");
+    sqlx::query(sql)
+        .execute(&mut c)
+        .await
+        .expect("create table");
+    c.close().await.expect("close");
 }

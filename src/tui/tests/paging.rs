@@ -116,7 +116,8 @@ fn the_pause_result_counts_each_outcome_and_lists_every_product() {
             was_paused: Some(i >= 1823),
             paused: Some(true),
             changed: i < 1823,
-            note: None,
+            // The last one: Redis had lost its pause, written back (its note is said).
+            note: (i == 1999).then(|| "Redis had lost the pause: written back".into()),
             applied: true,
             node: None,
             error: None,
@@ -139,7 +140,10 @@ fn the_pause_result_counts_each_outcome_and_lists_every_product() {
     assert_eq!(lines.len(), 2000);
     a.update(code(KeyCode::End));
     let s = screen(&a, 80, 24);
-    assert!(s.contains("p1999"), "{s}");
+    assert!(
+        s.contains("p1999                    Redis had lost the pause: written back"),
+        "{s}"
+    );
     assert!(s.contains("already so"), "{s}");
     assert!(s.contains("of 2000 (end"), "{s}");
 }

@@ -1123,4 +1123,14 @@ fn a_paused_product_in_another_state_says_it_is_paused() {
         .unwrap_or_default()
         .to_string();
     assert!(row.contains("drift, paused"), "{s}");
+    // And the filter finds it by what it reads.
+    a.update(key('/'));
+    for c in "paused".chars() {
+        a.update(key(c));
+    }
+    assert!(
+        stock_ids(&a).contains(&"charger".to_string()),
+        "{:?}",
+        stock_ids(&a)
+    );
 }

@@ -51,7 +51,7 @@ impl AlertLine<'_> {
         match self {
             AlertLine::Group { kind, .. } => format!("the {} group", kind.as_str()),
             // A member keeps the key it had standing alone: the cursor goes with it into its
-            // group when the kind folds (and is lost when the group is closed).
+            // group when the kind folds and the group is open (closed, it stays where it was).
             AlertLine::One { row, .. } => {
                 let a = row.alert;
                 let subject = a.product.as_deref().or(a.node.as_deref());

@@ -134,6 +134,8 @@ impl StockView {
                 matches(&p.product, &filter)
                     || matches(&p.name, &filter)
                     || matches(p.state.as_str(), &filter)
+                    // "/paused" finds a paused product in another state too, as it reads.
+                    || (p.paused && matches("paused", &filter))
             })
             .collect();
         let rates = &stock.rates;

@@ -78,8 +78,12 @@ pub fn widths_scrolled(
 ) -> Vec<Option<u16>> {
     let mut w = natural(columns, rows);
     let skip = skip.min(most_useful_skip(columns, &w, room));
-    // Scrolled out: the first droppable columns, left to right.
-    for i in droppable(columns).take(skip) {
+    // Scrolled out: the first droppable columns with something to show, left to right.
+    let out: Vec<usize> = droppable(columns)
+        .filter(|&i| w[i].is_some())
+        .take(skip)
+        .collect();
+    for i in out {
         w[i] = None;
     }
     // Whole columns go, least needed first (the rightmost of equals), until the rest fits.
@@ -129,7 +133,7 @@ pub fn widths_scrolled(
 
 /// Each column as wide as its widest value in view (its title included), within its bounds;
 /// None for a droppable text column with nothing in view (no product has a name).
-fn natural(columns: &[Column], rows: &[Vec<String>]) -> Vec<Option<u16>> {
+pub fn natural(columns: &[Column], rows: &[Vec<String>]) -> Vec<Option<u16>> {
     columns
         .iter()
         .enumerate()
@@ -170,7 +174,8 @@ fn droppable(columns: &[Column]) -> impl Iterator<Item = usize> + '_ {
 fn most_useful_skip(columns: &[Column], natural: &[Option<u16>], room: u16) -> usize {
     let mut w = natural.to_vec();
     let mut skip = 0;
-    for i in droppable(columns) {
+    // An empty column takes no room: scrolling it out would be a press that shows nothing.
+    for i in droppable(columns).filter(|&i| natural[i].is_some()) {
         if total(&w) <= room {
             break;
         }

@@ -133,5 +133,9 @@ mod tests {
             Span::raw("a-very-long-activity-identifier"),
         ];
         assert_eq!(text(&fit_line(long, 20)), "id a-very-long-acti…");
+        // No room at all, or one cell: nothing, never a panic.
+        assert_eq!(text(&fit_line(spans(), 0)), "");
+        assert_eq!(text(&fit_line(spans(), 1)), "");
+        assert_eq!(text(&fit_line(spans(), 4)), "abc");
     }
 }

@@ -88,9 +88,10 @@ pub fn render_columns<'a>(
         // showed, as the selection's scroll does).
         app.cursor(view).hscroll_max.set(Some(m.useful_skip));
         let (header, rows, widths) = (m.header, m.rows, m.widths);
-        // Columns off screen, scrolled out or dropped for room: the keys that bring them.
-        let hidden = cols.len() - widths.len();
-        let hint = (hidden > 0 || skip > 0).then(|| {
+        // Columns off screen, scrolled out or dropped for room (not those with nothing to
+        // show): the keys that bring them.
+        let hidden = m.off_screen;
+        let hint = (hidden > 0).then(|| {
             Line::styled(format!(" h / l: {hidden} column(s) off screen "), dim()).right_aligned()
         });
         (header, rows, widths, hint)
@@ -141,6 +142,15 @@ pub fn measured(
         .collect();
     let w = columns::widths_scrolled(cols, &cells, room, skip);
     let useful_skip = columns::useful_skip(cols, &cells, room);
+    let empty = columns::natural(cols, &cells)
+        .iter()
+        .filter(|w| w.is_none())
+        .count();
+    let off_screen = w
+        .iter()
+        .filter(|w| w.is_none())
+        .count()
+        .saturating_sub(empty);
     let shown = |texts: Vec<Text>| -> Vec<Cell<'static>> {
         cols.iter()
             .zip(&w)
@@ -170,6 +180,7 @@ pub fn measured(
         rows,
         widths,
         useful_skip,
+        off_screen,
     }
 }
 
@@ -180,6 +191,8 @@ pub struct Measured {
     pub widths: Vec<Constraint>,
     /// How many columns `l` may scroll out before nothing more comes into view.
     pub useful_skip: usize,
+    /// Columns with something to show that are not shown (scrolled out or dropped for room).
+    pub off_screen: usize,
 }
 
 /// The frame of a table: its titles and what it says when empty.
