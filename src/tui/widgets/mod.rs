@@ -36,17 +36,26 @@ pub fn bold() -> Style {
     Style::default().add_modifier(Modifier::BOLD)
 }
 
-/// Cuts `s` to `max` characters, marking the cut with "...", so a long value never breaks a
-/// line layout.
+/// Cuts `s` to `max` cells of the terminal, marking the cut with `…` (as table cells are), so
+/// a long value never breaks a line layout; a wide character is never split.
 pub fn clip(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
+    use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+    if s.width() <= max {
         return s.to_string();
     }
-    if max <= 3 {
-        return s.chars().take(max).collect();
+    let mut out = String::new();
+    let mut used = 0;
+    for ch in s.chars() {
+        let cw = ch.width().unwrap_or(0);
+        if used + cw + 1 > max {
+            break;
+        }
+        used += cw;
+        out.push(ch);
     }
-    let mut out: String = s.chars().take(max - 3).collect();
-    out.push_str("...");
+    if max > 0 {
+        out.push_str(columns::OVERFLOW);
+    }
     out
 }
 
@@ -54,10 +63,7 @@ pub fn clip(s: &str, max: usize) -> String {
 /// then the first that does not cut with `…` where at least [`CUT_INSIDE`] cells of it fit (a
 /// long label; a word was cut silently there), else `…` after the last whole span where a cell
 /// is free for it (items left out whole, the zone first, need no cut mark when none is).
-pub fn fit_line(
-    spans: Vec<ratatui::text::Span<'static>>,
-    width: usize,
-) -> ratatui::text::Line<'static> {
+pub fn fit_line<'a>(spans: Vec<ratatui::text::Span<'a>>, width: usize) -> ratatui::text::Line<'a> {
     use ratatui::text::{Line, Span};
     use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
     let whole: usize = spans.iter().map(|s| s.content.width()).sum();
@@ -65,7 +71,7 @@ pub fn fit_line(
         return Line::from(spans);
     }
     let mut used = 0;
-    let mut out: Vec<Span<'static>> = Vec::new();
+    let mut out: Vec<Span<'a>> = Vec::new();
     for span in spans {
         let w = span.content.width();
         if used + w <= width {
@@ -137,5 +143,15 @@ mod tests {
         assert_eq!(text(&fit_line(spans(), 0)), "");
         assert_eq!(text(&fit_line(spans(), 1)), "");
         assert_eq!(text(&fit_line(spans(), 4)), "abc");
+    }
+
+    #[test]
+    fn clip_marks_its_cut_by_display_width() {
+        use super::clip;
+        assert_eq!(clip("redis://10.0.0.5:6379", 30), "redis://10.0.0.5:6379");
+        assert_eq!(clip("redis://10.0.0.5:6379", 10), "redis://1…");
+        // Two cells a character: never split, never past its room.
+        assert_eq!(clip("商品四十二号", 6), "商品…");
+        assert_eq!(clip("abc", 0), "");
     }
 }

@@ -220,10 +220,15 @@ fn draw<'a>(
         Option<Line<'static>>,
     ),
 ) {
+    // The left title gives way to the filter's on the right, cut with its mark where they
+    // would meet (a narrow terminal cut "kept while the console runs" to "r").
+    let right = super::filter::title(app, view);
+    let room = usize::from(area.width).saturating_sub(right.width() + 3);
+    let left = super::fit_line(framing.title.spans, room);
     let mut block = Block::default()
         .borders(Borders::ALL)
-        .title(framing.title)
-        .title_top(super::filter::title(app, view).right_aligned());
+        .title(left)
+        .title_top(right.right_aligned());
     if let Some(b) = framing.bottom {
         block = block.title_bottom(b);
     }
