@@ -158,10 +158,10 @@ pub async fn set_paused(
                 stock_present,
             }) => {
                 // Redis changed though the database did not: a pause set by hand lifted, or a
-                // pause Redis lost written back. Audited below like any change, so nothing
-                // the console did to a sale goes untraced.
-                // Without a stock key nothing sold either way (and `was_paused` reads an absent
-                // meta hash as selling): the note below says what there is to know.
+                // pause Redis lost written back. Audited below like any change, so nothing the
+                // console did to a sale goes untraced. Without a stock key nothing sold either
+                // way (and `was_paused` reads an absent meta hash as selling): the note below
+                // says what there is to know.
                 if !row.changed && was_paused != pause && stock_present {
                     let (before, said) = if pause {
                         (
@@ -175,19 +175,20 @@ pub async fn set_paused(
                         )
                     };
                     add_note(&mut row, said);
-                    let mut e = AuditEntry::new(actor, action, activity);
-                    e.product_id = Some(p.product_id.to_string());
-                    e.before_value = Some(before.into());
-                    e.after_value = Some(flag(pause).into());
-                    e.reason = reason.to_string();
-                    redis_only.push(e);
+                    redis_only.push(audit_entry(
+                        (actor, reason),
+                        action,
+                        activity,
+                        p,
+                        (before, flag(pause)),
+                    ));
                 }
                 if !stock_present {
                     add_note(
                         &mut row,
                         &format!(
                             "no stock key in Redis: it sells nothing now, and `seckill-console preheat {activity}` writes it {}",
-                            if pause { "paused" } else { "selling" }
+                            flag(pause)
                         ),
                     );
                 }
@@ -267,11 +268,13 @@ async fn record_intent(
         .await
         .map_err(|e| db.error(&e))?;
         for p in products.iter().filter(|p| p.pause.paused != pause) {
-            let mut e = AuditEntry::new(actor, action, activity);
-            e.product_id = Some(p.product_id.to_string());
-            e.before_value = Some(flag(p.pause.paused).into());
-            e.after_value = Some(flag(pause).into());
-            e.reason = reason.to_string();
+            let e = audit_entry(
+                (actor, reason),
+                action,
+                activity,
+                p,
+                (flag(p.pause.paused), flag(pause)),
+            );
             audit::record_in(&mut tx, &e)
                 .await
                 .map_err(|e| db.error(&e))?;
@@ -299,6 +302,22 @@ async fn record_intent(
                 .unwrap_or(p.pause.generation)
         })
         .collect())
+}
+
+/// The audit row of one product's pause or resume: what it was and what it is now.
+fn audit_entry(
+    (actor, reason): (&str, &str),
+    action: &str,
+    activity: &ActivityId,
+    product: &Product,
+    (before, after): (&str, &str),
+) -> AuditEntry {
+    let mut e = AuditEntry::new(actor, action, activity);
+    e.product_id = Some(product.product_id.to_string());
+    e.before_value = Some(before.into());
+    e.after_value = Some(after.into());
+    e.reason = reason.to_string();
+    e
 }
 
 /// Adds `text` to what a product's row says.

@@ -64,20 +64,48 @@ pub const OVERFLOW: &str = "…";
 
 /// Where each column is drawn: its width, or None when it was dropped for room.
 pub fn widths(columns: &[Column], rows: &[Vec<String>], room: u16) -> Vec<Option<u16>> {
-    widths_scrolled(columns, rows, room, 0)
+    layout(columns, rows, room, 0).widths
+}
+
+/// Where a table's columns go, `skip` of them scrolled out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Each column's width, or None when it is not drawn.
+    pub widths: Vec<Option<u16>>,
+    /// How far `l` may scroll: the fewest droppable columns to scroll out for every column
+    /// right of them to fit (further would only blank columns).
+    pub useful_skip: usize,
+    /// Columns with something to show that are not drawn (scrolled out or dropped for room);
+    /// a column with nothing in view (names no product has) is not counted.
+    pub off_screen: usize,
 }
 
 /// [`widths`] with the first `skip` droppable columns scrolled out on the left (never more than
-/// [`useful_skip`]: scrolling further would only blank columns), so that the columns dropped
-/// on the right come into view.
-pub fn widths_scrolled(
+/// [`Layout::useful_skip`]), so that the columns dropped on the right come into view.
+pub fn layout(columns: &[Column], rows: &[Vec<String>], room: u16, skip: usize) -> Layout {
+    let natural = natural(columns, rows);
+    let useful_skip = most_useful_skip(columns, &natural, room);
+    let empty = natural.iter().filter(|w| w.is_none()).count();
+    let widths = scrolled(columns, natural, room, skip.min(useful_skip));
+    let off_screen = widths
+        .iter()
+        .filter(|w| w.is_none())
+        .count()
+        .saturating_sub(empty);
+    Layout {
+        widths,
+        useful_skip,
+        off_screen,
+    }
+}
+
+/// The natural widths `w` fitted into `room`, the first `skip` droppable columns out.
+fn scrolled(
     columns: &[Column],
-    rows: &[Vec<String>],
+    mut w: Vec<Option<u16>>,
     room: u16,
     skip: usize,
 ) -> Vec<Option<u16>> {
-    let mut w = natural(columns, rows);
-    let skip = skip.min(most_useful_skip(columns, &w, room));
     // Scrolled out: the first droppable columns with something to show, left to right.
     let out: Vec<usize> = droppable(columns)
         .filter(|&i| w[i].is_some())
@@ -133,7 +161,7 @@ pub fn widths_scrolled(
 
 /// Each column as wide as its widest value in view (its title included), within its bounds;
 /// None for a droppable text column with nothing in view (no product has a name).
-pub fn natural(columns: &[Column], rows: &[Vec<String>]) -> Vec<Option<u16>> {
+fn natural(columns: &[Column], rows: &[Vec<String>]) -> Vec<Option<u16>> {
     columns
         .iter()
         .enumerate()
@@ -183,12 +211,6 @@ fn most_useful_skip(columns: &[Column], natural: &[Option<u16>], room: u16) -> u
         skip += 1;
     }
     skip
-}
-
-/// How far `l` may scroll a table `room` cells wide with `rows` in view: the fewest droppable
-/// columns to scroll out for every column right of them to fit.
-pub fn useful_skip(columns: &[Column], rows: &[Vec<String>], room: u16) -> usize {
-    most_useful_skip(columns, &natural(columns, rows), room)
 }
 
 /// The width the drawn columns take, one space between two.

@@ -65,7 +65,7 @@ pub fn clip(s: &str, max: usize) -> String {
 /// is free for it (items left out whole, the zone first, need no cut mark when none is).
 pub fn fit_line<'a>(spans: Vec<ratatui::text::Span<'a>>, width: usize) -> ratatui::text::Line<'a> {
     use ratatui::text::{Line, Span};
-    use unicode_width::{UnicodeWidthChar, UnicodeWidthStr};
+    use unicode_width::UnicodeWidthStr;
     let whole: usize = spans.iter().map(|s| s.content.width()).sum();
     if whole <= width {
         return Line::from(spans);
@@ -80,17 +80,7 @@ pub fn fit_line<'a>(spans: Vec<ratatui::text::Span<'a>>, width: usize) -> ratatu
             continue;
         }
         if width - used > CUT_INSIDE {
-            let mut cut = String::new();
-            for ch in span.content.chars() {
-                let cw = ch.width().unwrap_or(0);
-                if used + cw + 1 > width {
-                    break;
-                }
-                used += cw;
-                cut.push(ch);
-            }
-            out.push(Span::styled(cut, span.style));
-            out.push(Span::styled(columns::OVERFLOW, span.style));
+            out.push(Span::styled(clip(&span.content, width - used), span.style));
             return Line::from(out);
         }
         break;

@@ -140,17 +140,11 @@ pub fn measured(
         .iter()
         .map(|(c, _)| c.iter().map(|t| t.text.clone()).collect())
         .collect();
-    let w = columns::widths_scrolled(cols, &cells, room, skip);
-    let useful_skip = columns::useful_skip(cols, &cells, room);
-    let empty = columns::natural(cols, &cells)
-        .iter()
-        .filter(|w| w.is_none())
-        .count();
-    let off_screen = w
-        .iter()
-        .filter(|w| w.is_none())
-        .count()
-        .saturating_sub(empty);
+    let columns::Layout {
+        widths: w,
+        useful_skip,
+        off_screen,
+    } = columns::layout(cols, &cells, room, skip);
     let shown = |texts: Vec<Text>| -> Vec<Cell<'static>> {
         cols.iter()
             .zip(&w)
