@@ -38,7 +38,16 @@ struct RawFile {
     products: Vec<RawProduct>,
 }
 
+/// One part of a file cut at its `[[products]]` headers (see [`parse_in_parts`]).
 #[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPart {
+    activity: Option<RawActivity>,
+    #[serde(default)]
+    products: Vec<RawProduct>,
+}
+
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawActivity {
     id: String,
@@ -48,7 +57,7 @@ struct RawActivity {
     status: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawProduct {
     id: String,
@@ -60,7 +69,8 @@ struct RawProduct {
 /// Parses and validates an import file. `file` is only used in messages.
 pub fn parse_activity_file(file: &str, text: &str) -> Result<ActivityDef> {
     let bad = |msg: String| Error::bad_input(format!("file '{file}': {msg}"));
-    let raw: RawFile = toml::from_str(text).map_err(|e| {
+    let parsed = parse_in_parts(text, PRODUCTS_PER_PART).map_or_else(|| toml::from_str(text), Ok);
+    let raw: RawFile = parsed.map_err(|e| {
         bad(format!(
             "not a valid activity file{}: {}",
             toml_location(text, &e),
@@ -171,6 +181,68 @@ pub fn parse_activity_file(file: &str, text: &str) -> Result<ActivityDef> {
         products,
         status_given,
     })
+}
+
+/// Products parsed at once by [`parse_in_parts`]: a part of about 80 KB.
+const PRODUCTS_PER_PART: usize = 1_000;
+
+/// A large file parsed a part at a time, cut before its `[[products]]` headers: the TOML
+/// parser holds every token of what it parses (an 8 MB file of 100,000 products took 270 MB
+/// whole), while each part's tokens are dropped before the next part's are made.
+///
+/// None, and the caller parses the file whole, for a file of one part and wherever the
+/// parts could read differently from the whole file: a file with a multi-line string (a
+/// header-like line could sit inside one), a part that does not parse (a cut inside a multi-line array leaves one unclosed;
+/// the whole file's parse then reports the error where it is), or an `[activity]` table in
+/// more or fewer than one part. The root's keys (a `products = [...]` among them) can only
+/// be in the first part, before its headers, which then clash there as in the whole file. A
+/// header this does not recognize (`[[ products ]]`) only leaves two products in one part.
+fn parse_in_parts(text: &str, per_part: usize) -> Option<RawFile> {
+    if text.contains("\"\"\"") || text.contains("'''") {
+        return None;
+    }
+    let mut cuts = vec![0];
+    let mut headers = 0usize;
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        if is_products_header(line) {
+            if headers > 0 && headers.is_multiple_of(per_part) {
+                cuts.push(at);
+            }
+            headers += 1;
+        }
+        at += line.len();
+    }
+    if cuts.len() == 1 {
+        // One part: the whole file, parsed as such.
+        return None;
+    }
+    cuts.push(text.len());
+    let mut activity = None;
+    let mut products = Vec::with_capacity(headers);
+    for w in cuts.windows(2) {
+        let part: RawPart = toml::from_str(&text[w[0]..w[1]]).ok()?;
+        if let Some(a) = part.activity
+            && activity.replace(a).is_some()
+        {
+            return None;
+        }
+        products.extend(part.products);
+    }
+    Some(RawFile {
+        activity: activity?,
+        products,
+    })
+}
+
+/// A line that is exactly a `[[products]]` header, maybe indented, maybe with a comment.
+fn is_products_header(line: &str) -> bool {
+    line.trim_start_matches([' ', '\t'])
+        .strip_prefix("[[products]]")
+        .is_some_and(|rest| {
+            let rest = rest.trim_matches([' ', '\t', '\r', '\n']);
+            rest.is_empty() || rest.starts_with('#')
+        })
 }
 
 /// Where a TOML error is: ` (line N, key 'k')`, the key only when the line starts with one.
@@ -358,7 +430,88 @@ per_user_limit = 2
         Ok(())
     }
 
+    /// A file of `n` products, each with a name and a comment or blank line between them.
+    fn many(n: usize) -> String {
+        let mut text = GOOD.replace(
+            "[[products]]\nid = \"p1\"\nstock = 10\nper_user_limit = 2\n",
+            "",
+        );
+        for i in 0..n {
+            text.push_str(&format!(
+                "\n[[products]] # no. {i}\nid = \"p{i}\"\nname = \"手机 {i}\"\nstock = {i}\nper_user_limit = 1\n"
+            ));
+        }
+        text
+    }
+
+    #[test]
+    fn a_large_file_is_parsed_in_parts_as_it_reads_whole() {
+        let text = many(10);
+        let whole: RawFile = toml::from_str(&text).expect("valid");
+        let parts = parse_in_parts(&text, 3).expect("cut into four parts");
+        assert_eq!(parts.products, whole.products);
+        assert_eq!(parts.activity, whole.activity);
+        assert_eq!(parts.products.len(), 10);
+        assert_eq!(parts.products[9].name.as_deref(), Some("手机 9"));
+        // The [activity] table after the products reads the same.
+        let (head, rest) = text.split_at(text.find("\n[[products]]").expect("a header"));
+        let moved = format!("{rest}\n{head}");
+        let parts = parse_in_parts(&moved, 3).expect("the activity in the last part");
+        assert_eq!(parts.activity, whole.activity);
+        // One part: the whole file's parse.
+        assert!(parse_in_parts(&text, 10).is_none());
+        let def = parse_activity_file("big.toml", &text).expect("valid");
+        assert_eq!(def.products.len(), 10);
+    }
+
+    #[test]
+    fn a_file_the_parts_could_misread_is_parsed_whole() {
+        let text = many(6);
+        // A multi-line string could hold a header-like line.
+        let quoted = text.replacen(
+            "name = \"手机 1\"",
+            "name = \"\"\"a\n[[products]]\nb\"\"\"",
+            1,
+        );
+        assert!(parse_in_parts(&quoted, 2).is_none());
+        let def = parse_activity_file("x.toml", &quoted).expect("valid");
+        assert_eq!(def.products.len(), 6);
+        assert_eq!(def.products[1].name, "a\n[[products]]\nb");
+        // Two [activity] tables: the whole file's error, with its line.
+        let twice = format!("{text}\n[activity]\nid = \"a2\"\n");
+        assert!(parse_in_parts(&twice, 2).is_none());
+        let m = err(&twice);
+        assert!(m.contains("not a valid activity file (line"), "{m}");
+        // A cut inside a multi-line array: the whole file's error.
+        let array = text.replacen("stock = 4\n", "stock = [\n4,\n]\n", 1);
+        assert!(parse_in_parts(&array, 2).is_none());
+        assert!(err(&array).contains("not a valid activity file"));
+    }
+
     proptest::proptest! {
+        /// Whatever the parts read is what the whole file reads: a file the parts accept is
+        /// one the whole parse accepts, the same activity and the same products in order.
+        #[test]
+        fn the_parts_read_what_the_whole_file_reads(
+            n in 2usize..12,
+            per_part in 1usize..5,
+            cut in 0usize..2_000,
+            junk in "[\\[\\]{}=\"'#a-z0-9 \\n-]{0,24}",
+        ) {
+            let mut text = many(n);
+            let at = cut.min(text.len());
+            if text.is_char_boundary(at) {
+                text.insert_str(at, &junk);
+            }
+            if let Some(parts) = parse_in_parts(&text, per_part) {
+                let whole: std::result::Result<RawFile, _> = toml::from_str(&text);
+                proptest::prop_assert!(whole.is_ok(), "parts accepted what the whole refuses: {:?}", whole.err());
+                let whole = whole.expect("checked");
+                proptest::prop_assert_eq!(parts.activity, whole.activity);
+                proptest::prop_assert_eq!(parts.products, whole.products);
+            }
+        }
+
         #[test]
         fn any_text_is_a_valid_activity_or_an_error_naming_the_file(s in "\\PC{0,400}") {
             parse_holds_its_rules(&s)?;

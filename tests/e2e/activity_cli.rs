@@ -253,6 +253,65 @@ async fn malformed_import_files_exit_2_and_write_nothing() {
     }
 }
 
+/// A file of thousands of products is parsed a thousand at a time: it imports whole, in its
+/// order, and an error in a later part is reported as the whole file has it (its line, its
+/// product's index), with nothing written.
+#[test]
+fn a_large_import_file_reads_as_a_whole() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let (s, e) = future_window();
+    let ids: Vec<String> = (0..2_500).map(|i| format!("p{i:04}")).collect();
+    let products: Vec<(&str, i64, i64)> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.as_str(), i as i64, 1))
+        .collect();
+    let good = activity_toml("big", &products, s, e);
+    let db = TestDb::sqlite();
+    run(&db, &["migrate"]).expect_code(0);
+
+    // A syntax error in the third part: the whole file's line.
+    let broken = good.replace("stock = 2300\n", "stock = 2300 2\n");
+    let line = broken[..broken.find("stock = 2300 2").expect("the edit")]
+        .matches('\n')
+        .count()
+        + 1;
+    let path = write_file(dir.path(), "broken.toml", &broken);
+    let r = run(&db, &["activity", "import", path.to_str().expect("utf8")]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains(&format!("(line {line}, key 'stock')")),
+        "{}",
+        r.stderr
+    );
+    // A bad value in the third part: the product's index in the whole file.
+    let negative = good.replace("stock = 2300\n", "stock = -2300\n");
+    let path = write_file(dir.path(), "negative.toml", &negative);
+    let r = run(&db, &["activity", "import", path.to_str().expect("utf8")]);
+    r.expect_code(2);
+    assert!(
+        r.stderr.contains("products[2300].stock: -2300"),
+        "{}",
+        r.stderr
+    );
+    run(&db, &["--json", "activity", "show", "big"]).expect_code(2);
+
+    let path = write_file(dir.path(), "big.toml", &good);
+    let r = run(
+        &db,
+        &["--json", "activity", "import", path.to_str().expect("utf8")],
+    );
+    r.expect_code(0);
+    assert_eq!(r.json()["products_created"], 2_500);
+    let show = run(&db, &["--json", "activity", "show", "big"]);
+    show.expect_code(0);
+    let doc = show.json();
+    assert_eq!(doc["total_stock"], 2_500 * 2_499 / 2);
+    assert_eq!(doc["products"][2_499]["product_id"], "p2499");
+    assert_eq!(doc["products"][2_499]["initial_stock"], 2_499);
+    assert_eq!(doc["products"][1_000]["initial_stock"], 1_000);
+}
+
 #[test]
 fn bad_ids_and_usage_exit_2() {
     let db = TestDb::sqlite();
