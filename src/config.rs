@@ -79,6 +79,10 @@ pub struct Config {
     pub db: SecretUrl,
     /// True when no database was configured and the embedded SQLite file is used.
     pub db_is_default: bool,
+    /// True when no layer named a Redis target and the default `redis://127.0.0.1:6379` is
+    /// used, and when no layer named a prefix.
+    pub redis_is_default: bool,
+    pub prefix_is_default: bool,
     pub read_only: bool,
     pub json: bool,
     pub actor: String,
@@ -167,6 +171,51 @@ fn name_in_passwd(passwd: &str, uid: u32) -> Option<String> {
     })
 }
 
+/// A warning for each setting that an empty variable left on the built-in default (`var`
+/// reads the environment). An empty variable counts as unset (compose files write
+/// `VAR: ${X:-}`); where nothing else names the setting, the console would otherwise run on
+/// the default Redis, database or prefix unawares, as with a misspelt variable.
+pub fn empty_variable_warnings(
+    config: &Config,
+    var: impl Fn(&str) -> Option<String>,
+) -> Vec<String> {
+    let empty = |name: &str| var(name).is_some_and(|v| v.trim().is_empty());
+    let said = |name: &str, what: String| {
+        format!("{name} is set but empty, which counts as unset: the console uses {what}")
+    };
+    let mut out = Vec::new();
+    if config.redis_is_default {
+        for name in [
+            "SECKILL_REDIS_URL",
+            "SECKILL_REDIS_CLUSTER",
+            "SECKILL_REDIS_SENTINEL",
+        ] {
+            if empty(name) {
+                out.push(said(name, format!("the default Redis {DEFAULT_REDIS}")));
+            }
+        }
+    }
+    if config.db_is_default && empty("SECKILL_DATABASE_URL") {
+        out.push(said(
+            "SECKILL_DATABASE_URL",
+            format!("the embedded SQLite file {}", default_db_path().display()),
+        ));
+    }
+    if config.prefix_is_default && empty("SECKILL_PREFIX") {
+        out.push(said(
+            "SECKILL_PREFIX",
+            format!(
+                "the default key prefix {}",
+                crate::redis::keys::DEFAULT_PREFIX
+            ),
+        ));
+    }
+    out
+}
+
+/// The Redis the console uses when no layer names one.
+pub const DEFAULT_REDIS: &str = "redis://127.0.0.1:6379";
+
 /// Merges layers, lowest first, into a validated configuration.
 pub fn resolve(layers: &[Layer]) -> Result<Config> {
     let mut redis: Option<RedisTarget> = None;
@@ -254,7 +303,7 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
         redis = Some(RedisTarget::Sentinel(crate::redis::SentinelTarget {
             sentinels: list.into_iter().map(SecretUrl::new).collect(),
             master: master.to_string(),
-            data: SecretUrl::new(data_url.unwrap_or_else(|| "redis://127.0.0.1:6379".into())),
+            data: SecretUrl::new(data_url.unwrap_or_else(|| DEFAULT_REDIS.into())),
         }));
     }
     let (db, db_is_default) = match merged.db {
@@ -306,11 +355,13 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
                 "key_ttl_days {key_ttl_days} is out of range: use 0 (keys never expire) to 3650 days"
             ))
         })?;
+    let prefix_is_default = merged.prefix.is_none();
     Ok(Config {
-        redis: redis
-            .unwrap_or_else(|| RedisTarget::Standalone(SecretUrl::new("redis://127.0.0.1:6379"))),
+        redis_is_default: redis.is_none(),
+        redis: redis.unwrap_or_else(|| RedisTarget::Standalone(SecretUrl::new(DEFAULT_REDIS))),
         db,
         db_is_default,
+        prefix_is_default,
         read_only: merged.read_only.unwrap_or(false),
         json: merged.json.unwrap_or(false),
         actor,
@@ -330,6 +381,62 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_variable_that_leaves_a_default_is_named() {
+        let env = |set: &'static [(&'static str, &'static str)]| {
+            move |name: &str| {
+                set.iter()
+                    .find(|(n, _)| *n == name)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let defaults = resolve(&[Layer::default()]).expect("defaults");
+        let said = empty_variable_warnings(
+            &defaults,
+            env(&[
+                ("SECKILL_REDIS_URL", ""),
+                ("SECKILL_PREFIX", " "),
+                ("SECKILL_DATABASE_URL", ""),
+            ]),
+        );
+        assert_eq!(said.len(), 3, "{said:?}");
+        assert!(
+            said[0].starts_with("SECKILL_REDIS_URL is set but empty")
+                && said[0].ends_with("the default Redis redis://127.0.0.1:6379"),
+            "{said:?}"
+        );
+        assert!(said[1].contains("the embedded SQLite file"), "{said:?}");
+        assert!(
+            said[2].ends_with("the default key prefix seckill"),
+            "{said:?}"
+        );
+        // A setting another layer gives is not the default: nothing to say.
+        let file = Layer {
+            redis: Some("redis://10.0.0.5:6379".into()),
+            prefix: Some("shop".into()),
+            db: Some("sqlite:///tmp/x.db".into()),
+            ..Layer::default()
+        };
+        let given = resolve(&[file]).expect("a file's settings");
+        assert!(
+            empty_variable_warnings(
+                &given,
+                env(&[
+                    ("SECKILL_REDIS_URL", ""),
+                    ("SECKILL_PREFIX", ""),
+                    ("SECKILL_DATABASE_URL", "")
+                ])
+            )
+            .is_empty()
+        );
+        // A variable with a value, or none at all: nothing either.
+        assert!(
+            empty_variable_warnings(&defaults, env(&[("SECKILL_REDIS_URL", "redis://x:1")]))
+                .is_empty()
+        );
+        assert!(empty_variable_warnings(&defaults, env(&[])).is_empty());
+    }
 
     #[test]
     fn the_actor_without_user_is_the_uid_name() {

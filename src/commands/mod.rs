@@ -119,6 +119,11 @@ pub async fn run(cli: Cli) -> i32 {
         Ok(c) => c,
         Err(e) => return report_error(&e, cli.global.json),
     };
+    if !matches!(cli.command, Some(Command::Demo(_))) {
+        for warning in config::empty_variable_warnings(&config, |name| std::env::var(name).ok()) {
+            tracing::warn!("{warning}");
+        }
+    }
     let json = config.json;
     let ctx = Ctx { config };
     match dispatch(&ctx, cli.command).await {

@@ -312,3 +312,43 @@ fn a_misspelt_variable_is_named_with_what_was_meant() {
     quiet.expect_code(0);
     assert!(!quiet.stderr.contains("not a setting"), "{}", quiet.stderr);
 }
+
+/// An empty variable counts as unset (compose files write `VAR: ${X:-}`), but where nothing else
+/// names the setting the console would then run on the default Redis (where a write would land),
+/// database or prefix: each is named on stderr with the default it falls to.
+#[test]
+fn an_empty_variable_that_leaves_a_default_is_named() {
+    let db = TestDb::sqlite();
+    let empty = [("SECKILL_REDIS_URL", ""), ("SECKILL_PREFIX", "")];
+    let r = console_env(&["--db", db.url.as_str(), "activity", "list"], &empty);
+    r.expect_code(0);
+    assert!(
+        r.stderr.contains(
+            "SECKILL_REDIS_URL is set but empty, which counts as unset: the console uses the default Redis redis://127.0.0.1:6379"
+        ) && r
+            .stderr
+            .contains("SECKILL_PREFIX is set but empty, which counts as unset: the console uses the default key prefix seckill"),
+        "{}",
+        r.stderr
+    );
+    // Named by a flag: not the default, nothing to say.
+    let given = console_env(
+        &[
+            "--db",
+            db.url.as_str(),
+            "--redis",
+            "redis://127.0.0.1:1",
+            "--prefix",
+            "shop",
+            "activity",
+            "list",
+        ],
+        &empty,
+    );
+    given.expect_code(0);
+    assert!(
+        !given.stderr.contains("is set but empty"),
+        "{}",
+        given.stderr
+    );
+}
