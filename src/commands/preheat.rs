@@ -145,9 +145,29 @@ pub async fn run_cleanup(ctx: &Ctx, activity: &str, force: bool) -> Result<Outco
     let report = cleanup(&redis, &db, &c.keys, &activity, &opts, &progress).await?;
     drop(progress);
     db.close().await;
-    let text = format!(
+    let mut text = format!(
         "cleanup {}: deleted {} of {} keys matching {}\n",
         report.activity, report.keys_deleted, report.keys_found, report.pattern
     );
+    if report.keys_left > 0 {
+        use std::fmt::Write as _;
+        let more = report.keys_left - report.keys_left_shown.len();
+        let _ = writeln!(
+            text,
+            "left {} key(s) that match but are not the console's (a product id or a key name it never makes): {}{}",
+            report.keys_left,
+            report
+                .keys_left_shown
+                .iter()
+                .map(|k| k.escape_debug().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if more > 0 {
+                format!(" and {more} more")
+            } else {
+                String::new()
+            }
+        );
+    }
     Outcome::ok(report, text)
 }

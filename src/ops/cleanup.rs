@@ -1,6 +1,6 @@
 //! Cleanup after an activity: delete its keys, and no one else's. Keys are found with SCAN on
-//! every primary and deleted in pipelined batches; a key is only deleted when it parses as a key
-//! of this activity under the configured prefix.
+//! every primary and deleted in pipelined batches; a key is only deleted when it is one the
+//! console makes for a product of this activity under the configured prefix (see [`is_ours`]).
 
 use super::progress::Progress;
 use crate::db::Db;
@@ -23,6 +23,26 @@ pub struct CleanupReport {
     pub pattern: String,
     pub keys_found: usize,
     pub keys_deleted: i64,
+    /// Keys the pattern matched that are not the console's (a product id it never makes, a
+    /// name it never writes): left as they are, counted, the first [`SHOWN_LEFT`] named.
+    pub keys_left: usize,
+    pub keys_left_shown: Vec<String>,
+}
+
+/// How many of the keys left a report names.
+pub const SHOWN_LEFT: usize = 10;
+
+/// Whether `key` is one the console or its scripts make for a product of `activity`: a valid
+/// product id, and one of the names of [`crate::redis::keys::SUFFIXES`] or the dry runs' lock.
+/// SCAN's pattern only fixes the prefix and the activity: `{a3:p 1}:stock`, `{a3:}:stock` or
+/// `{a3:p1}:foreign` match it and are somebody else's.
+fn is_ours(keys: &KeySpace, activity: &ActivityId, key: &str) -> bool {
+    keys.parse(key).is_some_and(|(a, p, suffix)| {
+        a == activity.as_str()
+            && crate::domain::ids::is_valid_id(p)
+            && (crate::redis::keys::SUFFIXES.contains(&suffix)
+                || suffix == crate::redis::keys::LOCK_SUFFIX)
+    })
 }
 
 /// Who asks for a cleanup, and how.
@@ -65,14 +85,11 @@ pub async fn cleanup(
     progress.update("scanning", 0, 1);
     let found = redis.scan(&pattern).await.map_err(|e| redis.error(&e))?;
     progress.update("scanning", 1, 1);
-    // Belt and braces: SCAN's glob already limits the match; the parse makes sure.
-    let ours: Vec<String> = found
-        .into_iter()
-        .filter(|k| {
-            keys.parse(k)
-                .is_some_and(|(a, _, _)| a == activity.as_str())
-        })
-        .collect();
+    let (ours, mut left): (Vec<String>, Vec<String>) =
+        found.into_iter().partition(|k| is_ours(keys, activity, k));
+    let keys_left = left.len();
+    left.sort();
+    left.truncate(SHOWN_LEFT);
     let total = ours.len();
     let mut deleted = 0i64;
     let mut failure = None;
@@ -105,7 +122,7 @@ pub async fn cleanup(
     } else {
         "cleanup".into()
     };
-    entry.detail = serde_json::json!({ "pattern": pattern, "deleted": deleted, "complete": failure.is_none() }).to_string();
+    entry.detail = serde_json::json!({ "pattern": pattern, "deleted": deleted, "complete": failure.is_none(), "left": keys_left }).to_string();
     audit::record(db, &entry).await.map_err(|e| db.error(&e))?;
     if let Some(e) = failure {
         return Err(e);
@@ -115,5 +132,7 @@ pub async fn cleanup(
         pattern,
         keys_found: total,
         keys_deleted: deleted,
+        keys_left,
+        keys_left_shown: left,
     })
 }

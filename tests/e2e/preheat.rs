@@ -453,10 +453,45 @@ async fn cleanup_removes_this_activity_and_no_neighbour() {
                 v
             };
             assert_eq!(before[0], 30 * 5, "{}", topo.name());
+            // Keys the pattern matches that the console never makes: somebody else's.
+            let foreign = [
+                "seckill:{a1:p 1}:stock",
+                "seckill:{a1:}:stock",
+                "seckill:{a1:p1:q}:stock",
+                "seckill:{a1:p1}:foreign",
+            ];
+            for k in foreign {
+                store
+                    .query(k, redis::cmd("SET").arg(k).arg(1))
+                    .await
+                    .expect("set a foreign key");
+            }
             let r = c.run(&["--json", "cleanup", "a1"]);
             r.expect_code(0);
             assert_eq!(r.json()["keys_deleted"], 150);
-            assert_eq!(key_count(&store, "a1").await, 0);
+            assert_eq!(r.json()["keys_left"], 4);
+            assert_eq!(key_count(&store, "a1").await, 4);
+            for k in foreign {
+                let v = store.query(k, redis::cmd("GET").arg(k)).await.expect("get");
+                assert_eq!(
+                    v,
+                    redis::Value::BulkString(b"1".to_vec()),
+                    "{}: cleanup deleted {k}",
+                    topo.name()
+                );
+            }
+            let text = c.run(&["cleanup", "a1"]);
+            text.expect_code(0);
+            assert!(
+                text.stdout
+                    .contains("left 4 key(s) that match but are not the console's")
+                    && text.stdout.contains("seckill:{a1:p1}:foreign"),
+                "{}",
+                text.stdout
+            );
+            for k in foreign {
+                store.query(k, redis::cmd("DEL").arg(k)).await.expect("del");
+            }
             for (i, a) in names.iter().enumerate().skip(1) {
                 assert_eq!(
                     key_count(&store, a).await,
