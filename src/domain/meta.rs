@@ -22,6 +22,9 @@ pub struct Meta {
     pub pause_unreadable: bool,
     pub deducted: Option<i64>,
     pub returned: Option<i64>,
+    /// `deducted` or `returned` is there but not an integer: the counters cannot say what is
+    /// held (another unreadable field, a `limit` of `1.5`, leaves them exact).
+    pub counters_unreadable: bool,
     /// Console rewrites so far, as read (an integer, 0 when absent or unreadable).
     pub rev: i64,
     /// `rev` exactly as stored (empty when absent): the guard every console write sends, so a
@@ -131,6 +134,8 @@ impl Meta {
         let limit = script_field(1, "limit", "every deduction fails");
         let deducted = script_field(3, "deducted", "every deduction fails");
         let returned = script_field(4, "returned", "every return of stock fails");
+        let counters_unreadable =
+            (get(3).is_some() && deducted.is_none()) || (get(4).is_some() && returned.is_none());
         let unexplained = script_field(10, "unexplained", "every recording of a sale fails");
         if limit.is_some_and(|l| l < 1) && corrupt.is_none() {
             corrupt = Some("meta field limit is below 1: every deduction fails".into());
@@ -162,6 +167,7 @@ impl Meta {
             pause_unreadable: get(2).is_some_and(|v| !matches!(v.as_slice(), b"0" | b"1")),
             deducted,
             returned,
+            counters_unreadable,
             rev: get(5).and_then(|raw| parse_int(raw)).unwrap_or(0),
             rev_raw: get(5).cloned().unwrap_or_default(),
             expire_at: get(6).and_then(|raw| parse_int(raw)),

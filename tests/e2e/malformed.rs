@@ -565,3 +565,83 @@ async fn sqlite_file_with(url: &str, sql: &'static str) {
         .expect("create table");
     c.close().await.expect("close");
 }
+
+/// A meta field the counters do not need (`limit` = `1.5`) makes the product corrupt, but its
+/// counters still say exactly what is held (`deducted - returned`). The fix took `deducted`
+/// alone: every unit returned went off sale as "unexplained" (the preview said the stock
+/// stayed), and on a sold-out product the stock went below zero, a false `oversold`.
+#[tokio::test]
+async fn a_fix_of_a_corrupt_meta_field_keeps_what_was_returned() {
+    use crate::harness::fixtures::buy;
+    use seckill_console::redis::stock::restore;
+    let topo = Topo::standalone();
+    let store = topo.store().await;
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    let c = Console::new(&topo, &db);
+    c.import_preheat(&lib, "rt", &[("p1", 20, 2), ("p2", 3, 2)])
+        .await;
+    let cancel = |rid: &'static str| {
+        let lib = &lib;
+        async move {
+            lib.execute(
+                "UPDATE seckill_order SET status = 'cancelled', updated_at = ? WHERE request_id = ?",
+                &[chrono::Utc::now().into(), rid.into()],
+            )
+            .await
+            .expect("cancel");
+        }
+    };
+    // p1: three sold, one of them cancelled and returned: 18 left.
+    for (rid, user) in [("r1", "u1"), ("r2", "u2"), ("r3", "u3")] {
+        buy(&store, &lib, "rt", "p1", rid, user, 1).await;
+    }
+    cancel("r2").await;
+    restore(&store, &product_keys("rt", "p1"), "r2")
+        .await
+        .expect("restore");
+    // p2: sold out, one returned and sold again: 0 left, 3 held.
+    for (rid, user) in [("s1", "u1"), ("s2", "u2"), ("s3", "u3")] {
+        buy(&store, &lib, "rt", "p2", rid, user, 1).await;
+    }
+    cancel("s2").await;
+    restore(&store, &product_keys("rt", "p2"), "s2")
+        .await
+        .expect("restore");
+    buy(&store, &lib, "rt", "p2", "s4", "u4", 1).await;
+    for p in ["p1", "p2"] {
+        let k = product_keys("rt", p);
+        raw(
+            &store,
+            &k.stock,
+            vec![b("HSET"), b(&k.meta), b("limit"), b("1.5")],
+        )
+        .await;
+    }
+    let s = c.run(&["--json", "status", "rt"]);
+    assert_eq!(s.json()["products"][0]["state"], "corrupt", "{}", s.stdout);
+    let preview = c.run(&["--json", "fix", "rt", "--preview"]);
+    preview.expect_code(0);
+    let f = c.run(&["--json", "fix", "rt", "--yes"]);
+    f.expect_code(0);
+    let r = c.run(&["--json", "reconcile", "rt", "--fail-on-drift"]);
+    r.expect_code(0);
+    let doc = r.json();
+    for (i, left) in [(0, 18), (1, 0)] {
+        let row = &doc["products"][i];
+        assert_eq!(row["state"], "ok", "{row}");
+        assert_eq!(row["redis_remaining"], left, "{row}");
+        assert_eq!(
+            preview.json()["products"][i]["after"],
+            left,
+            "the preview said what the fix wrote: {}",
+            preview.stdout
+        );
+    }
+    assert!(
+        !doc["alerts"].to_string().contains("oversold"),
+        "{}",
+        r.stdout
+    );
+    lib.close().await;
+}

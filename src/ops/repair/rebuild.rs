@@ -456,10 +456,14 @@ fn holdings_to_raise(
 /// meta hash takes the counters with it: the buyers hash still counts every unit deducted and
 /// not returned; holding too much only delays a sale).
 ///
-/// With another meta field unreadable (a corrupt `returned`, say), a readable `deducted` still
-/// counts: the units deducted are at least the units held, so taking them holds back a unit an
-/// in-flight deduction may own (whose ledger entry went with the ledger) rather than selling it
-/// twice; what no order claims goes back on sale once the grace window has passed.
+/// With another meta field unreadable (a `limit` of `1.5`), the counters still say exactly
+/// what is held (`deducted - returned`): taking `deducted` alone held back every unit returned,
+/// off sale until a second fix, and on a sold-out product drove the stock below zero (a false
+/// oversell). With a counter itself unreadable (a corrupt `returned`, say), a readable
+/// `deducted` still counts: the units deducted are at least the units held, so taking them
+/// holds back a unit an in-flight deduction may own (whose ledger entry went with the ledger)
+/// rather than selling it twice; what no order claims goes back on sale once the grace window
+/// has passed.
 fn counters_before(
     v: &crate::ops::snapshot::ProductView,
     holdings_now: Option<&std::collections::HashMap<Vec<u8>, Option<i64>>>,
@@ -468,7 +472,14 @@ fn counters_before(
     let counters = v
         .cut
         .active()
-        .or_else(|| m.corrupt.as_ref().and(m.deducted).map(|d| d.max(0)))
+        .or_else(|| {
+            let readable = if m.counters_unreadable {
+                m.deducted
+            } else {
+                m.deducted.and(m.active_units())
+            };
+            m.corrupt.as_ref().and(readable).map(|d| d.max(0))
+        })
         .filter(|_| m.present);
     let from_stock = v
         .cut
