@@ -40,20 +40,21 @@ pub async fn run_preheat(
     .await?;
     drop(progress);
     db.close().await;
+    let done = report
+        .planned()
+        .unwrap_or_else(|| format!("{} written, {} unchanged", report.written, report.unchanged));
     let mut text = format!(
-        "preheat {}: {} ({} products, total stock {}, {} written, {} unchanged, {} ms)\n",
+        "preheat {}: {} ({} products, total stock {}, {done}, {} ms)\n",
         report.activity,
         report.decision.to_uppercase(),
         report.products.len(),
         report.total_stock,
-        report.written,
-        report.unchanged,
         report.elapsed_ms
     );
     for r in &report.reasons {
         text.push_str(&format!("  - {r}\n"));
     }
-    for r in &report.accepted {
+    for r in report.accepted.iter().chain(&report.warnings) {
         text.push_str(&format!("  ! {r}\n"));
     }
     if !report.conflicts.is_empty() {

@@ -256,14 +256,26 @@ fn reason_shown(reason: &str) -> String {
 fn state_alert(p: &ProductStatus) -> Option<(AlertKind, Severity, String)> {
     let truth = p.expected_remaining;
     Some(match p.state {
-        State::Oversold => (
-            AlertKind::Oversold,
-            Severity::Critical,
-            format!(
-                "{} is oversold: live orders hold {} and deductions in flight {} of an initial stock of {}; fix sets the stock so nothing more sells",
-                p.product, p.db_sold, p.in_flight, p.initial
-            ),
-        ),
+        State::Oversold => {
+            // What the stock should hold: below zero by the units sold twice. A fix writes it
+            // only where Redis holds more (it cannot undo a sale).
+            let owed = p
+                .initial
+                .saturating_sub(p.db_sold)
+                .saturating_sub(p.in_flight);
+            let then = match p.redis_remaining {
+                Some(v) if v > owed => format!("fix sets the stock to {owed} so nothing more sells"),
+                _ => "nothing more sells while its stock is at or below 0: cancel orders in the shop (their returns pay it back) or top it up".to_string(),
+            };
+            (
+                AlertKind::Oversold,
+                Severity::Critical,
+                format!(
+                    "{} is oversold: live orders hold {} and deductions in flight {} of an initial stock of {}; {then}",
+                    p.product, p.db_sold, p.in_flight, p.initial
+                ),
+            )
+        }
         State::Negative => (
             AlertKind::Negative,
             Severity::Critical,

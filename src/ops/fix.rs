@@ -519,7 +519,7 @@ fn fix_audits(actor: &str, activity: &ActivityId, o: &Outcome) -> Vec<AuditEntry
         e.after_value = d.stock_after.map(|s| s.to_string());
         e.reason = match v.status.state {
             State::Drift | State::Negative | State::Oversold => format!(
-                "drift {}: the stock was {} off its own counters; changed by {:+}{}",
+                "drift {}: the stock was {} off its own counters; changed by {:+}{}{}",
                 shown_drift(v.status.drift),
                 shown_drift(v.status.offset),
                 d.rebase_change,
@@ -530,7 +530,8 @@ fn fix_audits(actor: &str, activity: &ActivityId, o: &Outcome) -> Vec<AuditEntry
                     )
                 } else {
                     String::new()
-                }
+                },
+                other_steps(v.cut.stock.value(), d)
             ),
             _ if d.released > 0 => format!(
                 "{} unit(s) held back since a rebuild put back on sale: their orders had the grace window to land",
@@ -554,9 +555,66 @@ fn fix_audits(actor: &str, activity: &ActivityId, o: &Outcome) -> Vec<AuditEntry
     out
 }
 
+/// The part of a fix's stock change that its other steps made (orphans returned, sales
+/// recorded), which the `fix` row's before and after include: without it a row read "13 -> -20,
+/// changed by +0".
+fn other_steps(before: Option<i64>, d: &Repaired) -> String {
+    let Some(moved) = before
+        .zip(d.stock_after)
+        .map(|(b, a)| a.saturating_sub(b).saturating_sub(d.rebase_change))
+        .filter(|m| *m != 0)
+    else {
+        return String::new();
+    };
+    let mut steps = Vec::new();
+    if d.returned_units > 0 {
+        steps.push(format!("{} orphaned unit(s) returned", d.returned_units));
+    }
+    if d.recorded_units > 0 {
+        steps.push(format!("{} unit(s) of sales recorded", d.recorded_units));
+    }
+    if steps.is_empty() {
+        steps.push("a deduction or return between the fix's steps".into());
+    }
+    format!("; {moved:+} more by {}", steps.join(" and "))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fix_row_says_what_its_other_steps_moved() {
+        let d = Repaired {
+            stock_after: Some(-20),
+            rebase_change: 0,
+            recorded_units: 33,
+            ..Repaired::default()
+        };
+        assert_eq!(
+            other_steps(Some(13), &d),
+            "; -33 more by 33 unit(s) of sales recorded"
+        );
+        let both = Repaired {
+            stock_after: Some(5),
+            rebase_change: -2,
+            returned_units: 4,
+            recorded_units: 1,
+            ..Repaired::default()
+        };
+        assert_eq!(
+            other_steps(Some(4), &both),
+            "; +3 more by 4 orphaned unit(s) returned and 1 unit(s) of sales recorded"
+        );
+        // The rebase alone moved it, or nothing is known: nothing to add.
+        let alone = Repaired {
+            stock_after: Some(2),
+            rebase_change: -2,
+            ..Repaired::default()
+        };
+        assert_eq!(other_steps(Some(4), &alone), "");
+        assert_eq!(other_steps(None, &d), "");
+    }
 
     fn seen(state: State, drift: Option<i64>, before: Option<&str>) -> Seen {
         Seen {

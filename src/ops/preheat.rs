@@ -79,6 +79,9 @@ pub struct PreheatReport {
     /// Risks the gate found and the operator accepted (`--accept-eviction`), or could not check.
     pub accepted: Vec<String>,
     pub conflicts: Vec<Conflict>,
+    /// What the operator must know that does not stop the gate: products the database says
+    /// are oversold (their stock is written below zero, so nothing more sells).
+    pub warnings: Vec<String>,
     pub written: usize,
     pub unchanged: usize,
     pub elapsed_ms: u64,
@@ -89,6 +92,25 @@ pub struct PreheatReport {
 }
 
 impl PreheatReport {
+    /// For a no-go before any write, what the gate had planned (`1 conflict, 1 unchanged`):
+    /// over a table of "unchanged" rows, "0 written, 0 unchanged" read as a contradiction.
+    /// None once anything was written or verified, or for a go.
+    pub fn planned(&self) -> Option<String> {
+        use std::collections::BTreeMap;
+        if self.written + self.unchanged > 0 || self.decision == "go" {
+            return None;
+        }
+        let mut plan: BTreeMap<&str, usize> = BTreeMap::new();
+        for p in &self.products {
+            *plan.entry(p.action.as_str()).or_default() += 1;
+        }
+        let plan: Vec<String> = plan.iter().map(|(a, n)| format!("{n} {a}")).collect();
+        Some(format!(
+            "nothing was written; the plan was: {}",
+            plan.join(", ")
+        ))
+    }
+
     fn no_go(mut self, why: ErrorKind, started: Instant) -> Self {
         self.decision = "no-go";
         self.failure = Some(why);
@@ -194,6 +216,7 @@ fn planned(snap: &Snapshot, force: bool) -> (PreheatReport, Vec<Action>) {
         reasons: Vec::new(),
         accepted: Vec::new(),
         conflicts: Vec::new(),
+        warnings: Vec::new(),
         written: 0,
         unchanged: 0,
         elapsed_ms: 0,
@@ -210,7 +233,16 @@ fn planned(snap: &Snapshot, force: bool) -> (PreheatReport, Vec<Action>) {
                 meta: &v.cut.meta,
                 lost: &v.status.lost,
                 offset: v.offset(),
-                drift: v.status.drift,
+                // An oversold product's keys hold its stock below zero: that is the truth
+                // the gate wrote, not a drift from it.
+                drift: if stock_to_write(&v.truth) < 0 {
+                    v.cut
+                        .stock
+                        .value()
+                        .map(|s| s.saturating_sub(stock_to_write(&v.truth)))
+                } else {
+                    v.status.drift
+                },
                 agrees: v.books.discrepancy == 0,
                 unledgered: v.status.unledgered,
                 orphaned: v.status.orphaned,
@@ -218,9 +250,18 @@ fn planned(snap: &Snapshot, force: bool) -> (PreheatReport, Vec<Action>) {
             plan(&found, &v.product, force)
         })
         .collect();
+    let mut oversold = Vec::new();
     for (v, action) in snap.products.iter().zip(&actions) {
-        let target = v.truth.expected_remaining;
-        report.total_stock += target;
+        let target = stock_to_write(&v.truth);
+        if target < 0 {
+            oversold.push(format!(
+                "{} ({} held of {})",
+                v.product.product_id,
+                v.truth.db_sold.saturating_add(v.truth.in_flight),
+                v.truth.initial
+            ));
+        }
+        report.total_stock += target.max(0);
         report.products.push(PreheatProduct {
             product: v.product.product_id.to_string(),
             action: *action,
@@ -229,7 +270,7 @@ fn planned(snap: &Snapshot, force: bool) -> (PreheatReport, Vec<Action>) {
             previous: v.cut.stock.shown(),
             written: false,
             verified: false,
-            token_bucket: TokenBucket::new(target, window),
+            token_bucket: TokenBucket::new(target.max(0), window),
             rebuilt: None,
             topup: None,
             error: None,
@@ -250,7 +291,27 @@ fn planned(snap: &Snapshot, force: bool) -> (PreheatReport, Vec<Action>) {
             });
         }
     }
+    if !oversold.is_empty() {
+        let shown: Vec<&str> = oversold.iter().take(10).map(String::as_str).collect();
+        report.warnings.push(format!(
+            "{} product(s) oversold in the database: {}{}; their stock is written below zero, so nothing more sells until returns pay it back (see `seckill-console reconcile {}`)",
+            oversold.len(),
+            shown.join(", "),
+            if oversold.len() > shown.len() { ", ..." } else { "" },
+            snap.activity.activity_id
+        ));
+    }
     (report, actions)
+}
+
+/// The stock the gate writes: the units the database leaves (`initial - sold - in flight`),
+/// below zero for an oversold product, as the rebuild writes it. `expected_remaining` stops at
+/// zero, so a gate that compared with it found its own write of -20 a conflict at every rerun.
+fn stock_to_write(truth: &crate::domain::stock::Truth) -> i64 {
+    truth
+        .initial
+        .saturating_sub(truth.db_sold)
+        .saturating_sub(truth.in_flight)
 }
 
 /// Loads the scripts on every node and checks them: a node that cannot run the deduction is

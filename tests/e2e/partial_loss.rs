@@ -540,13 +540,30 @@ async fn a_fix_names_the_oversold_product_it_cannot_change() {
         let k = product_keys(a, "p1");
         redis_cmd(&store, &["INCRBY", &k.stock, "2"]).await;
         sell(&store, &lib, a, "p1", "s", 12).await;
+        let oversold_alert = |doc: &serde_json::Value| {
+            doc["alerts"]
+                .as_array()
+                .and_then(|v| v.iter().find(|x| x["kind"] == "oversold"))
+                .and_then(|x| x["message"].as_str())
+                .unwrap_or_default()
+                .to_string()
+        };
+        // The stock reads 0, above the -2 the books owe: the fix has something to write.
+        let before = oversold_alert(&c.status(a));
+        assert!(
+            before.ends_with("fix sets the stock to -2 so nothing more sells"),
+            "{before}"
+        );
         let fixed = c.json(&["fix", a, "--yes"]);
         assert_eq!(product(&fixed, "p1")["after"], -2, "{}: {fixed}", c.label());
-        assert_eq!(
-            product(&c.status(a), "p1")["state"],
-            "oversold",
-            "{}",
-            c.label()
+        let st = c.status(a);
+        assert_eq!(product(&st, "p1")["state"], "oversold", "{}", c.label());
+        // At -2 nothing is left for a fix: the alert says what is.
+        let after = oversold_alert(&st);
+        assert!(
+            after.contains("nothing more sells while its stock is at or below 0")
+                && !after.contains("fix sets"),
+            "{after}"
         );
         let again = c.json(&["fix", a, "--yes"]);
         assert_eq!(again["products"], serde_json::json!([]), "{again}");
@@ -571,6 +588,40 @@ async fn a_fix_names_the_oversold_product_it_cannot_change() {
         );
         assert!(
             !text.stdout.contains("every product is ok"),
+            "{}",
+            text.stdout
+        );
+        // The gate finds the stock the books owe (-2, below zero) as it would write it: GO,
+        // unchanged, and a warning that names the oversold product; never a conflict with
+        // itself at every rerun.
+        let pre = c.json(&["preheat", a]);
+        assert_eq!(pre["decision"], "go", "{pre}");
+        assert_eq!(product(&pre, "p1")["action"], "unchanged", "{pre}");
+        assert_eq!(product(&pre, "p1")["stock"], -2, "{pre}");
+        assert!(
+            pre["warnings"][0]
+                .as_str()
+                .is_some_and(|w| w.contains("oversold") && w.contains("p1 (12 held of 10)")),
+            "{pre}"
+        );
+        // Redis restarted from nothing: the gate writes -2 and says so.
+        del(
+            &store,
+            &[&k.stock, &k.meta, &k.buyers, &k.ledger, &k.events, &k.books],
+        )
+        .await;
+        let pre = c.json(&["preheat", a]);
+        assert_eq!(pre["decision"], "go", "{pre}");
+        assert_eq!(product(&pre, "p1")["action"], "write", "{pre}");
+        assert_eq!(product(&pre, "p1")["stock"], -2, "{pre}");
+        assert_eq!(
+            redis_cmd(&store, &["GET", &k.stock]).await,
+            redis::Value::BulkString(b"-2".to_vec())
+        );
+        let text = c.run(&["preheat", a]);
+        text.expect_code(0);
+        assert!(
+            text.stdout.contains("GO") && text.stdout.contains("! 1 product(s) oversold"),
             "{}",
             text.stdout
         );

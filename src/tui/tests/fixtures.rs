@@ -379,6 +379,7 @@ pub fn preheat_report(go: bool) -> PreheatReport {
             ]
         },
         conflicts: Vec::new(),
+        warnings: Vec::new(),
         written: usize::from(go),
         unchanged: 1,
         elapsed_ms: 12,

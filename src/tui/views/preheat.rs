@@ -91,7 +91,9 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
     let top_height = match (running, report) {
         (Some(_), _) => 4,
         // The banner, the summary, its age and what moved since, the reasons, the border.
-        (None, Some(Ok(r))) => 5 + r.reasons.len().min(REASONS_SHOWN + 1) as u16,
+        (None, Some(Ok(r))) => {
+            5 + r.reasons.len().min(REASONS_SHOWN + 1) as u16 + r.warnings.len() as u16
+        }
         _ => 4,
     };
     let [top, rest] =
@@ -189,28 +191,21 @@ const COLUMNS: [Column; 9] = [
 /// What the gate did, or, when it stopped before writing, what it had planned: a no-go over a
 /// table of "unchanged" rows once read "0 written, 0 unchanged".
 fn summary(r: &PreheatReport) -> String {
-    use std::collections::BTreeMap;
-    if r.written + r.unchanged > 0 || r.decision == "go" {
-        return format!(
+    match r.planned() {
+        Some(plan) => format!(
+            " {plan} ({} conflict(s)), {} ms",
+            r.conflicts.len(),
+            r.elapsed_ms
+        ),
+        None => format!(
             " {} written, {} unchanged, {} conflict(s), total stock {}, {} ms",
             grouped(i64::try_from(r.written).unwrap_or(i64::MAX)),
             grouped(i64::try_from(r.unchanged).unwrap_or(i64::MAX)),
             r.conflicts.len(),
             grouped(r.total_stock),
             r.elapsed_ms
-        );
+        ),
     }
-    let mut plan: BTreeMap<&str, usize> = BTreeMap::new();
-    for p in &r.products {
-        *plan.entry(p.action.as_str()).or_default() += 1;
-    }
-    let plan: Vec<String> = plan.iter().map(|(a, n)| format!("{n} {a}")).collect();
-    format!(
-        " nothing was written; the plan was: {} ({} conflict(s)), {} ms",
-        plan.join(", "),
-        r.conflicts.len(),
-        r.elapsed_ms
-    )
 }
 
 fn yes_no(b: bool) -> String {
@@ -271,6 +266,9 @@ fn report_lines(r: &PreheatReport, app: &App) -> Vec<Line<'static>> {
             ),
             dim(),
         ));
+    }
+    for warning in &r.warnings {
+        lines.push(Line::styled(format!(" ! {warning}"), critical()));
     }
     lines
 }
