@@ -186,6 +186,7 @@ fn render_fix(r: &FixReport) -> String {
             "orphans",
             "lost sales",
             "applied",
+            "writes",
             "problem",
         ],
         &r.products
@@ -201,6 +202,7 @@ fn render_fix(r: &FixReport) -> String {
                     p.orphans.len().to_string(),
                     p.sales_recorded.to_string(),
                     if p.applied { "yes".into() } else { "no".into() },
+                    p.writes(),
                     p.error.clone().unwrap_or_default(),
                 ]
             })

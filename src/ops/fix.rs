@@ -98,6 +98,25 @@ pub struct FixProduct {
 }
 
 impl FixProduct {
+    /// What the fix writes besides the figures of its row, in a few words: a rebuild and why,
+    /// the operator's pause written back, a top-up finished. A rebuild showed `32 -> 32` and
+    /// nothing else, though it rewrites the product's buyers and ledger.
+    pub fn writes(&self) -> String {
+        let mut parts = Vec::new();
+        match self.plan {
+            "rebuild" => parts.push(match &self.rebuild {
+                Some(why) => format!("rebuild ({why})"),
+                None => "rebuild".to_string(),
+            }),
+            "topup" => parts.push("a top-up left half done".to_string()),
+            _ => {}
+        }
+        if self.lost.contains(&Piece::Pause) {
+            parts.push("the pause written back".to_string());
+        }
+        parts.join("; ")
+    }
+
     fn seen(&self) -> Seen {
         Seen {
             state: self.state,
@@ -582,6 +601,45 @@ fn other_steps(before: Option<i64>, d: &Repaired) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fix_row_names_a_rebuild_and_a_pause_written_back() {
+        let row = |plan: &'static str, rebuild: Option<&str>, lost: Vec<Piece>| FixProduct {
+            product: "p1".into(),
+            state: State::Missing,
+            drift: Some(0),
+            before: Some("32".into()),
+            after: 32,
+            applied: false,
+            plan,
+            rebuild: rebuild.map(Into::into),
+            lost,
+            offset: Some(0),
+            orphans_returned: 0,
+            orphans: Vec::new(),
+            sales_recorded: 0,
+            held_back: 0,
+            released: 0,
+            attempts: 0,
+            conflict: false,
+            node: None,
+            error: None,
+        };
+        assert_eq!(
+            row(
+                "rebuild",
+                Some("lost: the buyers hash"),
+                vec![Piece::Buyers]
+            )
+            .writes(),
+            "rebuild (lost: the buyers hash)"
+        );
+        assert_eq!(
+            row("heal", None, vec![Piece::Pause]).writes(),
+            "the pause written back"
+        );
+        assert_eq!(row("heal", None, Vec::new()).writes(), "");
+    }
 
     #[test]
     fn a_fix_row_says_what_its_other_steps_moved() {

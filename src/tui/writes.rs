@@ -159,19 +159,20 @@ impl App {
         };
         let (activity, product) = (activity.clone(), product.clone());
         let mut lines = vec![format!(
-            "{:<24} {:<9} {:>10}    {:<10} orphans",
-            "product", "state", "before", "after"
+            "{:<24} {:<9} {:>10}    {:<10} {:<7} writes",
+            "product", "state", "before", "after", "orphans"
         )];
         // Every product: the dialog scrolls, and an activity-wide fix counts only once its
         // list has been read to the end.
         for p in &report.products {
             lines.push(format!(
-                "{:<24} {:<9} {:>10} -> {:<10} {}",
+                "{:<24} {:<9} {:>10} -> {:<10} {:<7} {}",
                 p.product,
                 p.state.as_str(),
                 p.before.as_deref().unwrap_or("missing"),
                 p.after,
-                p.orphans.len()
+                p.orphans.len(),
+                p.writes()
             ));
         }
         // What no write of Redis can change is said beside what the fix writes (an oversold

@@ -66,7 +66,12 @@ pub fn preview_report() -> FixReport {
         products: vec![
             p("laptop", State::Drift, Some("23"), 18),
             p("tablet", State::Negative, Some("-2"), 0),
-            p("watch", State::Missing, None, 10),
+            FixProduct {
+                plan: "rebuild",
+                rebuild: Some("lost: the stock key".into()),
+                lost: vec![crate::domain::meta::Piece::Stock],
+                ..p("watch", State::Missing, None, 10)
+            },
         ],
         left: Vec::new(),
         conflicts: 0,
