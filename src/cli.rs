@@ -315,6 +315,36 @@ pub fn env_source(long: &str, value: &str) -> Option<String> {
     (std::env::var(&name).ok()? == value).then_some(name)
 }
 
+/// The message for a negative number given to an option that takes a value (`--interval -1`):
+/// clap reads `-1` as an unknown flag and suggests `-- -1`, which passes nothing to the option.
+/// None for any other error.
+pub fn negative_value(args: &[String], e: &clap::Error) -> Option<String> {
+    use clap::CommandFactory;
+    use clap::error::{ContextKind, ContextValue};
+    if e.kind() != clap::error::ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let number = arg.strip_prefix('-')?;
+    if !number.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
+        return None;
+    }
+    // clap names `-2` of `-2h`, as if it were short flags: the whole word is what was typed.
+    let at = args.iter().position(|a| a.starts_with(arg.as_str()))?;
+    let arg = &args[at];
+    let option = args.get(at.checked_sub(1)?)?.strip_prefix("--")?;
+    fn takes_value(cmd: &clap::Command, long: &str) -> bool {
+        cmd.get_arguments()
+            .any(|a| a.get_long() == Some(long) && a.get_action().takes_values())
+            || cmd.get_subcommands().any(|c| takes_value(c, long))
+    }
+    takes_value(&Cli::command(), option).then(|| {
+        format!("error: --{option} {arg}: a negative value is not allowed here; give 0 or more\n")
+    })
+}
+
 /// Variables the console reads, or sets for a command it runs (`watch --exec`), besides its
 /// flags' own.
 const OTHER_VARIABLES: [&str; 7] = [

@@ -33,6 +33,9 @@ fn main() -> ExitCode {
             let mut text = cli::trim_usage(&seckill_console::redact::redact_text(
                 &e.render().to_string(),
             ));
+            if let Some(negative) = cli::negative_value(&args, &e) {
+                text = negative;
+            }
             if let Some(var) = bad_value_from_env(&e) {
                 text = text.replacen(
                     '\n',

@@ -202,18 +202,29 @@ pub fn parse_since(text: &str, now: DateTime<Utc>) -> Result<DateTime<Utc>> {
     if let Ok(t) = DateTime::parse_from_rfc3339(text) {
         return Ok(t.with_timezone(&Utc));
     }
-    let split = text.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .filter(|at| *at > 0)
+        .ok_or_else(bad)?;
     let (n, unit) = text.split_at(split);
-    let n: i64 = n.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "s" => Some(n),
-        "m" => n.checked_mul(60),
-        "h" => n.checked_mul(3600),
-        "d" => n.checked_mul(86_400),
-        _ => None,
-    }
-    .filter(|s| *s <= 100 * 365 * 86_400)
-    .ok_or_else(bad)?;
+    let too_far = || {
+        Error::bad_input(format!(
+            "--since '{text}' reaches back more than 100 years: give a shorter duration (7d) or a time"
+        ))
+    };
+    let per = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    // All digits: a number too big for i64 is a duration all the same, only too long.
+    let n: i64 = n.parse().map_err(|_| too_far())?;
+    let secs = n
+        .checked_mul(per)
+        .filter(|s| *s <= 100 * 365 * 86_400)
+        .ok_or_else(too_far)?;
     Ok(now - Duration::seconds(secs))
 }
 
@@ -324,6 +335,14 @@ mod tests {
         ] {
             let e = parse_since(bad, now).expect_err(bad);
             assert!(e.message.contains(&format!("'{bad}'")), "{}", e.message);
+            // A duration too long is named as one, not as something else.
+            let too_long = bad.ends_with('d') && bad.len() > 4;
+            assert_eq!(
+                e.message.contains("more than 100 years"),
+                too_long,
+                "{bad}: {}",
+                e.message
+            );
         }
     }
 }

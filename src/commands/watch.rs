@@ -35,6 +35,11 @@ fn check_args(args: &WatchArgs) -> Result<Duration> {
             args.give_up_secs
         )));
     }
+    if args.count == Some(0) {
+        return Err(Error::bad_input(
+            "--count 0 would poll nothing: give 1 or more, or leave it out to watch until Ctrl-C",
+        ));
+    }
     if args.exec.as_deref().is_some_and(|c| c.trim().is_empty()) {
         return Err(Error::bad_input("--exec is empty: give the command to run"));
     }

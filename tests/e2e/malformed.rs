@@ -388,6 +388,24 @@ fn malformed_input_to_every_command_is_a_clear_error() {
             "response timeout 0",
         ),
         (vec!["--actor", "", "activity", "list"], "actor"),
+        // A negative number is named with its option, not taken for an unknown flag with a
+        // tip (`-- -1`) that passes nothing to the option.
+        (
+            vec!["watch", "a", "--interval", "-1"],
+            "--interval -1: a negative value is not allowed",
+        ),
+        (
+            vec!["audit", "--since", "-2h"],
+            "--since -2h: a negative value is not allowed",
+        ),
+        (
+            vec!["watch", "a", "--count", "0"],
+            "--count 0 would poll nothing",
+        ),
+        (
+            vec!["audit", "--since", "99999999999d"],
+            "more than 100 years",
+        ),
     ];
     for (args, needle) in &cases {
         let mut v = vec!["--db", db.url.as_str()];
