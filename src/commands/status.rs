@@ -82,8 +82,15 @@ fn render(r: &StatusReport, title: &str, ctx_tz: Zone) -> String {
         r.products.len(),
         t.not_ok
     );
+    // A total that leaves products out says so: "redis -3" over a missing product and a
+    // corrupt one read as the activity's stock.
+    let unread = if t.redis_unreadable > 0 {
+        format!(" (without {} unreadable)", t.redis_unreadable)
+    } else {
+        String::new()
+    };
     text.push_str(&format!(
-        "totals   initial {}  redis {}  sold {}  in-flight {}  orphaned {}  expected {}\n",
+        "totals   initial {}  redis {}{unread}  sold {}  in-flight {}  orphaned {}  expected {}\n",
         t.initial, t.redis_remaining, t.db_sold, t.in_flight, t.orphaned, t.expected_remaining
     ));
     text.push_str(&format!(

@@ -174,7 +174,7 @@ pub fn product_alerts(products: &[ProductStatus]) -> Vec<Alert> {
                 AlertKind::PauseLost,
                 Severity::Critical,
                 format!(
-                    "{} is paused in the database{} but Redis sells it (the pause was lost with its keys): fix writes it back",
+                    "{} is paused in the database{} but Redis sells it (its pause was lost or lifted in Redis): fix writes it back",
                     p.product,
                     reason_shown(&p.pause_reason)
                 ),
@@ -293,10 +293,12 @@ fn state_alert(p: &ProductStatus) -> Option<(AlertKind, Severity, String)> {
                 .copied()
                 .filter(|x| *x != Piece::Pause)
                 .collect();
-            let what = if pieces.is_empty() || pieces.first() == Some(&Piece::Stock) {
-                format!("stock key of {} is missing", p.product)
-            } else {
-                format!("{} of {} is missing", lost_shown(&pieces), p.product)
+            // Every piece named: a product that lost all its keys read "stock key of p1 is
+            // missing", as if only the stock were gone.
+            let what = match pieces.as_slice() {
+                [] | [Piece::Stock] => format!("stock key of {} is missing", p.product),
+                [_] => format!("{} of {} is missing", lost_shown(&pieces), p.product),
+                _ => format!("{} of {} are missing", lost_shown(&pieces), p.product),
             };
             (
                 AlertKind::Missing,
@@ -642,6 +644,46 @@ mod tests {
             ..Meta::default()
         };
         ProductStatus::build("p1", 1, (&stock, &meta, &[]), truth)
+    }
+
+    #[test]
+    fn a_missing_alert_names_every_piece_lost() {
+        let with = |stock: StockValue, lost: &[Piece]| {
+            let meta = Meta {
+                present: true,
+                limit: Some(1),
+                ..Meta::default()
+            };
+            let p = ProductStatus::build("p1", 1, (&stock, &meta, lost), Truth::new(5, 0, 0, 0));
+            product_alerts(&[p])
+                .into_iter()
+                .find(|a| a.kind == AlertKind::Missing)
+                .map(|a| a.message)
+                .unwrap_or_default()
+        };
+        assert!(
+            with(StockValue::Missing, &[Piece::Stock]).starts_with("stock key of p1 is missing:")
+        );
+        let all = with(
+            StockValue::Missing,
+            &[
+                Piece::Stock,
+                Piece::Meta,
+                Piece::Buyers,
+                Piece::Ledger,
+                Piece::Events,
+            ],
+        );
+        assert!(
+            all.starts_with("the stock key, the meta hash, the buyers hash")
+                && all.contains("the event stream of p1 are missing:"),
+            "{all}"
+        );
+        let one = with(StockValue::Value(5), &[Piece::Buyers]);
+        assert!(
+            one.starts_with("the buyers hash (per-user holdings) of p1 is missing:"),
+            "{one}"
+        );
     }
 
     #[test]

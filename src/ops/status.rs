@@ -35,6 +35,9 @@ pub struct Totals {
     pub orphaned: i64,
     pub expected_remaining: i64,
     pub not_ok: usize,
+    /// Products whose Redis stock is not in `redis_remaining` (missing or not an integer):
+    /// the total is of the others only.
+    pub redis_unreadable: usize,
 }
 
 /// The status / reconcile report.
@@ -231,7 +234,10 @@ pub fn build(
     let mut totals = Totals::default();
     for p in &products {
         totals.initial += p.initial;
-        totals.redis_remaining += p.redis_remaining.unwrap_or(0);
+        match p.redis_remaining {
+            Some(v) => totals.redis_remaining += v,
+            None => totals.redis_unreadable += 1,
+        }
         totals.db_sold += p.db_sold;
         totals.in_flight += p.in_flight;
         totals.orphaned += p.orphaned;

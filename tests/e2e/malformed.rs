@@ -114,6 +114,16 @@ async fn malformed_values_on(topo: &Topo) {
         let p1 = s.json()["products"][0].clone();
         let p2 = s.json()["products"][1].clone();
         assert_eq!(p2["state"], "ok", "{name}: the neighbour is not affected");
+        // The total of Redis's stock says which products it leaves out.
+        let unread = usize::from(p1["redis_remaining"].is_null());
+        assert_eq!(s.json()["totals"]["redis_unreadable"], unread, "{name}");
+        let text = c.run(&["status", &a]);
+        assert_eq!(
+            text.stdout.contains("(without 1 unreadable)"),
+            unread == 1,
+            "{name}: {}",
+            text.stdout
+        );
         let repairable = name.starts_with("stock") || name.starts_with("meta");
         let state = if *name == "meta-gone" {
             "missing"
