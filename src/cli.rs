@@ -315,34 +315,54 @@ pub fn env_source(long: &str, value: &str) -> Option<String> {
     (std::env::var(&name).ok()? == value).then_some(name)
 }
 
-/// The message for a negative number given to an option that takes a value (`--interval -1`):
-/// clap reads `-1` as an unknown flag and suggests `-- -1`, which passes nothing to the option.
-/// None for any other error.
+/// The message for a value starting with `-` given to an option (`--interval -1`): clap reads
+/// it as an unknown flag and suggests `-- -1`, which passes nothing to the option. A number
+/// option is told a negative value is not allowed; a text option (`--product -1`, a valid id)
+/// how to give one (`--product=-1`). None for any other error, or when the word clap names
+/// follows no option that takes a value and refuses negative numbers.
 pub fn negative_value(args: &[String], e: &clap::Error) -> Option<String> {
     use clap::CommandFactory;
     use clap::error::{ContextKind, ContextValue};
     if e.kind() != clap::error::ErrorKind::UnknownArgument {
         return None;
     }
-    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+    let Some(ContextValue::String(fragment)) = e.get(ContextKind::InvalidArg) else {
         return None;
     };
-    let number = arg.strip_prefix('-')?;
-    if !number.starts_with(|c: char| c.is_ascii_digit() || c == '.') {
-        return None;
-    }
-    // clap names `-2` of `-2h`, as if it were short flags: the whole word is what was typed.
-    let at = args.iter().position(|a| a.starts_with(arg.as_str()))?;
-    let arg = &args[at];
-    let option = args.get(at.checked_sub(1)?)?.strip_prefix("--")?;
-    fn takes_value(cmd: &clap::Command, long: &str) -> bool {
-        cmd.get_arguments()
-            .any(|a| a.get_long() == Some(long) && a.get_action().takes_values())
-            || cmd.get_subcommands().any(|c| takes_value(c, long))
-    }
-    takes_value(&Cli::command(), option).then(|| {
-        format!("error: --{option} {arg}: a negative value is not allowed here; give 0 or more\n")
+    let cmd = Cli::command();
+    // clap names `-2` of `-2h`, as if it were short flags: the whole word is what was typed,
+    // and it is the first such word after an option that would refuse it.
+    let (option, arg) = args.windows(2).find_map(|w| {
+        let long = w[0].strip_prefix("--")?;
+        let a = find_arg(&cmd, long)?;
+        let refuses = a.get_action().takes_values()
+            && !a.is_allow_negative_numbers_set()
+            && !a.is_allow_hyphen_values_set();
+        (refuses && w[1].starts_with(fragment.as_str())).then_some((a, &w[1]))
+    })?;
+    let long = option.get_long()?;
+    // A duration (`--since`) is text to clap, but no duration is negative.
+    let duration = option
+        .get_value_names()
+        .is_some_and(|n| n.iter().any(|n| n.as_str().contains("DURATION")));
+    let text = !duration
+        && option.get_value_parser().type_id() == clap::builder::ValueParser::string().type_id();
+    Some(if text {
+        format!(
+            "error: --{long} {arg}: a value that starts with '-' is read as an option; write --{long}={arg}\n"
+        )
+    } else {
+        format!(
+            "error: --{long} {arg}: a negative value is not allowed here; give a positive number\n"
+        )
     })
+}
+
+/// The option `--long` of `cmd` or of any of its subcommands.
+fn find_arg<'c>(cmd: &'c clap::Command, long: &str) -> Option<&'c clap::Arg> {
+    cmd.get_arguments()
+        .find(|a| a.get_long() == Some(long))
+        .or_else(|| cmd.get_subcommands().find_map(|c| find_arg(c, long)))
 }
 
 /// Variables the console reads, or sets for a command it runs (`watch --exec`), besides its

@@ -177,6 +177,7 @@ fn name_in_passwd(passwd: &str, uid: u32) -> Option<String> {
 /// the default Redis, database or prefix unawares, as with a misspelt variable.
 pub fn empty_variable_warnings(
     config: &Config,
+    uses_redis: bool,
     var: impl Fn(&str) -> Option<String>,
 ) -> Vec<String> {
     let empty = |name: &str| var(name).is_some_and(|v| v.trim().is_empty());
@@ -184,7 +185,7 @@ pub fn empty_variable_warnings(
         format!("{name} is set but empty, which counts as unset: the console uses {what}")
     };
     let mut out = Vec::new();
-    if config.redis_is_default {
+    if uses_redis && config.redis_is_default {
         for name in [
             "SECKILL_REDIS_URL",
             "SECKILL_REDIS_CLUSTER",
@@ -201,7 +202,7 @@ pub fn empty_variable_warnings(
             format!("the embedded SQLite file {}", default_db_path().display()),
         ));
     }
-    if config.prefix_is_default && empty("SECKILL_PREFIX") {
+    if uses_redis && config.prefix_is_default && empty("SECKILL_PREFIX") {
         out.push(said(
             "SECKILL_PREFIX",
             format!(
@@ -394,6 +395,7 @@ mod tests {
         let defaults = resolve(&[Layer::default()]).expect("defaults");
         let said = empty_variable_warnings(
             &defaults,
+            true,
             env(&[
                 ("SECKILL_REDIS_URL", ""),
                 ("SECKILL_PREFIX", " "),
@@ -422,6 +424,7 @@ mod tests {
         assert!(
             empty_variable_warnings(
                 &given,
+                true,
                 env(&[
                     ("SECKILL_REDIS_URL", ""),
                     ("SECKILL_PREFIX", ""),
@@ -432,10 +435,14 @@ mod tests {
         );
         // A variable with a value, or none at all: nothing either.
         assert!(
-            empty_variable_warnings(&defaults, env(&[("SECKILL_REDIS_URL", "redis://x:1")]))
-                .is_empty()
+            empty_variable_warnings(
+                &defaults,
+                true,
+                env(&[("SECKILL_REDIS_URL", "redis://x:1")])
+            )
+            .is_empty()
         );
-        assert!(empty_variable_warnings(&defaults, env(&[])).is_empty());
+        assert!(empty_variable_warnings(&defaults, true, env(&[])).is_empty());
     }
 
     #[test]

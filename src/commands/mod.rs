@@ -120,7 +120,22 @@ pub async fn run(cli: Cli) -> i32 {
         Err(e) => return report_error(&e, cli.global.json),
     };
     if !matches!(cli.command, Some(Command::Demo(_))) {
-        for warning in config::empty_variable_warnings(&config, |name| std::env::var(name).ok()) {
+        // The commands that never open Redis say nothing of its settings (a cron job's
+        // `audit` would warn on every run).
+        let uses_redis = !matches!(
+            cli.command,
+            Some(
+                Command::Migrate
+                    | Command::Audit(_)
+                    | Command::Activity(
+                        crate::cli::ActivityCommand::List
+                            | crate::cli::ActivityCommand::Show { .. }
+                    )
+            )
+        );
+        for warning in
+            config::empty_variable_warnings(&config, uses_redis, |name| std::env::var(name).ok())
+        {
             tracing::warn!("{warning}");
         }
     }

@@ -147,7 +147,7 @@ pub async fn run_cleanup(ctx: &Ctx, activity: &str, force: bool) -> Result<Outco
     drop(progress);
     db.close().await;
     let mut text = format!(
-        "cleanup {}: deleted {} of {} keys matching {}\n",
+        "cleanup {}: deleted {} of the activity's {} keys ({})\n",
         report.activity, report.keys_deleted, report.keys_found, report.pattern
     );
     if report.keys_left > 0 {

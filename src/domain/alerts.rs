@@ -263,9 +263,19 @@ fn state_alert(p: &ProductStatus) -> Option<(AlertKind, Severity, String)> {
                 .initial
                 .saturating_sub(p.db_sold)
                 .saturating_sub(p.in_flight);
-            let then = match p.redis_remaining {
-                Some(v) if v > owed => format!("fix sets the stock to {owed} so nothing more sells"),
-                _ => "nothing more sells while its stock is at or below 0: cancel orders in the shop (their returns pay it back) or top it up".to_string(),
+            // Whether `fix` has anything to write, as its plan decides: a stock missing,
+            // unreadable or off its counters, a lost piece, orphans or unledgered sales.
+            let fix_writes = p.redis_remaining.is_none_or(|v| v > owed)
+                || p.offset.is_some_and(|o| o != 0)
+                || p.orphaned > 0
+                || p.unledgered > 0
+                || !p.lost.is_empty();
+            let then = if fix_writes {
+                format!(
+                    "fix rewrites it from the database, which leaves its stock at {owed} so nothing more sells"
+                )
+            } else {
+                "nothing more sells while its stock is at or below 0: cancel orders in the shop (their returns pay it back) or top it up".to_string()
             };
             (
                 AlertKind::Oversold,

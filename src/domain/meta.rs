@@ -22,8 +22,9 @@ pub struct Meta {
     pub pause_unreadable: bool,
     pub deducted: Option<i64>,
     pub returned: Option<i64>,
-    /// `deducted` or `returned` is there but not an integer: the counters cannot say what is
-    /// held (another unreadable field, a `limit` of `1.5`, leaves them exact).
+    /// `deducted` or `returned` is there but not an integer, or they hold what no script
+    /// writes (more returned than deducted, a count below zero): the counters cannot say what
+    /// is held (another unreadable field, a `limit` of `1.5`, leaves them exact).
     pub counters_unreadable: bool,
     /// Console rewrites so far, as read (an integer, 0 when absent or unreadable).
     pub rev: i64,
@@ -134,8 +135,13 @@ impl Meta {
         let limit = script_field(1, "limit", "every deduction fails");
         let deducted = script_field(3, "deducted", "every deduction fails");
         let returned = script_field(4, "returned", "every return of stock fails");
-        let counters_unreadable =
-            (get(3).is_some() && deducted.is_none()) || (get(4).is_some() && returned.is_none());
+        // Counters no script writes (more returned than deducted, or below zero) are no
+        // better than unreadable: taken at their word they would release held units.
+        let counters_unreadable = (get(3).is_some() && deducted.is_none())
+            || (get(4).is_some() && returned.is_none())
+            || deducted.is_some_and(|d| d < 0)
+            || returned.is_some_and(|r| r < 0)
+            || matches!((deducted, returned), (Some(d), Some(r)) if r > d);
         let unexplained = script_field(10, "unexplained", "every recording of a sale fails");
         if limit.is_some_and(|l| l < 1) && corrupt.is_none() {
             corrupt = Some("meta field limit is below 1: every deduction fails".into());
@@ -287,6 +293,31 @@ impl Piece {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn counters_no_script_writes_are_unreadable() {
+        let meta = |deducted: &str, returned: Option<&str>| {
+            let mut f: Vec<Option<Vec<u8>>> = vec![None; META_FIELDS.len()];
+            f[1] = Some(b"1.5".to_vec());
+            f[3] = Some(deducted.as_bytes().to_vec());
+            f[4] = returned.map(|r| r.as_bytes().to_vec());
+            Meta::from_fields(&f)
+        };
+        // Another field corrupt: the counters still say what is held.
+        let m = meta("33", Some("14"));
+        assert!(m.corrupt.is_some() && !m.counters_unreadable);
+        assert_eq!(m.active_units(), Some(19));
+        assert!(!meta("33", None).counters_unreadable);
+        for (d, r) in [
+            ("33", Some("x")),
+            ("x", Some("1")),
+            ("3", Some("5")),
+            ("3", Some("-1")),
+            ("-1", None),
+        ] {
+            assert!(meta(d, r).counters_unreadable, "{d} {r:?}");
+        }
+    }
 
     #[test]
     fn markers_read_what_the_scripts_write() {

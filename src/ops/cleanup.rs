@@ -1,6 +1,6 @@
 //! Cleanup after an activity: delete its keys, and no one else's. Keys are found with SCAN on
 //! every primary and deleted in pipelined batches; a key is only deleted when it is one the
-//! console makes for a product of this activity under the configured prefix (see [`is_ours`]).
+//! console makes for a product of this activity under the configured prefix (see `is_ours`).
 
 use super::progress::Progress;
 use crate::db::Db;

@@ -131,7 +131,7 @@ struct Page<'a> {
 /// What Redis holds for one entry's request.
 enum Record {
     Entry(LedgerEntry),
-    /// The ledger is whole and has no entry of the request: nothing is held for it.
+    /// The ledger is whole and has no entry of the request: no unit is recorded for it.
     Absent,
     /// The ledger itself is gone (evicted, a restart): its absence proves nothing.
     LedgerLost,
@@ -391,7 +391,7 @@ fn closing(verdict: Verdict, restored: Option<&Restored>) -> Option<(&'static st
         ),
         Verdict::NotApplied => (
             NOT_APPLIED,
-            "the ledger has no record of this request: nothing is held for it (never deducted, or a rebuild found no order of it)".to_string(),
+            "the ledger has no record of this request: no unit is recorded for it".to_string(),
         ),
         Verdict::InFlight => return None,
         Verdict::Return => match restored? {

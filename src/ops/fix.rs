@@ -108,7 +108,7 @@ impl FixProduct {
                 Some(why) => format!("rebuild ({why})"),
                 None => "rebuild".to_string(),
             }),
-            "topup" => parts.push("a top-up left half done".to_string()),
+            "topup" => parts.push("the half-done top-up finished or undone".to_string()),
             _ => {}
         }
         if self.lost.contains(&Piece::Pause) {
@@ -592,10 +592,9 @@ fn other_steps(before: Option<i64>, d: &Repaired) -> String {
     if d.recorded_units > 0 {
         steps.push(format!("{} unit(s) of sales recorded", d.recorded_units));
     }
-    if steps.is_empty() {
-        steps.push("a deduction or return between the fix's steps".into());
-    }
-    format!("; {moved:+} more by {}", steps.join(" and "))
+    // Buyers deduct while the fix runs: what moved is theirs too, whatever the steps did.
+    steps.push("any sale or return meanwhile".into());
+    format!("; {moved:+} more by {}", steps.join(", "))
 }
 
 #[cfg(test)]
@@ -651,7 +650,7 @@ mod tests {
         };
         assert_eq!(
             other_steps(Some(13), &d),
-            "; -33 more by 33 unit(s) of sales recorded"
+            "; -33 more by 33 unit(s) of sales recorded, any sale or return meanwhile"
         );
         let both = Repaired {
             stock_after: Some(5),
@@ -662,7 +661,7 @@ mod tests {
         };
         assert_eq!(
             other_steps(Some(4), &both),
-            "; +3 more by 4 orphaned unit(s) returned and 1 unit(s) of sales recorded"
+            "; +3 more by 4 orphaned unit(s) returned, 1 unit(s) of sales recorded, any sale or return meanwhile"
         );
         // The rebase alone moved it, or nothing is known: nothing to add.
         let alone = Repaired {

@@ -80,7 +80,7 @@ pub struct PreheatReport {
     pub accepted: Vec<String>,
     pub conflicts: Vec<Conflict>,
     /// What the operator must know that does not stop the gate: products the database says
-    /// are oversold (their stock is written below zero, so nothing more sells).
+    /// are oversold (their stock belongs below zero, so nothing more sells).
     pub warnings: Vec<String>,
     pub written: usize,
     pub unchanged: usize,
@@ -294,7 +294,7 @@ fn planned(snap: &Snapshot, force: bool) -> (PreheatReport, Vec<Action>) {
     if !oversold.is_empty() {
         let shown: Vec<&str> = oversold.iter().take(10).map(String::as_str).collect();
         report.warnings.push(format!(
-            "{} product(s) oversold in the database: {}{}; their stock is written below zero, so nothing more sells until returns pay it back (see `seckill-console reconcile {}`)",
+            "{} product(s) oversold in the database: {}{}; their stock belongs below zero (the initial stock less what is held), so nothing more sells until returns pay it back (see `seckill-console reconcile {}`)",
             oversold.len(),
             shown.join(", "),
             if oversold.len() > shown.len() { ", ..." } else { "" },

@@ -35,8 +35,8 @@ pub struct Totals {
     pub orphaned: i64,
     pub expected_remaining: i64,
     pub not_ok: usize,
-    /// Products whose Redis stock is not in `redis_remaining` (missing or not an integer):
-    /// the total is of the others only.
+    /// Products whose Redis stock is not in `redis_remaining` (missing, not an integer, or
+    /// behind a corrupt meta hash): the total is of the others only.
     pub redis_unreadable: usize,
 }
 

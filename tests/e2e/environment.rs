@@ -314,37 +314,38 @@ fn a_misspelt_variable_is_named_with_what_was_meant() {
 }
 
 /// An empty variable counts as unset (compose files write `VAR: ${X:-}`), but where nothing else
-/// names the setting the console would then run on the default Redis (where a write would land),
-/// database or prefix: each is named on stderr with the default it falls to.
+/// names the setting the console would then run on the default database (or Redis, where a
+/// write would land): it is named on stderr with the default it falls to. A command that never
+/// opens Redis says nothing of its settings.
 #[test]
 fn an_empty_variable_that_leaves_a_default_is_named() {
-    let db = TestDb::sqlite();
-    let empty = [("SECKILL_REDIS_URL", ""), ("SECKILL_PREFIX", "")];
-    let r = console_env(&["--db", db.url.as_str(), "activity", "list"], &empty);
+    let home = tempfile::tempdir().expect("tmp");
+    let home = home.path().to_str().expect("utf8");
+    let env = [
+        ("HOME", home),
+        ("XDG_DATA_HOME", home),
+        ("SECKILL_DATABASE_URL", ""),
+        ("SECKILL_REDIS_URL", ""),
+        ("SECKILL_PREFIX", ""),
+    ];
+    let r = console_env(&["activity", "list"], &env);
     r.expect_code(0);
     assert!(
         r.stderr.contains(
-            "SECKILL_REDIS_URL is set but empty, which counts as unset: the console uses the default Redis redis://127.0.0.1:6379"
-        ) && r
-            .stderr
-            .contains("SECKILL_PREFIX is set but empty, which counts as unset: the console uses the default key prefix seckill"),
+            "SECKILL_DATABASE_URL is set but empty, which counts as unset: the console uses the embedded SQLite file"
+        ) && r.stderr.contains(home),
+        "{}",
+        r.stderr
+    );
+    // `activity list` never opens Redis: nothing said of it.
+    assert!(
+        !r.stderr.contains("SECKILL_REDIS_URL") && !r.stderr.contains("SECKILL_PREFIX"),
         "{}",
         r.stderr
     );
     // Named by a flag: not the default, nothing to say.
-    let given = console_env(
-        &[
-            "--db",
-            db.url.as_str(),
-            "--redis",
-            "redis://127.0.0.1:1",
-            "--prefix",
-            "shop",
-            "activity",
-            "list",
-        ],
-        &empty,
-    );
+    let db = TestDb::sqlite();
+    let given = console_env(&["--db", db.url.as_str(), "activity", "list"], &env);
     given.expect_code(0);
     assert!(
         !given.stderr.contains("is set but empty"),

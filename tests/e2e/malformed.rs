@@ -409,6 +409,25 @@ fn malformed_input_to_every_command_is_a_clear_error() {
             "--since -2h: a negative value is not allowed",
         ),
         (
+            vec!["pause", "a", "--product", "-1", "--yes"],
+            "--product -1: a value that starts with '-' is read as an option; write --product=-1",
+        ),
+        (
+            vec![
+                "load",
+                "a",
+                "--buyers",
+                "1",
+                "--concurrency",
+                "1",
+                "--clock-skew-ms",
+                "-100",
+                "--seed",
+                "-1",
+            ],
+            "--seed -1: a negative value",
+        ),
+        (
             vec!["watch", "a", "--count", "0"],
             "--count 0 would poll nothing",
         ),

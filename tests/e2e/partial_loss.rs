@@ -551,7 +551,7 @@ async fn a_fix_names_the_oversold_product_it_cannot_change() {
         // The stock reads 0, above the -2 the books owe: the fix has something to write.
         let before = oversold_alert(&c.status(a));
         assert!(
-            before.ends_with("fix sets the stock to -2 so nothing more sells"),
+            before.ends_with("fix rewrites it from the database, which leaves its stock at -2 so nothing more sells"),
             "{before}"
         );
         let fixed = c.json(&["fix", a, "--yes"]);
@@ -562,7 +562,7 @@ async fn a_fix_names_the_oversold_product_it_cannot_change() {
         let after = oversold_alert(&st);
         assert!(
             after.contains("nothing more sells while its stock is at or below 0")
-                && !after.contains("fix sets"),
+                && !after.contains("fix rewrites"),
             "{after}"
         );
         let again = c.json(&["fix", a, "--yes"]);

@@ -97,11 +97,8 @@ fn the_sales_peak_outlives_the_sparkline_window() {
     assert!(s.contains(&format!("peak {peak:.1}")), "{s}");
 }
 
-/// A no-go before anything was written says what it had planned (not "0 written, 0
-/// unchanged" over a table of unchanged rows), how old it is, what moved since; and `P` lists
-/// the keys the last gate found it would rewrite.
-#[test]
-fn the_preheat_view_says_what_was_planned_how_old_and_what_p_rewrites() {
+/// The Preheat view with a gate confirmed and running: the app and the run's sequence number.
+fn preheat_asked() -> (crate::tui::App, u64) {
     let mut a = app(false);
     a.update(key('6'));
     a.update(key('p'));
@@ -109,6 +106,15 @@ fn the_preheat_view_says_what_was_planned_how_old_and_what_p_rewrites() {
         [Command::RunPreheat { seq, .. }] => *seq,
         other => panic!("{other:?}"),
     };
+    (a, seq)
+}
+
+/// A no-go before anything was written says what it had planned (not "0 written, 0
+/// unchanged" over a table of unchanged rows), how old it is, what moved since; and `P` lists
+/// the keys the last gate found it would rewrite.
+#[test]
+fn the_preheat_view_says_what_was_planned_how_old_and_what_p_rewrites() {
+    let (mut a, seq) = preheat_asked();
     let mut r = super::fixtures::preheat_report(false);
     r.written = 0;
     r.unchanged = 0;
@@ -134,4 +140,23 @@ fn the_preheat_view_says_what_was_planned_how_old_and_what_p_rewrites() {
         "{:?}",
         c.lines
     );
+}
+
+/// A preheat warning naming oversold products wraps over as many rows as it needs: its tail
+/// (what to run) was cut off at the bottom of the box.
+#[test]
+fn a_long_preheat_warning_is_shown_whole() {
+    let (mut a, seq) = preheat_asked();
+    let mut r = super::fixtures::preheat_report(true);
+    r.warnings = vec![format!(
+        "10 product(s) oversold in the database: {}; their stock belongs below zero, so nothing more sells until returns pay it back (see `seckill-console reconcile spring-sale`)",
+        (0..10)
+            .map(|i| format!("product-{i} (12 held of 10)"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    )];
+    a.update(Action::PreheatDone { seq, result: Ok(r) });
+    let s = super::fixtures::screen(&a, 80, 40);
+    assert!(s.contains("! 10 product(s) oversold"), "{s}");
+    assert!(s.contains("reconcile spring-sale`)"), "{s}");
 }

@@ -92,7 +92,16 @@ pub fn render(frame: &mut Frame, area: Rect, app: &App) {
         (Some(_), _) => 4,
         // The banner, the summary, its age and what moved since, the reasons, the border.
         (None, Some(Ok(r))) => {
-            5 + r.reasons.len().min(REASONS_SHOWN + 1) as u16 + r.warnings.len() as u16
+            // A warning names up to ten products: the rows it wraps to, not one (its tail was
+            // cut off at the bottom of the box).
+            let inner = usize::from(area.width.saturating_sub(2)).max(1);
+            let warned: usize = r
+                .warnings
+                .iter()
+                .map(|w| (w.chars().count() + 3).div_ceil(inner))
+                .sum();
+            (5 + r.reasons.len().min(REASONS_SHOWN + 1) as u16)
+                .saturating_add(u16::try_from(warned).unwrap_or(u16::MAX))
         }
         _ => 4,
     };
