@@ -259,10 +259,7 @@ fn state_alert(p: &ProductStatus) -> Option<(AlertKind, Severity, String)> {
         State::Oversold => {
             // What the stock should hold: below zero by the units sold twice. A fix writes it
             // only where Redis holds more (it cannot undo a sale).
-            let owed = p
-                .initial
-                .saturating_sub(p.db_sold)
-                .saturating_sub(p.in_flight);
+            let owed = super::stock::owed(p.initial, p.db_sold, p.in_flight);
             // Whether `fix` has anything to write, as its plan decides: a stock missing,
             // unreadable or off its counters, a lost piece, orphans or unledgered sales.
             let fix_writes = p.redis_remaining.is_none_or(|v| v > owed)

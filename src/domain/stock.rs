@@ -185,7 +185,19 @@ pub struct Truth {
     pub expected_remaining: i64,
 }
 
+/// The stock the books owe: the initial stock less what live orders and deductions in flight
+/// hold, below zero for an oversold product (where `expected_remaining` stops at zero). What a
+/// rebuild writes, the preheat gate compares with, and the oversold alert names.
+pub fn owed(initial: i64, db_sold: i64, in_flight: i64) -> i64 {
+    initial.saturating_sub(db_sold).saturating_sub(in_flight)
+}
+
 impl Truth {
+    /// [`owed`] of this truth.
+    pub fn owed(&self) -> i64 {
+        owed(self.initial, self.db_sold, self.in_flight)
+    }
+
     /// `expected_remaining = initial - db_sold - in_flight`, never below 0.
     pub fn new(initial: i64, db_sold: i64, in_flight: i64, orphaned: i64) -> Self {
         Truth {

@@ -117,6 +117,32 @@ impl FixProduct {
         parts.join("; ")
     }
 
+    /// A row of a `heal` plan with nothing else to it, for tests to shape.
+    #[cfg(test)]
+    pub(crate) fn example(product: &str, state: State, before: Option<&str>, after: i64) -> Self {
+        FixProduct {
+            product: product.into(),
+            state,
+            drift: None,
+            before: before.map(Into::into),
+            after,
+            applied: false,
+            plan: "heal",
+            rebuild: None,
+            lost: Vec::new(),
+            offset: None,
+            orphans_returned: 0,
+            orphans: Vec::new(),
+            sales_recorded: 0,
+            held_back: 0,
+            released: 0,
+            attempts: 0,
+            conflict: false,
+            node: None,
+            error: None,
+        }
+    }
+
     fn seen(&self) -> Seen {
         Seen {
             state: self.state,
@@ -604,25 +630,11 @@ mod tests {
     #[test]
     fn a_fix_row_names_a_rebuild_and_a_pause_written_back() {
         let row = |plan: &'static str, rebuild: Option<&str>, lost: Vec<Piece>| FixProduct {
-            product: "p1".into(),
-            state: State::Missing,
-            drift: Some(0),
-            before: Some("32".into()),
-            after: 32,
-            applied: false,
             plan,
             rebuild: rebuild.map(Into::into),
             lost,
             offset: Some(0),
-            orphans_returned: 0,
-            orphans: Vec::new(),
-            sales_recorded: 0,
-            held_back: 0,
-            released: 0,
-            attempts: 0,
-            conflict: false,
-            node: None,
-            error: None,
+            ..FixProduct::example("p1", State::Missing, Some("32"), 32)
         };
         assert_eq!(
             row(

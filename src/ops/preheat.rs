@@ -228,6 +228,7 @@ fn planned(snap: &Snapshot, force: bool) -> (PreheatReport, Vec<Action>) {
         .products
         .iter()
         .map(|v| {
+            let owed = repair::planned_after(v);
             let found = Found {
                 stock: &v.cut.stock,
                 meta: &v.cut.meta,
@@ -235,11 +236,8 @@ fn planned(snap: &Snapshot, force: bool) -> (PreheatReport, Vec<Action>) {
                 offset: v.offset(),
                 // An oversold product's keys hold its stock below zero: that is the truth
                 // the gate wrote, not a drift from it.
-                drift: if stock_to_write(&v.truth) < 0 {
-                    v.cut
-                        .stock
-                        .value()
-                        .map(|s| s.saturating_sub(stock_to_write(&v.truth)))
+                drift: if owed < 0 {
+                    v.cut.stock.value().map(|s| s.saturating_sub(owed))
                 } else {
                     v.status.drift
                 },
@@ -252,7 +250,10 @@ fn planned(snap: &Snapshot, force: bool) -> (PreheatReport, Vec<Action>) {
         .collect();
     let mut oversold = Vec::new();
     for (v, action) in snap.products.iter().zip(&actions) {
-        let target = stock_to_write(&v.truth);
+        // What the gate writes: below zero for an oversold product, as the rebuild writes it
+        // (`expected_remaining` stops at zero: compared with it, the gate's own write of -20
+        // was a conflict at every rerun).
+        let target = repair::planned_after(v);
         if target < 0 {
             oversold.push(format!(
                 "{} ({} held of {})",
@@ -302,16 +303,6 @@ fn planned(snap: &Snapshot, force: bool) -> (PreheatReport, Vec<Action>) {
         ));
     }
     (report, actions)
-}
-
-/// The stock the gate writes: the units the database leaves (`initial - sold - in flight`),
-/// below zero for an oversold product, as the rebuild writes it. `expected_remaining` stops at
-/// zero, so a gate that compared with it found its own write of -20 a conflict at every rerun.
-fn stock_to_write(truth: &crate::domain::stock::Truth) -> i64 {
-    truth
-        .initial
-        .saturating_sub(truth.db_sold)
-        .saturating_sub(truth.in_flight)
 }
 
 /// Loads the scripts on every node and checks them: a node that cannot run the deduction is

@@ -153,10 +153,7 @@ pub fn meta_differs(p: &Product, m: &Meta) -> bool {
 /// repair writes it (the counters it corrects by move with the buyers, so a live sale shows a
 /// different figure by the time it lands, by exactly what they bought).
 pub fn planned_after(v: &ProductView) -> i64 {
-    v.truth
-        .initial
-        .saturating_sub(v.truth.db_sold)
-        .saturating_sub(v.truth.in_flight)
+    v.truth.owed()
 }
 
 pub use crate::domain::meta::pause_fields;

@@ -39,27 +39,7 @@ fn stock_ids(app: &App) -> Vec<String> {
 
 /// A preview of an activity-wide fix, as `ops::fix` returns it.
 pub fn preview_report() -> FixReport {
-    let p = |name: &str, state, before: Option<&str>, after| FixProduct {
-        product: name.into(),
-        state,
-        drift: None,
-        before: before.map(Into::into),
-        after,
-        applied: false,
-        plan: "heal",
-        rebuild: None,
-        lost: Vec::new(),
-        offset: None,
-        orphans_returned: 0,
-        orphans: Vec::new(),
-        sales_recorded: 0,
-        held_back: 0,
-        released: 0,
-        attempts: 0,
-        conflict: false,
-        node: None,
-        error: None,
-    };
+    let p = FixProduct::example;
     FixReport {
         activity: "spring-sale".into(),
         preview: true,
