@@ -10,21 +10,28 @@
 --                                  first, one field: its kind (d deducted, r returned, b booked
 --                                  by the console, a adjusted by the console) = "<units>|<request
 --                                  id>" (for a: "<change>|")
--- ARGV[1] request id (non-empty), ARGV[2] user id (non-empty), ARGV[3] quantity (1..10^9)
+-- ARGV[1] request id, ARGV[2] user id (each 1 to 128 bytes: the order table's columns),
+-- ARGV[3] quantity (1..10^9)
 --
 -- Returns the remaining stock (>= 0) on success, or
 --   -1 not preheated, or lost: the stock key, the meta hash's limit, or the buyers, ledger or
 --      events key is missing (nothing written)       -2 not enough stock (sold out)
 --   -3 the user's per-user limit would be exceeded  -4 bad arguments
 --   -5 product paused (a sold-out product answers -2, paused or not)
--- A retry of a request id that already succeeded changes nothing and returns its first result.
+--   -7 this request id's deduction was returned (its order ended, or the console gave its
+--      units back): it sells nothing again; a new purchase needs a new request id
+--   -8 outside the sale window the meta hash carries (`opens` <= Redis time < `closes`, ms)
+-- A retry of a request id that already succeeded changes nothing and returns its first result,
+-- whatever the stock, the pause or the window say now. Checks, in this order: arguments (-4),
+-- this request's earlier result (its stock figure, or -7), the stock (-1, -2), the pause (-5),
+-- the other pieces (-1), the window (-8), the holding (-3).
 -- Every check happens before the first write, because Redis does not roll back a script that
 -- fails half way: a corrupt value is an error reply with nothing written.
 
 -- One global lookup instead of one per call (this runs hundreds of thousands of times a second).
 local call = redis.call
 local rid, uid, q = ARGV[1], ARGV[2], ARGV[3]
-if rid == nil or rid == '' or uid == nil or uid == '' or q == nil then
+if rid == nil or rid == '' or uid == nil or uid == '' or q == nil or #rid > 128 or #uid > 128 then
   return -4
 end
 if #q > 10 or not string.find(q, '^[1-9]%d*$') then
@@ -56,17 +63,22 @@ local function shown(v)
   return "'" .. (string.gsub(string.sub(tostring(v), 1, 32), '[^%w%-%+%.%s_]', '?')) .. "'"
 end
 
--- The first result of this request id, if it already succeeded (nil otherwise). Looked up
--- only where the answer could differ from a fresh attempt, which keeps the sold-out path, by
--- far the most common in a flash sale, at two reads.
+-- The answer to this request id if it was deducted before (nil otherwise): its first result,
+-- or -7 once its units went back (a retry must never sell what was returned: the shop would
+-- write an order for units already on sale again). Looked up only where the answer could
+-- differ from a fresh attempt, which keeps the sold-out path, by far the most common in a
+-- flash sale, at two reads.
 local function first_result()
   local prev = call('HGET', KEYS[4], rid)
   if not prev then
     return nil
   end
-  local units, first = string.match(prev, '^[dr][^|]*|([^|]*)|[%d%-]+|([^|]*)|')
+  local state, units, first = string.match(prev, '^([dr])[^|]*|([^|]*)|[%d%-]+|([^|]*)|')
   units, first = int_or_nil(units), int_or_nil(first)
   if units and units >= 1 and first then
+    if state == 'r' then
+      return -7
+    end
     return first
   end
   return redis.error_reply('ERR seckill: ledger entry of request ' .. rid .. ' in ' .. KEYS[4] .. ' is ' .. shown(prev) .. ', not a ledger record')
@@ -101,7 +113,7 @@ if again then
   return again
 end
 
-local meta = call('HMGET', KEYS[2], 'paused', 'limit', 'deducted')
+local meta = call('HMGET', KEYS[2], 'paused', 'limit', 'deducted', 'opens', 'closes')
 if meta[1] == '1' then
   return -5
 end
@@ -122,6 +134,22 @@ if limit == nil or limit < 1 then
 end
 if meta[3] and int_or_nil(meta[3]) == nil then
   return redis.error_reply('ERR seckill: deducted in ' .. KEYS[2] .. ' is ' .. shown(meta[3]) .. ', not an integer')
+end
+-- The sale window, when the meta hash carries it (preheat writes the activity's): Redis's own
+-- clock decides, the one clock every app server shares.
+if meta[4] or meta[5] then
+  local opens, closes = int_or_nil(meta[4] or '0'), int_or_nil(meta[5] or '0')
+  if opens == nil then
+    return redis.error_reply('ERR seckill: opens in ' .. KEYS[2] .. ' is ' .. shown(meta[4]) .. ', not an integer')
+  end
+  if closes == nil then
+    return redis.error_reply('ERR seckill: closes in ' .. KEYS[2] .. ' is ' .. shown(meta[5]) .. ', not an integer')
+  end
+  local t = call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if now < opens or (meta[5] and now >= closes) then
+    return -8
+  end
 end
 
 local held = 0

@@ -3,18 +3,19 @@
 -- deduction took.
 --
 -- KEYS: the same five keys as deduct.lua (stock, meta, buyers, ledger, events) of one {A:P}.
--- ARGV[1] request id of the deduction to return.
+-- ARGV[1] request id of the deduction to return (1 to 128 bytes, as deduct.lua takes it).
 --
 -- Returns the units returned by this call (> 0), or
 --    0 already returned earlier (nothing changes)
 --   -1 stock key missing (an INCRBY would invent a tiny stock), or another piece of the
---      product is (the meta hash's limit, the buyers or events key): nothing is written;
---      preheat or fix rebuilds it from database truth first
+--      product is (the meta hash's limit, the buyers, ledger or events key): nothing is
+--      written; preheat or fix rebuilds it from database truth first. A lost ledger says
+--      nothing of the request, so it is -1 here as in deduct.lua, never -6
 --   -4 bad arguments
---   -6 the request id is not in the ledger (nothing was deducted for it)
+--   -6 the request id is not in the ledger, which is there (nothing was deducted for it)
 
 local rid = ARGV[1]
-if rid == nil or rid == '' then
+if rid == nil or rid == '' or #rid > 128 then
   return -4
 end
 
@@ -41,6 +42,9 @@ end
 
 local entry = redis.call('HGET', KEYS[4], rid)
 if not entry then
+  if redis.call('EXISTS', KEYS[4]) == 0 then
+    return -1
+  end
   return -6
 end
 local state, qty, at, first, uid = string.match(entry, '^([dr])[^|]*|(%d+)|([%d%-]+)|(%d+)|(.*)$')

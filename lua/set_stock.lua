@@ -83,7 +83,7 @@ if expire ~= '' then
 end
 
 -- The meta fields given: those the scripts read must be what they accept.
-local lowest = { initial = 0, limit = 1, pause_gen = 0, deducted = 0, returned = 0,
+local lowest = { initial = 0, limit = 1, pause_gen = 0, deducted = 0, returned = 0, opens = 0, closes = 0,
   unexplained = 0, unexplained_since = 0, epoch = 0, fixed_at = 0, expire_at = 1 }
 local given = {}
 for i = 9, #ARGV, 2 do

@@ -526,6 +526,17 @@ pub enum Command {
         #[arg(long)]
         fail_on_drift: bool,
     },
+    /// Check a sale against the app servers' contract (docs/app-servers.md): every rule
+    /// Redis and the database can show, each one broken named with counts and examples (exit 4);
+    /// for after a staging sale: it reads every ledger entry, order and outbox message
+    Conform {
+        /// Activity id
+        activity: String,
+        /// How far the database's clock and Redis's may lie apart, in ms (the window and the
+        /// order of a death and its return are judged with this slack)
+        #[arg(long, value_name = "MS", default_value_t = 1000)]
+        clock_slack_ms: u32,
+    },
     /// Rewrite Redis from database truth (compare-and-set), return orphaned deductions
     Fix {
         /// Activity id

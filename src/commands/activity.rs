@@ -55,7 +55,10 @@ async fn import(ctx: &Ctx, file: &std::path::Path) -> Result<Outcome> {
     )
     .await?;
     db.close().await;
-    let text = format!(
+    let window = report.window.as_ref().map(|w| window_text(ctx, w));
+    let report_all = report;
+    let report = &report_all.report;
+    let mut text = format!(
         "activity {} {}: {} products created, {} updated, {} unchanged{}\n",
         report.activity,
         if report.activity_created {
@@ -75,7 +78,34 @@ async fn import(ctx: &Ctx, file: &std::path::Path) -> Result<Outcome> {
             )
         }
     );
-    Outcome::ok(report, text)
+    if let Some(w) = window {
+        text.push_str(&w);
+    }
+    Outcome::ok(report_all, text)
+}
+
+/// What a moved window did in Redis, in the operator's zone.
+fn window_text(ctx: &Ctx, w: &seckill_console::ops::import::WindowMoved) -> String {
+    let at = |ms: i64| {
+        chrono::DateTime::from_timestamp_millis(ms)
+            .map(|t| ctx.config.tz.show(t))
+            .unwrap_or_else(|| ms.to_string())
+    };
+    let mut out = format!(
+        "sale window moved from {} - {} to {} - {}: written to {} preheated product(s) in Redis ({} not preheated)\n",
+        at(w.before.opens_ms),
+        at(w.before.closes_ms),
+        at(w.after.opens_ms),
+        at(w.after.closes_ms),
+        w.written,
+        w.not_preheated
+    );
+    for (p, why) in &w.failed {
+        out.push_str(&format!(
+            "  not written to {p}: {why}; `seckill-console fix` writes it\n"
+        ));
+    }
+    out
 }
 
 /// Redis, opened only when an import cuts a stock (to know whether the product's keys exist).

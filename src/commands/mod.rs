@@ -2,6 +2,7 @@
 //! as one JSON document, with the contract's exit codes.
 
 pub mod activity;
+pub mod conform;
 pub mod control;
 pub mod demo;
 pub mod exporter;
@@ -177,6 +178,10 @@ async fn dispatch(ctx: &Ctx, command: Option<Command>) -> Result<Outcome> {
             preheat::run_cleanup(ctx, &activity, force).await
         }
         Some(Command::Status { activity }) => status::run_status(ctx, &activity).await,
+        Some(Command::Conform {
+            activity,
+            clock_slack_ms,
+        }) => conform::run_conform(ctx, &activity, clock_slack_ms).await,
         Some(Command::Reconcile {
             activity,
             fail_on_drift,

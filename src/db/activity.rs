@@ -63,6 +63,7 @@ fn product_from(row: ProductRow) -> Result<Product> {
             reason: row.5,
             generation: row.6,
         },
+        window: None,
     })
 }
 
@@ -323,7 +324,21 @@ pub async fn products(db: &Db, id: &ActivityId) -> Result<Vec<Product>> {
     // Byte order, whatever the server's collation: the same listing on every backend.
     let mut rows = rows;
     rows.sort_by(|a, b| a.0.cmp(&b.0));
-    rows.into_iter().map(product_from).collect()
+    with_window(db, id, rows).await
+}
+
+/// The products of `rows`, each with its activity's sale window (one read of the activity's
+/// row): every write of a product's meta hash carries it.
+async fn with_window(db: &Db, id: &ActivityId, rows: Vec<ProductRow>) -> Result<Vec<Product>> {
+    let window = get(db, id).await?.map(|a| a.sale_window());
+    rows.into_iter()
+        .map(|r| {
+            product_from(r).map(|mut p| {
+                p.window = window;
+                p
+            })
+        })
+        .collect()
 }
 
 /// Some products of an activity (ids it does not have are simply absent), ordered by id. In
@@ -341,7 +356,7 @@ pub async fn products_by_ids(db: &Db, id: &ActivityId, ids: &[String]) -> Result
         .await
         .map_err(|e| db.error(&e))?;
     rows.sort_by(|a, b| a.0.cmp(&b.0));
-    rows.into_iter().map(product_from).collect()
+    with_window(db, id, rows).await
 }
 
 /// An activity with its product count and total stock.

@@ -4,6 +4,7 @@
 pub mod activity;
 pub mod audit;
 pub mod compensation;
+pub mod conform;
 pub mod cut;
 pub mod guard;
 pub mod migrate;

@@ -73,21 +73,40 @@ pub async fn sold(
     Ok(rows.into_iter().collect())
 }
 
-/// The status of the order of each request id that has one.
+/// The order of a request id: its product and status.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OrderOf {
+    pub product: String,
+    pub status: String,
+}
+
+impl OrderOf {
+    /// True when it is an order of `product` that holds stock: only such an order backs a
+    /// deduction of that product (a request id used on two products has one order, which backs
+    /// the other product's deduction at most).
+    pub fn live_in(&self, product: &str) -> bool {
+        self.product == product && is_live(&self.status)
+    }
+}
+
+/// The order of each request id that has one, with its product.
 pub async fn statuses(
     db: &Db,
     activity: &ActivityId,
     request_ids: &[&str],
-) -> Result<HashMap<String, String>> {
-    let rows: Vec<(String, String)> = db
+) -> Result<HashMap<String, OrderOf>> {
+    let rows: Vec<(String, String, String)> = db
         .fetch_all_in(
-            "SELECT request_id, status FROM seckill_order WHERE activity_id = ? AND request_id IN (...)",
+            "SELECT request_id, product_id, status FROM seckill_order WHERE activity_id = ? AND request_id IN (...)",
             &[activity.as_str().into()],
             request_ids,
         )
         .await
         .map_err(|e| db.error(&e))?;
-    Ok(rows.into_iter().collect())
+    Ok(rows
+        .into_iter()
+        .map(|(rid, product, status)| (rid, OrderOf { product, status }))
+        .collect())
 }
 
 /// Orders written or changed since `since`, per activity of `activities`: how busy each is

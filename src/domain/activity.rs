@@ -87,6 +87,17 @@ impl Activity {
         }
     }
 
+    /// The sale window as `deduct.lua` enforces it (the meta hash's `opens` and `closes`).
+    pub fn sale_window(&self) -> SaleWindow {
+        // Held to what the scripts read as an integer (15 digits, from 1970 to the year
+        // 33658): a window written "from -infinity to infinity" (PostgreSQL) sells always.
+        let ms = |t: DateTime<Utc>| t.timestamp_millis().clamp(0, SaleWindow::LAST_MS);
+        SaleWindow {
+            opens_ms: ms(self.starts_at),
+            closes_ms: ms(self.ends_at),
+        }
+    }
+
     /// The window in seconds (at least 1, so rates never divide by zero).
     pub fn window_secs(&self) -> i64 {
         (self.ends_at - self.starts_at).num_seconds().max(1)
@@ -105,6 +116,25 @@ impl Activity {
     }
 }
 
+/// When a product sells: `opens_ms <= Redis time < closes_ms`, ms since the epoch. Preheat
+/// writes it into the meta hash (`opens`, `closes`) from the activity's window, and
+/// `deduct.lua` answers -8 outside it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct SaleWindow {
+    pub opens_ms: i64,
+    pub closes_ms: i64,
+}
+
+impl SaleWindow {
+    /// The latest instant a script reads (15 digits of ms, about the year 33658).
+    pub const LAST_MS: i64 = 999_999_999_999_999;
+
+    /// True when a deduction at `at_ms` (Redis time) falls outside the window.
+    pub fn excludes(&self, at_ms: i64) -> bool {
+        at_ms < self.opens_ms || at_ms >= self.closes_ms
+    }
+}
+
 /// One product of an activity.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Product {
@@ -114,6 +144,11 @@ pub struct Product {
     pub per_user_limit: i64,
     /// The operator's pause, as the database holds it (Redis holds a copy the deduction reads).
     pub pause: Pause,
+    /// The activity's sale window, which every write of the product's meta hash carries; None
+    /// where the product was not read with its activity (a file, a test): nothing writes or
+    /// compares a window then.
+    #[serde(skip)]
+    pub window: Option<SaleWindow>,
 }
 
 /// A product's pause in the database: the operator's intent, written back to Redis by every
@@ -135,6 +170,7 @@ impl Product {
             initial_stock,
             per_user_limit,
             pause: Pause::default(),
+            window: None,
         }
     }
 }
@@ -153,6 +189,22 @@ pub struct ActivityDef {
 mod tests {
     use super::*;
     use chrono::TimeZone;
+
+    #[test]
+    fn the_sale_window_is_held_to_what_the_scripts_read() {
+        let a = Activity {
+            activity_id: ActivityId::parse("a").expect("valid"),
+            name: String::new(),
+            starts_at: DateTime::<Utc>::MIN_UTC,
+            ends_at: DateTime::<Utc>::MAX_UTC,
+            status: ActivityStatus::Scheduled,
+        };
+        let w = a.sale_window();
+        assert_eq!((w.opens_ms, w.closes_ms), (0, SaleWindow::LAST_MS));
+        assert_eq!(SaleWindow::LAST_MS.to_string().len(), 15);
+        assert!(!w.excludes(Utc::now().timestamp_millis()));
+        assert!(w.excludes(SaleWindow::LAST_MS) && !w.excludes(0));
+    }
 
     #[test]
     fn phase_follows_the_window() {

@@ -45,6 +45,16 @@ pub enum AlertKind {
     RedisUnreachable,
     /// `watch` could not read the database, likewise.
     DbUnreachable,
+    /// A request id deducted on two products (one of the deductions has no order of its own).
+    RequestReused,
+    /// A live order whose quantity, or product, is not its deduction's.
+    OrderMismatch,
+    /// Deductions served outside the sale window.
+    OutsideWindow,
+    /// A live order of a request whose units were returned.
+    OrderAfterReturn,
+    /// Redis enforces another sale window than the activity's (or none).
+    WindowMismatch,
 }
 
 impl AlertKind {
@@ -73,6 +83,11 @@ impl AlertKind {
             AlertKind::MemoryHigh => "memory_high",
             AlertKind::RedisUnreachable => "redis_unreachable",
             AlertKind::DbUnreachable => "db_unreachable",
+            AlertKind::RequestReused => "request_reused",
+            AlertKind::OrderMismatch => "order_mismatch",
+            AlertKind::OutsideWindow => "outside_window",
+            AlertKind::OrderAfterReturn => "order_after_return",
+            AlertKind::WindowMismatch => "window_mismatch",
         }
     }
 }
@@ -157,7 +172,14 @@ fn drift_causes(p: &ProductStatus) -> String {
 /// its stream, a step left half done).
 pub fn product_alerts(products: &[ProductStatus]) -> Vec<Alert> {
     let mut out = Vec::new();
+    let mut windowless: Vec<&str> = Vec::new();
     for p in products {
+        if p.window_differs()
+            && p.redis_window
+                .is_some_and(|w| w.opens.is_none() && w.closes.is_none())
+        {
+            windowless.push(&p.product);
+        }
         let alert = |kind, severity, message: String| Alert {
             kind,
             severity,
@@ -230,6 +252,9 @@ pub fn product_alerts(products: &[ProductStatus]) -> Vec<Alert> {
                 format!("{}: {held}", p.product),
             ));
         }
+        for (kind, severity, message) in fault_alerts(p) {
+            out.push(alert(kind, severity, message));
+        }
         if p.stream_gap {
             out.push(alert(
                 AlertKind::StreamGap,
@@ -241,7 +266,125 @@ pub fn product_alerts(products: &[ProductStatus]) -> Vec<Alert> {
             ));
         }
     }
+    if let Some(first) = windowless.first() {
+        let more = match windowless.len() {
+            1 => String::new(),
+            n => format!(" and {} more", n - 1),
+        };
+        out.push(Alert {
+            kind: AlertKind::WindowMismatch,
+            severity: Severity::Warning,
+            product: None,
+            node: None,
+            message: format!(
+                "{} product(s) carry no sale window in Redis ({first}{more}; preheated by an older console): their deductions are not held to the activity's window until `fix` or `preheat` writes it",
+                windowless.len()
+            ),
+            age_secs: None,
+        });
+    }
     out
+}
+
+/// The alerts of what the shop's app servers did against the contract (docs/app-servers.md):
+/// each names the rule, the requests behind it and what to do.
+fn fault_alerts(p: &ProductStatus) -> Vec<(AlertKind, Severity, String)> {
+    let f = &p.faults;
+    let mut out = Vec::new();
+    if let Some(x) = &f.request_reused {
+        out.push((
+            AlertKind::RequestReused,
+            Severity::Warning,
+            format!(
+                "{}: {} deduction(s) ({} unit(s)) of request ids whose order belongs to another product (request ids are unique across an activity): {}; fix returns them here once past the grace window",
+                p.product,
+                x.count,
+                x.units,
+                examples_shown(x)
+            ),
+        ));
+    }
+    if let Some(x) = &f.order_mismatch {
+        // Orders holding more than their deductions took are units sold that Redis did not
+        // take: oversell risk.
+        let severity = if x.units > 0 {
+            Severity::Critical
+        } else {
+            Severity::Warning
+        };
+        out.push((
+            AlertKind::OrderMismatch,
+            severity,
+            format!(
+                "{}: {} order(s) do not copy their deduction (an order's product, user and quantity are the deduction's): {}; correct or cancel the orders in the shop (fix does not guess which side is right)",
+                p.product,
+                x.count,
+                examples_shown(x)
+            ),
+        ));
+    }
+    if let Some(x) = &f.outside_window {
+        out.push((
+            AlertKind::OutsideWindow,
+            Severity::Warning,
+            format!(
+                "{}: {} deduction(s) ({} unit(s)) served outside the sale window: {}; an app server runs a deduction script that does not check the window, or the product was preheated without one (fix writes it)",
+                p.product,
+                x.count,
+                x.units,
+                x.requests_shown()
+            ),
+        ));
+    }
+    if let Some(x) = &f.order_after_return {
+        out.push((
+            AlertKind::OrderAfterReturn,
+            Severity::Critical,
+            format!(
+                "{}: {} live order(s) ({} unit(s)) of requests whose units were returned: {}; an order was written after its deduction went back (a retry answered -7, or it landed past the grace window), or a deduction was returned before its order was marked dead; fix books the units again",
+                p.product,
+                x.count,
+                x.units,
+                x.requests_shown()
+            ),
+        ));
+    }
+    // A product with no window at all is counted once for the activity (product_alerts): a
+    // console upgraded during a sale finds every product so.
+    if let Some(w) = &p.redis_window
+        && p.window_differs()
+        && (w.opens.is_some() || w.closes.is_some())
+    {
+        let end = |v: Option<i64>| match v.and_then(chrono::DateTime::from_timestamp_millis) {
+            Some(t) => t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+            None => "none".to_string(),
+        };
+        out.push((
+            AlertKind::WindowMismatch,
+            Severity::Warning,
+            format!(
+                "{}: Redis enforces another sale window than the activity's (opens {}, closes {}): fix writes the activity's",
+                p.product,
+                end(w.opens),
+                end(w.closes)
+            ),
+        ));
+    }
+    out
+}
+
+/// A fault's examples with what is wrong with each.
+fn examples_shown(f: &super::faults::Fault) -> String {
+    let mut parts: Vec<String> = f
+        .examples
+        .iter()
+        .map(|e| format!("{} ({})", e.request_id, e.detail))
+        .collect();
+    let more = f.count.saturating_sub(f.examples.len());
+    if more > 0 {
+        parts.push(format!("and {more} more"));
+    }
+    parts.join(", ")
 }
 
 fn reason_shown(reason: &str) -> String {
@@ -782,6 +925,43 @@ mod tests {
         );
         assert_eq!(alerts[0].severity, Severity::Critical);
         assert!(alerts[0].message.contains("+7"), "{}", alerts[0].message);
+    }
+
+    #[test]
+    fn a_product_without_a_window_is_counted_once_and_another_window_named() {
+        let none = crate::domain::stock::RedisWindow {
+            opens: None,
+            closes: None,
+        };
+        let mut a = status(StockValue::Value(8), Truth::new(10, 2, 0, 0));
+        a.product = "a".into();
+        a.redis_window = Some(none);
+        let mut b = a.clone();
+        b.product = "b".into();
+        let mut c = a.clone();
+        c.product = "c".into();
+        c.redis_window = Some(crate::domain::stock::RedisWindow {
+            opens: Some(0),
+            closes: None,
+        });
+        let alerts = product_alerts(&[a, b, c]);
+        let window: Vec<&Alert> = alerts
+            .iter()
+            .filter(|x| x.kind == AlertKind::WindowMismatch)
+            .collect();
+        assert_eq!(window.len(), 2, "{alerts:?}");
+        assert_eq!(window[0].product.as_deref(), Some("c"));
+        assert!(
+            window[0].message.contains("1970-01-01T00:00:00Z"),
+            "{}",
+            window[0].message
+        );
+        assert_eq!(window[1].product, None);
+        assert!(
+            window[1].message.starts_with("2 product(s)"),
+            "{}",
+            window[1].message
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! scripts' own counters (a write outside the scripts), orphaned deductions go back through
 //! the restore script, and unledgered orders are recorded as deductions.
 
+use super::SaleWindow;
 use super::events::{Event, EventId, EventKind};
 use super::rid_hash::{RidMap, RidSet};
 use super::stock::LedgerEntry;
@@ -107,6 +108,39 @@ pub struct Books {
     /// True when the last settle found the event stream short of what the counters hold (an
     /// entry deleted or trimmed) and had to read the ledger instead.
     pub stream_gap: bool,
+    /// `M`: active deductions whose live order holds another quantity than they took (an app
+    /// server wrote the order wrong). Counted apart, not as a gap in the stream: the live
+    /// units hold what the orders say, the counters what the deductions took.
+    pub mismatched: RidMap<Mismatch>,
+    /// Unledgered orders (in [`Books::unledgered`]) whose request's deduction was returned: an
+    /// order written after its units went back, or a deduction returned before its order was
+    /// marked dead.
+    pub after_return: RidSet,
+    /// Unbacked deductions whose request's order belongs to another product (that product):
+    /// a request id used on two products, or an order written for the wrong one.
+    pub elsewhere: RidMap<String>,
+    /// Active deductions served outside the sale window (request id, units), as far as their
+    /// events show it.
+    pub outside: RidMap<i64>,
+    /// The sale window the deductions are checked against (the activity's); set by the
+    /// reader on every read, never kept in a checkpoint.
+    pub window: Option<SaleWindow>,
+}
+
+/// An order whose quantity is not its deduction's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Mismatch {
+    /// Units the deduction took (the ledger's).
+    pub deducted: i64,
+    /// Units the live order holds.
+    pub ordered: i64,
+}
+
+impl Mismatch {
+    /// Units the order holds beyond its deduction (negative: fewer).
+    pub fn excess(&self) -> i64 {
+        self.ordered.saturating_sub(self.deducted)
+    }
 }
 
 /// Unreadable entries a product's books name at most (one is enough to call it corrupt; a few
@@ -184,6 +218,42 @@ impl Books {
             .values()
             .fold(0i64, |sum, u| sum.saturating_add(u.quantity))
             .saturating_sub(self.unledgered_units())
+            .saturating_sub(self.mismatch_excess())
+    }
+
+    /// `ΣM`: units live orders hold beyond what their deductions took (negative: fewer).
+    pub fn mismatch_excess(&self) -> i64 {
+        self.mismatched
+            .values()
+            .fold(0i64, |sum, m| sum.saturating_add(m.excess()))
+    }
+
+    /// Notes an active deduction served at `at_ms` (Redis time) outside the sale window.
+    fn note_served(&mut self, rid: &str, quantity: i64, at_ms: i64) {
+        if self.window.is_some_and(|w| w.excludes(at_ms)) {
+            self.outside.insert(rid.to_string(), quantity);
+        }
+    }
+
+    /// Backs the deduction `rid` of `deducted` units with its live order of `ordered` units:
+    /// a different quantity is a mismatch.
+    fn backed(&mut self, rid: &str, deducted: i64, ordered: i64) {
+        if deducted != ordered {
+            self.mismatched
+                .insert(rid.to_string(), Mismatch { deducted, ordered });
+        }
+    }
+
+    /// The request leaves the unledgered orders (booked again, or dead).
+    fn ledgered(&mut self, rid: &str) -> Option<i64> {
+        self.after_return.remove(rid);
+        self.unledgered.remove(rid)
+    }
+
+    /// The request's deduction is no longer unbacked.
+    fn unbacked_gone(&mut self, rid: &str) -> Option<Unbacked> {
+        self.elsewhere.remove(rid);
+        self.unbacked.remove(rid)
     }
 
     /// `ΣV`: units of live orders that Redis holds no deduction for.
@@ -237,13 +307,18 @@ impl Books {
         self.position = self.position.max(e.id);
         match e.kind {
             EventKind::Deducted | EventKind::Booked => {
+                if e.kind == EventKind::Deducted {
+                    self.note_served(&e.request_id, e.quantity, e.id.ms);
+                }
                 // A deduction (a booking, or a retry after the first was lost) of an unledgered
                 // order: the order, already counted live, is now backed. A booking of an order
                 // whose deduction just went back: backed again. Anything else is a deduction
                 // whose order is yet to be seen.
-                if self.unledgered.remove(&e.request_id).is_some()
-                    || self.returned.remove(&e.request_id).is_some()
-                {
+                if let Some(ordered) = self.ledgered(&e.request_id) {
+                    self.backed(&e.request_id, e.quantity, ordered);
+                    return;
+                }
+                if self.returned.remove(&e.request_id).is_some() {
                     return;
                 }
                 self.unbacked.insert(
@@ -257,7 +332,8 @@ impl Books {
                 );
             }
             EventKind::Returned => {
-                if self.unbacked.remove(&e.request_id).is_none() {
+                self.outside.remove(&e.request_id);
+                if self.unbacked_gone(&e.request_id).is_none() {
                     self.returned.insert(e.request_id.clone(), e.quantity);
                 }
             }
@@ -272,8 +348,10 @@ impl Books {
         };
         match state {
             OrderState::Live(quantity) => {
-                self.unbacked.remove(rid);
+                let deducted = u.quantity;
+                self.unbacked_gone(rid);
                 self.live_units += quantity;
+                self.backed(rid, deducted, quantity);
             }
             // The first time the console saw it dead counts: the grace window of its return
             // runs on Redis's clock from then, not again from every lookup.
@@ -288,12 +366,17 @@ impl Books {
     /// unless it still lives (then it is a sale Redis no longer holds).
     pub fn on_returned(&mut self, rid: &str, quantity: i64, state: OrderState) {
         self.returned.remove(rid);
+        // The live units held the order's quantity, whatever the deduction took.
+        let counted = self.mismatched.remove(rid).map_or(quantity, |m| m.ordered);
         match state {
             OrderState::Live(q) => {
+                // Returned while its order lives: the order was not marked dead first (or was
+                // written after the return).
                 self.unledgered.insert(rid.to_string(), q);
+                self.after_return.insert(rid.to_string());
             }
             OrderState::Dead { quantity: q, .. } => self.live_units -= q,
-            OrderState::Missing => self.live_units -= quantity,
+            OrderState::Missing => self.live_units -= counted,
         }
     }
 
@@ -308,6 +391,9 @@ impl Books {
         if !counted {
             self.unledgered.insert(rid.to_string(), quantity);
             self.live_units += quantity;
+            if ledger.is_some_and(|e| e.returned) {
+                self.after_return.insert(rid.to_string());
+            }
         }
     }
 
@@ -319,13 +405,14 @@ impl Books {
             u.dead_at_ms.get_or_insert(at_ms);
             return;
         }
-        if self.unledgered.remove(rid).is_some() {
+        if self.ledgered(rid).is_some() {
             self.live_units -= quantity;
             return;
         }
         if let Some(e) = ledger
             && e.active_at(self.position)
         {
+            self.mismatched.remove(rid);
             self.live_units -= quantity;
             self.unbacked.insert(
                 rid.to_string(),
@@ -571,10 +658,14 @@ impl Settle {
     /// how far the clocks lie apart; a recording's time (`b`, or a ledger entry, which may be
     /// either) is when a console wrote it, maybe hours after the order, and says nothing.
     fn active(&mut self, rid: &str, quantity: i64, at_ms: i64, clock: bool) -> Option<Candidate> {
+        if clock {
+            self.books.note_served(rid, quantity, at_ms);
+        }
         if let Ok(i) = self.live.binary_search_by(|(r, _, _)| r.as_ref().cmp(rid))
             && !self.matched[i]
         {
             self.matched[i] = true;
+            self.books.backed(rid, quantity, self.live[i].1);
             // An order and its deduction: how far the orders' clock leads Redis's (plus how
             // long the order took).
             let stamp = self.live[i].2;
@@ -601,6 +692,7 @@ impl Settle {
             self.recounting = true;
             self.books.stream_gap = !self.after_rebuild;
             self.books.unbacked = RidMap::default();
+            self.books.mismatched = RidMap::default();
             self.matched.iter_mut().for_each(|m| *m = false);
         }
         self.read += page.len() as u64;
@@ -659,6 +751,9 @@ impl Settle {
                 .is_some_and(|e| e.active_at_cut(self.books.position, self.cut_ms))
             {
                 self.books.unledgered.insert(rid.clone(), *units);
+                if entry.as_ref().is_some_and(|e| e.returned) {
+                    self.books.after_return.insert(rid.clone());
+                }
             }
         }
         // The orders are all placed: the memory goes.
@@ -685,6 +780,91 @@ mod tests {
             request_id: rid.into(),
             quantity: q,
         }
+    }
+
+    /// An order of another quantity than its deduction is a mismatch, counted apart: the books
+    /// balance, with no discrepancy, whichever way the pair is met (a settle, the live view),
+    /// and the mismatch goes with the order's death or its deduction's return.
+    #[test]
+    fn an_order_of_another_quantity_balances_as_a_mismatch() {
+        // Settled: deducted 1, ordered 3.
+        let mut s = Settle::new(id(9, 0), 3, (1, 0, None), RidSet::default());
+        s.on_orders(&[("more".into(), 3)], true);
+        let c = s.on_events(
+            &[ev(5, EventKind::Deducted, "more", 1)],
+            Some(id(5, 0)),
+            true,
+        );
+        assert!(c.is_empty());
+        assert_eq!(s.next(), Next::Confirm, "no ledger read for it");
+        s.on_confirm(&[]);
+        assert!(s.explained() && !s.books.stream_gap && s.books.discrepancy == 0);
+        assert_eq!(s.books.mismatch_excess(), 2);
+        assert!(s.books.balanced(1));
+
+        // Live: the deduction, then its order.
+        let mut b = Books {
+            position: id(1, 0),
+            ..Books::default()
+        };
+        b.apply(&ev(2, EventKind::Deducted, "more", 1));
+        b.on_order("more", OrderState::Live(3));
+        assert_eq!((b.live_units, b.mismatch_excess()), (3, 2));
+        assert!(b.balanced(1));
+        // Its death: the deduction is unbacked again, the mismatch gone.
+        let entry = LedgerEntry::parse("more", b"d|1|2-0|9|u").expect("entry");
+        b.on_death("more", 3, 5, Some(&entry));
+        assert!(b.mismatched.is_empty() && b.balanced(1));
+        assert_eq!(b.live_units, 0);
+
+        // A return while a mismatched order lives: the order is unledgered, after a return.
+        let mut b = Books {
+            position: id(1, 0),
+            ..Books::default()
+        };
+        b.apply(&ev(2, EventKind::Deducted, "back", 1));
+        b.on_order("back", OrderState::Live(2));
+        b.apply(&ev(3, EventKind::Returned, "back", 1));
+        b.on_returned("back", 1, OrderState::Live(2));
+        assert!(b.mismatched.is_empty() && b.after_return.contains("back"));
+        assert_eq!(b.unledgered_units(), 2);
+        assert!(b.balanced(0));
+        // Booked again by a fix: backed, no longer after a return.
+        b.apply(&ev(4, EventKind::Booked, "back", 2));
+        assert!(b.after_return.is_empty() && b.unledgered.is_empty() && b.balanced(2));
+    }
+
+    #[test]
+    fn deductions_outside_the_window_are_named_until_returned() {
+        let window = SaleWindow {
+            opens_ms: 10,
+            closes_ms: 20,
+        };
+        let mut b = Books {
+            window: Some(window),
+            ..Books::default()
+        };
+        b.apply(&ev(5, EventKind::Deducted, "early", 1));
+        b.apply(&ev(15, EventKind::Deducted, "in", 1));
+        b.apply(&ev(25, EventKind::Booked, "recorded", 1));
+        assert_eq!(b.outside.keys().collect::<Vec<_>>(), vec!["early"]);
+        b.apply(&ev(26, EventKind::Returned, "early", 1));
+        assert!(b.outside.is_empty());
+        // A settle sees the same.
+        let mut s = Settle::new(id(30, 0), 0, (2, 0, None), RidSet::default());
+        s.books.window = Some(window);
+        s.on_orders(&[], true);
+        let c = s.on_events(
+            &[
+                ev(25, EventKind::Deducted, "late", 1),
+                ev(15, EventKind::Deducted, "in", 1),
+            ],
+            Some(id(15, 0)),
+            true,
+        );
+        assert_eq!(c.len(), 2);
+        assert_eq!(s.books.outside.get("late"), Some(&1));
+        assert_eq!(s.books.outside.len(), 1);
     }
 
     #[test]

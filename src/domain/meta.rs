@@ -46,10 +46,14 @@ pub struct Meta {
     /// The buyers' holdings include the unexplained units (a rebuild whose buyers hash
     /// survived); false when they do not, or may not.
     pub unexplained_held: bool,
+    /// The sale window the deduction enforces (`opens`, `closes`, ms), each when present and
+    /// an integer (a value that is not makes every deduction fail: `corrupt` says so).
+    pub opens: Option<i64>,
+    pub closes: Option<i64>,
 }
 
 /// The fields read from the meta hash, in HMGET order.
-pub const META_FIELDS: [&str; 13] = [
+pub const META_FIELDS: [&str; 15] = [
     "initial",
     "limit",
     "paused",
@@ -63,6 +67,8 @@ pub const META_FIELDS: [&str; 13] = [
     "unexplained",
     "unexplained_since",
     "unexplained_held",
+    "opens",
+    "closes",
 ];
 
 /// `topup` = `<id>|<change>|<ms>`: a top-up whose database write is pending or whose console
@@ -143,6 +149,8 @@ impl Meta {
             || returned.is_some_and(|r| r < 0)
             || matches!((deducted, returned), (Some(d), Some(r)) if r > d);
         let unexplained = script_field(10, "unexplained", "every recording of a sale fails");
+        let opens = script_field(13, "opens", "every deduction fails");
+        let closes = script_field(14, "closes", "every deduction fails");
         if limit.is_some_and(|l| l < 1) && corrupt.is_none() {
             corrupt = Some("meta field limit is below 1: every deduction fails".into());
         }
@@ -189,7 +197,14 @@ impl Meta {
             unexplained: unexplained.unwrap_or(0).max(0),
             unexplained_since: get(11).and_then(|raw| parse_int(raw)),
             unexplained_held: get(12).is_some_and(|v| v.as_slice() == b"1"),
+            opens,
+            closes,
         }
+    }
+
+    /// True when the window the deduction enforces is not `window` (the activity's).
+    pub fn window_differs(&self, window: &super::SaleWindow) -> bool {
+        self.opens != Some(window.opens_ms) || self.closes != Some(window.closes_ms)
     }
 
     /// Units the scripts hold as deducted and not returned, when the counters are readable.

@@ -7,6 +7,7 @@ pub mod books;
 pub mod compensation;
 pub mod digest;
 pub mod events;
+pub mod faults;
 pub mod ids;
 pub mod import;
 pub mod meta;
@@ -17,5 +18,5 @@ pub mod stock;
 pub mod token;
 pub mod zone;
 
-pub use activity::{Activity, ActivityDef, Phase, Product};
+pub use activity::{Activity, ActivityDef, Phase, Product, SaleWindow};
 pub use ids::{ActivityId, ProductId};

@@ -68,7 +68,12 @@ pub fn plan(found: &Found<'_>, product: &Product, force: bool) -> Action {
         && meta.corrupt.is_none()
         && meta.limit == Some(product.per_user_limit)
         && meta.initial == Some(product.initial_stock);
-    let pause_same = found.lost.is_empty() && pause_fields(product, meta).is_empty();
+    // The pause and the sale window are the database's to write back, never a conflict: a
+    // window edited by a re-import, or absent (a product preheated before the meta hash
+    // carried it), is written as the activity now says.
+    let pause_same = found.lost.is_empty()
+        && pause_fields(product, meta).is_empty()
+        && !product.window.is_some_and(|w| meta.window_differs(&w));
     let piece_lost = found.lost.iter().any(|p| p.needs_rebuild());
     // A top-up left between its two writes: never "unchanged", and not the gate's to finish
     // unasked (its half-moved figures are no proof the rest agrees): a conflict that `fix`

@@ -2,6 +2,7 @@
 //! drift and state", with no I/O.
 
 use super::events::EventId;
+use super::faults::Faults;
 pub use super::meta::{META_FIELDS, Meta, Piece};
 use serde::Serialize;
 
@@ -333,6 +334,20 @@ pub struct ProductStatus {
     pub held: Option<String>,
     /// The event stream lacks entries (deleted or trimmed): the last settle read the ledger.
     pub stream_gap: bool,
+    /// What the shop's app servers did against the contract, with the requests behind it.
+    #[serde(skip_serializing_if = "Faults::is_empty")]
+    pub faults: Faults,
+    /// The sale window Redis enforces (the meta hash's `opens`, `closes`, ms), when it is not
+    /// the activity's (absent: a product preheated before the meta hash carried it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub redis_window: Option<RedisWindow>,
+}
+
+/// The sale window a product's meta hash carries, each end absent when not there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct RedisWindow {
+    pub opens: Option<i64>,
+    pub closes: Option<i64>,
 }
 
 impl ProductStatus {
@@ -343,6 +358,13 @@ impl ProductStatus {
             || self.orphaned > 0
             || self.unledgered > 0
             || self.limit_differs().is_some()
+            || self.window_differs()
+    }
+
+    /// True when Redis enforces another sale window than the activity's (a readable meta hash
+    /// only, as for the limit).
+    pub fn window_differs(&self) -> bool {
+        self.redis_window.is_some() && !matches!(self.state, State::Missing | State::Corrupt)
     }
 
     /// The limit Redis enforces, when it is not the database's (a readable meta hash only:
@@ -404,6 +426,8 @@ impl ProductStatus {
             pause_reason: String::new(),
             held: None,
             stream_gap: false,
+            faults: Faults::default(),
+            redis_window: None,
         }
     }
 }

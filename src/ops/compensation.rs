@@ -179,7 +179,29 @@ impl Page<'_> {
         };
         let grace_ms = i64::try_from(self.grace.as_millis()).unwrap_or(i64::MAX);
         let mut verdicts: Vec<(&Compensation, &ProductKeys, Verdict)> = Vec::new();
+        let mut asked: Vec<String> = open.iter().map(|e| e.product_id.clone()).collect();
+        asked.sort();
+        asked.dedup();
+        let known: std::collections::HashSet<String> =
+            crate::db::activity::products_by_ids(self.db, self.activity, &asked)
+                .await?
+                .into_iter()
+                .map(|p| p.product_id.to_string())
+                .collect();
         for ((e, k), record) in open.iter().zip(&product_keys).zip(records) {
+            if !known.contains(&e.product_id) {
+                // Its keys were never the console's to read: no fix rebuilds them.
+                report.still_pending += 1;
+                report.resolutions.push(pending(
+                    e,
+                    Verdict::InFlight,
+                    &format!(
+                        "product '{}' is not in activity {}: the app server wrote an entry for a product the activity does not have (see docs/app-servers.md, rule compensation); left pending for a person to look at",
+                        e.product_id, self.activity
+                    ),
+                ));
+                continue;
+            }
             let seen = seen(&orders, e);
             let verdict = match record {
                 Record::Entry(entry) => decide(Some(&entry), seen, now_ms, grace_ms),
@@ -423,12 +445,14 @@ fn pending_detail(verdict: Verdict, restored: Option<&Restored>) -> String {
     }
 }
 
-/// Whether the entry's request has an order, and whether it still holds stock.
-fn seen(orders: &HashMap<String, String>, e: &Compensation) -> OrderSeen {
+/// Whether the entry's request has an order of the entry's product, and whether it still holds
+/// stock. An order of the same request id for another product is none of this deduction's (a
+/// request id used on two products): the entry's units are not sold by it.
+fn seen(orders: &HashMap<String, orders::OrderOf>, e: &Compensation) -> OrderSeen {
     match orders.get(e.request_id.as_str()) {
-        None => OrderSeen::None,
-        Some(status) if orders::is_live(status) => OrderSeen::Live,
-        Some(_) => OrderSeen::Dead,
+        Some(o) if o.product == e.product_id && orders::is_live(&o.status) => OrderSeen::Live,
+        Some(o) if o.product == e.product_id => OrderSeen::Dead,
+        _ => OrderSeen::None,
     }
 }
 

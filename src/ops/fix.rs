@@ -400,6 +400,12 @@ fn left_as_is(p: &crate::domain::stock::ProductStatus) -> LeftAsIs {
             p.db_sold,
             p.in_flight
         )
+    } else if let Some(m) = &p.faults.order_mismatch {
+        format!(
+            "{} order(s) do not copy their deduction ({}): Redis took what the deductions say, the database counts what the orders say, and a fix cannot tell which is right; correct or cancel those orders in the shop (their app server must copy product, user and quantity from the deduction), then fix again",
+            m.count,
+            m.requests_shown()
+        )
     } else {
         "its Redis books agree with their own counters and the orders: nothing for a fix to write (see `reconcile`)".to_string()
     };

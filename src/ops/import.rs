@@ -2,18 +2,44 @@
 //! may raise a product's stock (Redis then holds fewer units than the truth until a fix or a
 //! preheat writes them), but never cut the stock of a product whose keys are in Redis: Redis
 //! would go on selling the units the database took away. `topup --add -N` moves both sides in
-//! the order that never oversells.
+//! the order that never oversells. A re-import that moves the sale window writes the new one
+//! into every preheated product's meta hash, after the database: `deduct.lua` enforces it.
 
 use crate::db::Db;
 use crate::db::activity::{self as store, ImportReport};
-use crate::domain::ActivityDef;
-use crate::error::Result;
+use crate::domain::{ActivityDef, SaleWindow};
+use crate::error::{Error, Result};
+use crate::redis::control::{WindowReply, set_window_many};
 use crate::redis::{KeySpace, Keyed, RedisStore};
 use redis::Value;
+use serde::Serialize;
 use std::collections::{HashMap, HashSet};
 
+/// An import, with what it wrote into Redis.
+#[derive(Clone, Debug, Serialize)]
+pub struct Imported {
+    #[serde(flatten)]
+    pub report: ImportReport,
+    /// The sale window moved by this import, and the products whose meta hash took it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowMoved>,
+}
+
+/// A sale window a re-import moved.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct WindowMoved {
+    pub before: SaleWindow,
+    pub after: SaleWindow,
+    /// Preheated products whose meta hash now carries the new window.
+    pub written: usize,
+    /// Products with no meta hash in Redis (not preheated): their preheat writes it.
+    pub not_preheated: usize,
+    /// Products whose write failed, with why (a corrupt key): `fix` writes the window.
+    pub failed: Vec<(String, String)>,
+}
+
 /// What the import needs of Redis: only when it cuts a product's stock, to know whether the
-/// product's keys are there.
+/// product's keys are there, or moves the window of an activity, to write it there.
 pub trait RedisForCuts {
     /// Opens (or hands out) the Redis handle.
     fn redis(&self) -> impl std::future::Future<Output = Result<RedisStore>> + Send;
@@ -26,7 +52,7 @@ pub async fn import(
     keys: &KeySpace,
     def: &ActivityDef,
     (actor, source): (&str, &str),
-) -> Result<ImportReport> {
+) -> Result<Imported> {
     let id = &def.activity.activity_id;
     let before: HashMap<String, i64> = match store::get(db, id).await? {
         Some(_) => store::products(db, id)
@@ -68,5 +94,72 @@ pub async fn import(
             }
         }
     }
-    store::import(db, def, (actor, source), &in_redis).await
+    let window_before = store::get(db, id).await?.map(|a| a.sale_window());
+    let report = store::import(db, def, (actor, source), &in_redis).await?;
+    let after = def.activity.sale_window();
+    let window = match window_before {
+        Some(before) if before != after => {
+            Some(push_window(db, redis, keys, def, (before, after)).await?)
+        }
+        _ => None,
+    };
+    Ok(Imported { report, window })
+}
+
+/// Writes a moved window into the meta hash of every product of the activity (after the
+/// database took it: a failure here leaves Redis enforcing the old window, which `status`
+/// names and `fix` writes).
+async fn push_window(
+    db: &Db,
+    redis: &impl RedisForCuts,
+    keys: &KeySpace,
+    def: &ActivityDef,
+    (before, after): (SaleWindow, SaleWindow),
+) -> Result<WindowMoved> {
+    let id = &def.activity.activity_id;
+    let products = store::products(db, id).await?;
+    let redis = redis.redis().await.map_err(|e| unpushed(e, id))?;
+    let pkeys: Vec<_> = products
+        .iter()
+        .map(|p| keys.product(id, &p.product_id))
+        .collect();
+    let refs: Vec<_> = pkeys.iter().collect();
+    let mut moved = WindowMoved {
+        before,
+        after,
+        written: 0,
+        not_preheated: 0,
+        failed: Vec::new(),
+    };
+    let replies = set_window_many(&redis, &refs, (after.opens_ms, after.closes_ms)).await;
+    for (p, r) in products.iter().zip(replies) {
+        match r {
+            Ok(WindowReply::Written(_)) => moved.written += 1,
+            Ok(WindowReply::NotThere) => moved.not_preheated += 1,
+            Err(e) => {
+                let err = redis.error(&e);
+                if matches!(
+                    err.kind,
+                    crate::error::ErrorKind::Unavailable | crate::error::ErrorKind::Refused
+                ) {
+                    return Err(unpushed(err, id));
+                }
+                moved
+                    .failed
+                    .push((p.product_id.to_string(), crate::redis::describe(&e)));
+            }
+        }
+    }
+    Ok(moved)
+}
+
+/// A window the database took and Redis did not: the error says both, and what to run.
+fn unpushed(e: Error, activity: &crate::domain::ActivityId) -> Error {
+    Error {
+        message: format!(
+            "the import is written to the database, but the new sale window could not be written to Redis ({}): deductions follow the old one until `seckill-console fix {activity}` writes it",
+            e.message
+        ),
+        ..e
+    }
 }

@@ -3,6 +3,7 @@
 
 pub mod cleanup;
 pub mod compensation;
+pub mod conform;
 pub mod detail;
 pub mod exporter;
 pub mod feed;

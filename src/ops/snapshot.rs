@@ -16,9 +16,10 @@ use crate::db::cut::{self as db_cut, Mark};
 use crate::db::{Db, Tx, activity as activities};
 use crate::domain::books::{Books, Candidate, HashOf, Next, OrderState, Settle, Split};
 use crate::domain::events::EventId;
+use crate::domain::faults::Faults;
 use crate::domain::meta::Piece;
 use crate::domain::rid_hash::RidSet;
-use crate::domain::stock::{LedgerEntry, ProductStatus, State, StockValue, Truth};
+use crate::domain::stock::{LedgerEntry, ProductStatus, RedisWindow, State, StockValue, Truth};
 use crate::domain::{Activity, ActivityId, Product};
 use crate::error::{Error, Result};
 use crate::redis::cut::{self, ProductCut};
@@ -226,6 +227,7 @@ pub(crate) async fn settle(
             let declared = (c.active()?, c.meta.unexplained, c.meta.unexplained_since);
             let mut s = Settle::new(c.position?, l, declared, after);
             s.cut_ms = c.now_ms;
+            s.books.window = i.product.window;
             Some(s)
         })
         .collect();
@@ -330,6 +332,7 @@ pub fn view(
     (books, details): (&Books, bool),
     explained: bool,
     grace: Duration,
+    unledgered_in: &dyn Fn(&str, &str) -> bool,
 ) -> ProductView {
     let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
     let split = books.split(cut.now_ms, grace_ms);
@@ -357,6 +360,16 @@ pub fn view(
     status.pause_reason = product.pause.reason.clone();
     status.stream_gap = books.stream_gap;
     status.held = held_shown(&cut);
+    status.faults = Faults::of(books, unledgered_in);
+    if let Some(w) = &product.window
+        && cut.meta.present
+        && cut.meta.window_differs(w)
+    {
+        status.redis_window = Some(RedisWindow {
+            opens: cut.meta.opens,
+            closes: cut.meta.closes,
+        });
+    }
     if !matches!(
         status.state,
         State::Missing | State::Corrupt | State::Oversold
@@ -383,6 +396,8 @@ pub fn view(
             unexplained_since: books.unexplained_since,
             discrepancy: books.discrepancy,
             stream_gap: books.stream_gap,
+            // What a fix leaves of the stock depends on it (a few entries at most).
+            mismatched: books.mismatched.clone(),
             ..Books::default()
         }
     };
@@ -667,17 +682,29 @@ async fn look_up(
     cost.looked_up += rids.len() as u64;
     let found = db_cut::lookup(tx, activity, &rids).await?;
     let mut per: HashMap<usize, Vec<(Candidate, OrderState)>> = HashMap::new();
+    let mut foreign: Vec<(usize, &str, &str)> = Vec::new();
     for (i, c) in candidates {
         // An order of the same request id in another product backs nothing here.
         let state = match found.get(&c.request_id) {
             Some((product, state)) if product == ids[*i] => *state,
-            _ => OrderState::Missing,
+            Some((product, _)) => {
+                foreign.push((*i, c.request_id.as_str(), product.as_str()));
+                OrderState::Missing
+            }
+            None => OrderState::Missing,
         };
         per.entry(*i).or_default().push((c.clone(), state));
     }
     for (i, answers) in per {
         if let Some(s) = settles[i].as_mut() {
             s.on_candidates(&answers);
+        }
+    }
+    for (i, rid, product) in foreign {
+        if let Some(s) = settles[i].as_mut() {
+            s.books
+                .elsewhere
+                .insert(rid.to_string(), product.to_string());
         }
     }
     Ok(())

@@ -261,19 +261,24 @@ impl ClockSkew {
 
 /// What the database's answer for a request says in the product of `item`, a death's stamp
 /// on Redis's clock (the order's stamp comes from the app servers' or the database's clock,
-/// which may run seconds behind Redis's: a return in flight must not look orphaned for it).
-fn order_state(
-    found: Option<&(String, OrderState)>,
+/// which may run seconds behind Redis's: a return in flight must not look orphaned for it);
+/// with the other product the request's order belongs to, if it belongs to another.
+fn order_state<'a>(
+    found: Option<&'a (String, OrderState)>,
     item: &ProductAtCut,
     lead: Option<i64>,
-) -> OrderState {
+) -> (OrderState, Option<&'a str>) {
     match found {
-        Some((p, OrderState::Dead { quantity, at_ms })) if p == item.id() => OrderState::Dead {
-            quantity: *quantity,
-            at_ms: stamp_to_redis(*at_ms, lead),
-        },
-        Some((p, s)) if p == item.id() => *s,
-        _ => OrderState::Missing,
+        Some((p, OrderState::Dead { quantity, at_ms })) if p == item.id() => (
+            OrderState::Dead {
+                quantity: *quantity,
+                at_ms: stamp_to_redis(*at_ms, lead),
+            },
+            None,
+        ),
+        Some((p, s)) if p == item.id() => (*s, None),
+        Some((p, _)) => (OrderState::Missing, Some(p.as_str())),
+        None => (OrderState::Missing, None),
     }
 }
 
@@ -474,6 +479,11 @@ impl Tracker {
                 .unwrap_or(&none);
             let explained = settled.get(id).copied().unwrap_or(true);
             let ProductAtCut { product, keys, cut } = item;
+            let kept = &self.kept;
+            let unledgered_in = |other: &str, rid: &str| {
+                kept.get(other)
+                    .is_some_and(|k| k.books.unledgered.contains_key(rid))
+            };
             snapshot::view(
                 product,
                 keys,
@@ -481,6 +491,7 @@ impl Tracker {
                 (books, self.opts.details),
                 explained,
                 grace,
+                &unledgered_in,
             )
         };
         let views = if self.opts.lean {
@@ -592,6 +603,7 @@ impl Tracker {
             if let Some(k) = self.kept.get_mut(item.id()) {
                 k.books.unexplained = item.cut.meta.unexplained;
                 k.books.unexplained_since = item.cut.meta.unexplained_since;
+                k.books.window = item.product.window;
             }
         }
     }
@@ -824,7 +836,7 @@ impl Tracker {
         self.cost.looked_up += rids.len() as u64;
         let found = db_cut::lookup(tx, &self.activity, &rids).await?;
         for (i, rid, q) in &asks {
-            let state = order_state(found.get(rid), &items[*i], self.clock.skew_ms());
+            let (state, _) = order_state(found.get(rid), &items[*i], self.clock.skew_ms());
             if let Some(k) = self.kept.get_mut(items[*i].id()) {
                 k.books.on_returned(rid, *q, state);
             }
@@ -871,9 +883,14 @@ impl Tracker {
         self.cost.looked_up += rids.len() as u64;
         let found = db_cut::lookup(tx, &self.activity, &rids).await?;
         for (i, rid) in &asks {
-            let state = order_state(found.get(rid), &items[*i], self.clock.skew_ms());
+            let (state, foreign) = order_state(found.get(rid), &items[*i], self.clock.skew_ms());
             if let Some(k) = self.kept.get_mut(items[*i].id()) {
                 k.books.on_order(rid, state);
+                if let Some(other) = foreign
+                    && k.books.unbacked.contains_key(rid.as_str())
+                {
+                    k.books.elsewhere.insert(rid.clone(), other.to_string());
+                }
             }
         }
         Ok(())
@@ -1196,7 +1213,10 @@ impl Tracker {
             };
             // Books of an incident (a million orders after a key loss) are settled again by
             // the next reader rather than written to Redis in full.
-            if kept.books.unbacked.len() + kept.books.unledgered.len() > MAX_SAVED {
+            let b = &kept.books;
+            if b.unbacked.len() + b.unledgered.len() + b.mismatched.len() + b.outside.len()
+                > MAX_SAVED
+            {
                 continue;
             }
             // Books before the first event spare a reader nothing (there is no event to

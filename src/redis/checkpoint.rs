@@ -7,14 +7,18 @@
 //! that was first seen: Redis's clock at that read's cut, ms), `margin_read` (`1` once a read
 //! began a feed margin after that: later readers start at `since`), `saved` (ms), then
 //! `u|<request>` = `<units>|<deduction ms>|<death ms or ->`, then `|s` when the deduction's
-//! time is a buyer's (not a console's recording), per unbacked deduction, `v|<request>` = `<units>` per unledgered order, `x|<request>` / `y|<user>` = the
-//! value shown per unreadable ledger entry / holding, and `sweep` (`<ledger cursor>|<buyers
-//! cursor>`: where the sweep of the two hashes stands). Read in HSCAN pages; written
+//! time is a buyer's (not a console's recording), per unbacked deduction, `v|<request>` =
+//! `<units>` per unledgered order (then `|r` when the request's deduction was returned),
+//! `m|<request>` = `<deducted>|<ordered>` per order whose quantity is not its deduction's,
+//! `e|<request>` = the product of the request's order, for an unbacked deduction whose order is
+//! another product's, `o|<request>` = `<units>` per active deduction served outside the sale
+//! window, `x|<request>` / `y|<user>` = the value shown per unreadable ledger entry / holding,
+//! and `sweep` (`<ledger cursor>|<buyers cursor>`: where the sweep of the two hashes stands). Read in HSCAN pages; written
 //! to a key of its own and renamed over the old one, so a reader never sees half of one.
 
 use super::reply::{bytes, pairs};
 use super::{Keyed, ProductKeys, RedisStore};
-use crate::domain::books::{Books, HashOf, SweepAt, Unbacked};
+use crate::domain::books::{Books, HashOf, Mismatch, SweepAt, Unbacked};
 use crate::domain::events::EventId;
 use crate::domain::stock::parse_int;
 use chrono::{DateTime, Utc};
@@ -151,8 +155,30 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
                     books.unbacked.insert(rid.to_string(), parse_unbacked(v)?);
                 }
                 Some(("v", rid)) if !rid.is_empty() => {
-                    let q = parse_int(v.as_bytes()).filter(|q| *q >= 1)?;
+                    let (units, after_return) = match v.strip_suffix("|r") {
+                        Some(units) => (units, true),
+                        None => (v, false),
+                    };
+                    let q = parse_int(units.as_bytes()).filter(|q| *q >= 1)?;
                     books.unledgered.insert(rid.to_string(), q);
+                    if after_return {
+                        books.after_return.insert(rid.to_string());
+                    }
+                }
+                Some(("m", rid)) if !rid.is_empty() => {
+                    let (d, o) = v.split_once('|')?;
+                    let deducted = parse_int(d.as_bytes()).filter(|q| *q >= 1)?;
+                    let ordered = parse_int(o.as_bytes()).filter(|q| *q >= 1)?;
+                    books
+                        .mismatched
+                        .insert(rid.to_string(), Mismatch { deducted, ordered });
+                }
+                Some(("e", rid)) if !rid.is_empty() && !v.is_empty() => {
+                    books.elsewhere.insert(rid.to_string(), v.to_string());
+                }
+                Some(("o", rid)) if !rid.is_empty() => {
+                    let q = parse_int(v.as_bytes()).filter(|q| *q >= 1)?;
+                    books.outside.insert(rid.to_string(), q);
                 }
                 Some(("x", rid)) if !rid.is_empty() => {
                     books
@@ -224,7 +250,21 @@ pub fn to_fields(c: &Checkpoint, saved_ms: i64) -> Vec<(String, String)> {
         ));
     }
     for (rid, q) in &b.unledgered {
-        out.push((format!("v|{rid}"), q.to_string()));
+        let flag = if b.after_return.contains(rid) {
+            "|r"
+        } else {
+            ""
+        };
+        out.push((format!("v|{rid}"), format!("{q}{flag}")));
+    }
+    for (rid, m) in &b.mismatched {
+        out.push((format!("m|{rid}"), format!("{}|{}", m.deducted, m.ordered)));
+    }
+    for (rid, product) in &b.elsewhere {
+        out.push((format!("e|{rid}"), product.clone()));
+    }
+    for (rid, q) in &b.outside {
+        out.push((format!("o|{rid}"), q.to_string()));
     }
     for ((hash, field), shown) in &b.bad_entries {
         let tag = match hash {
@@ -472,6 +512,18 @@ mod tests {
             },
         );
         books.unledgered.insert("lost".into(), 3);
+        // What app servers did against the contract rides along.
+        books.unledgered.insert("again|r".into(), 2);
+        books.after_return.insert("again|r".into());
+        books.mismatched.insert(
+            "more".into(),
+            Mismatch {
+                deducted: 1,
+                ordered: 3,
+            },
+        );
+        books.elsewhere.insert("gone".into(), "p-2".into());
+        books.outside.insert("late".into(), 4);
         books.note_bad_entry(HashOf::Ledger, "junk|1", b"gar|bage");
         books.note_bad_entry(HashOf::Buyers, "u|2", b"01");
         books.sweep = SweepAt {

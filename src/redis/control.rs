@@ -4,7 +4,7 @@
 use super::RedisStore;
 use super::keys::ProductKeys;
 use super::reply::{script_keys, text, unexpected, unknown_reply};
-use super::scripts::{PAUSE, TOPUP};
+use super::scripts::{PAUSE, TOPUP, WINDOW};
 use redis::{RedisResult, Value};
 
 /// What `pause.lua` answered for one product.
@@ -34,6 +34,53 @@ pub fn parse_pause(reply: Value) -> RedisResult<PauseReply> {
         Value::Int(code) => Err(unexpected(code)),
         other => Err(unknown_reply("pause.lua", &other)),
     }
+}
+
+/// What `window.lua` answered for one product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WindowReply {
+    /// Written (the meta `rev` now).
+    Written(i64),
+    /// The product holds no meta `limit` (not preheated, or lost): nothing written; the
+    /// preheat or fix that writes its meta hash writes the window too.
+    NotThere,
+}
+
+/// Writes the sale window `(opens, closes)` (ms) into each product's meta hash, pipelined per
+/// node; results keep the input order.
+pub async fn set_window_many(
+    redis: &RedisStore,
+    products: &[&ProductKeys],
+    (opens, closes): (i64, i64),
+) -> Vec<RedisResult<WindowReply>> {
+    let calls: Vec<(Vec<String>, Vec<Vec<u8>>)> = products
+        .iter()
+        .map(|k| {
+            (
+                script_keys(k),
+                vec![
+                    opens.to_string().into_bytes(),
+                    closes.to_string().into_bytes(),
+                ],
+            )
+        })
+        .collect();
+    redis
+        .eval_each(&WINDOW, &calls)
+        .await
+        .into_iter()
+        .map(|r| {
+            r.and_then(|v| match v {
+                Value::Array(items) => match items.as_slice() {
+                    [Value::Int(1), Value::Int(rev)] => Ok(WindowReply::Written(*rev)),
+                    [Value::Int(0)] => Ok(WindowReply::NotThere),
+                    _ => Err(unknown_reply("window.lua", &items)),
+                },
+                Value::Int(code) => Err(unexpected(code)),
+                other => Err(unknown_reply("window.lua", &other)),
+            })
+        })
+        .collect()
 }
 
 /// Writes a pause (or resume) of `generation` into each product given, pipelined per node;

@@ -68,15 +68,19 @@ pub static FREEZE: LuaScript = LuaScript::new("freeze", include_str!("../../lua/
 /// Buyers' holdings rebuilt from the ledger while a rebuild holds the product.
 pub static HOLDINGS: LuaScript = LuaScript::new("holdings", include_str!("../../lua/holdings.lua"));
 
+/// An activity's new sale window into a preheated product's meta hash (a re-import that moved
+/// the window).
+pub static WINDOW: LuaScript = LuaScript::new("window", include_str!("../../lua/window.lua"));
+
 /// The check before a console write: which commands the connected user may not run
 /// (`redis.acl_check_cmd`; writes nothing).
 pub static PROBE: LuaScript = LuaScript::new("probe", include_str!("../../lua/probe.lua"));
 
 /// Every script the console loads on every node.
-pub fn all() -> [&'static LuaScript; 11] {
+pub fn all() -> [&'static LuaScript; 12] {
     [
         &DEDUCT, &RESTORE, &SET_STOCK, &FIRST, &RECORD, &PAUSE, &TOPUP, &UNLOCK, &FREEZE,
-        &HOLDINGS, &PROBE,
+        &HOLDINGS, &PROBE, &WINDOW,
     ]
 }
 

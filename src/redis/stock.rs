@@ -24,6 +24,11 @@ pub enum Deducted {
     BadArgs,
     /// -5: the product is paused.
     Paused,
+    /// -7: this request id's deduction was returned; it sells nothing again (a new purchase
+    /// needs a new request id).
+    Returned,
+    /// -8: outside the sale window the product's meta hash carries.
+    OutsideWindow,
 }
 
 impl Deducted {
@@ -36,6 +41,8 @@ impl Deducted {
             -3 => Deducted::UserLimit,
             -4 => Deducted::BadArgs,
             -5 => Deducted::Paused,
+            -7 => Deducted::Returned,
+            -8 => Deducted::OutsideWindow,
             _ => return None,
         })
     }

@@ -123,6 +123,10 @@ impl Attempter {
             Ok(Deducted::UserLimit) => Outcome::UserLimited,
             Ok(Deducted::Missing) => Outcome::Refused("stock key missing"),
             Ok(Deducted::Paused) => Outcome::Refused(super::stats::PAUSED),
+            // A retry of a request whose units went back meanwhile (its compensation entry
+            // was resolved): the sale did not happen, and no order may be written for it.
+            Ok(Deducted::Returned) => Outcome::Refused("returned (the request's units went back)"),
+            Ok(Deducted::OutsideWindow) => Outcome::Refused("outside the sale window"),
             Ok(Deducted::BadArgs) => Outcome::Error("bad arguments".into()),
             Err(e) => redis_outcome(&e),
         };

@@ -307,10 +307,11 @@ async fn restore_returns_stock_once_and_ignores_unknown_requests() {
         // The user's holding went back too, so the limit counts only what they keep.
         let held = cmd(&store, &k.buyers, &["HGET", &k.buyers, "u1"]).await;
         assert_eq!(held, Value::Nil);
-        // A retry of the returned request still answers its first result and deducts nothing.
+        // A retry of the returned request sells nothing again: its units are back on sale,
+        // and a replayed "sold" would make the shop write an order for them (-7).
         assert_eq!(
             deduct(&store, &k, "r1", "u1", "3").await.expect("ok"),
-            Deducted::Remaining(7)
+            Deducted::Returned
         );
         assert_eq!(stock_of(&store, &k).await, "10");
         // A missing stock key is never invented by a restore.

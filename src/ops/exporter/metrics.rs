@@ -105,6 +105,12 @@ const ALERT_KINDS: &[(AlertKind, Severity)] = &[
     (AlertKind::Evicting, Severity::Critical),
     (AlertKind::MemoryHigh, Severity::Warning),
     (AlertKind::MemoryHigh, Severity::Critical),
+    (AlertKind::RequestReused, Severity::Warning),
+    (AlertKind::OrderMismatch, Severity::Critical),
+    (AlertKind::OrderMismatch, Severity::Warning),
+    (AlertKind::OutsideWindow, Severity::Warning),
+    (AlertKind::OrderAfterReturn, Severity::Critical),
+    (AlertKind::WindowMismatch, Severity::Warning),
 ];
 
 impl Metrics {

@@ -72,12 +72,17 @@ async fn return_orphans(
     // can cancel out in a sum, never in a lookup of the request itself.
     let rids: Vec<&str> = calls.iter().map(|(_, r)| r.as_str()).collect();
     let now = orders::statuses(t.db, t.activity, &rids).await?;
-    calls.retain(|(i, rid)| match now.get(rid) {
-        Some(status) if orders::is_live(status) => {
-            outcomes[*i].done.again = true;
-            false
+    // Only an order of the same product backs its deduction: a request id used on two
+    // products has one order, and the other product's deduction is an orphan to return.
+    calls.retain(|(i, rid)| {
+        let product = outcomes[*i].last.product.product_id.as_str();
+        match now.get(rid) {
+            Some(order) if order.live_in(product) => {
+                outcomes[*i].done.again = true;
+                false
+            }
+            _ => true,
         }
-        _ => true,
     });
     let keyed: Vec<(&crate::redis::ProductKeys, &str)> = calls
         .iter()

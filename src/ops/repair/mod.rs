@@ -141,10 +141,11 @@ fn needs_heal(v: &ProductView) -> bool {
 }
 
 /// True when the meta hash does not say what the database says (initial stock, limit, the
-/// operator's pause).
+/// sale window, the operator's pause).
 pub fn meta_differs(p: &Product, m: &Meta) -> bool {
     m.limit != Some(p.per_user_limit)
         || m.initial != Some(p.initial_stock)
+        || p.window.is_some_and(|w| m.window_differs(&w))
         || !pause_fields(p, m).is_empty()
 }
 
@@ -153,7 +154,9 @@ pub fn meta_differs(p: &Product, m: &Meta) -> bool {
 /// repair writes it (the counters it corrects by move with the buyers, so a live sale shows a
 /// different figure by the time it lands, by exactly what they bought).
 pub fn planned_after(v: &ProductView) -> i64 {
-    v.truth.owed()
+    // An order holding more (or fewer) units than its deduction took is not the stock's to
+    // absorb: the repair leaves its difference where it is, and says so.
+    v.truth.owed().saturating_add(v.books.mismatch_excess())
 }
 
 pub use crate::domain::meta::pause_fields;

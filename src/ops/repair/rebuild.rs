@@ -230,8 +230,8 @@ fn fresh_outcome(
     }
 }
 
-/// The meta fields every write of a product carries from the database: initial stock, limit
-/// and the operator's pause.
+/// The meta fields every write of a product carries from the database: initial stock, limit,
+/// the sale window and the operator's pause.
 pub fn database_fields(
     p: &crate::domain::Product,
     m: &crate::domain::meta::Meta,
@@ -240,6 +240,11 @@ pub fn database_fields(
         ("initial", p.initial_stock.to_string()),
         ("limit", p.per_user_limit.to_string()),
     ];
+    // The sale window `deduct.lua` enforces: kept by every repair, as the limit is.
+    if let Some(w) = &p.window {
+        out.push(("opens", w.opens_ms.to_string()));
+        out.push(("closes", w.closes_ms.to_string()));
+    }
     out.extend(pause_fields(p, m));
     out
 }

@@ -1,0 +1,54 @@
+-- seckill-console: write an activity's new sale window into one product's meta hash (a
+-- re-import that moved the window of an activity already preheated). deduct.lua answers -8
+-- outside `opens` <= Redis time < `closes`.
+--
+-- KEYS[1..5] stock, meta, buyers, ledger, events of one {A:P} (as deduct.lua)
+-- ARGV[1] opens, ARGV[2] closes: ms since the epoch, integers, opens < closes
+--
+-- Returns {1, rev} when written (the meta 'rev' counts the write, and an event of no units,
+-- a = "0|", tells the live views the product moved); {0} when the meta hash holds no 'limit'
+-- (not preheated, or lost: the preheat or fix that writes it writes the window too); -4 on
+-- bad arguments; an error reply, with nothing written, when the meta hash or the events key is
+-- of another type.
+
+local function int_or_nil(v)
+  if v == '0' then
+    return 0
+  end
+  local digits = v and string.match(v, '^%-?([1-9]%d*)$')
+  if digits and #digits <= 15 then
+    return tonumber(v)
+  end
+  return nil
+end
+
+local opens, closes = int_or_nil(ARGV[1]), int_or_nil(ARGV[2])
+if opens == nil or closes == nil or opens < 0 or closes <= opens then
+  return -4
+end
+
+local meta_kind = redis.call('TYPE', KEYS[2])['ok']
+if meta_kind == 'none' then
+  return { 0 }
+end
+if meta_kind ~= 'hash' then
+  return redis.error_reply('ERR seckill: ' .. KEYS[2] .. ' is a ' .. meta_kind .. ', not a hash')
+end
+local events_kind = redis.call('TYPE', KEYS[5])['ok']
+if events_kind ~= 'stream' and events_kind ~= 'none' then
+  return redis.error_reply('ERR seckill: ' .. KEYS[5] .. ' is a ' .. events_kind .. ', not a stream')
+end
+if not redis.call('HGET', KEYS[2], 'limit') then
+  return { 0 }
+end
+local rev = redis.call('HGET', KEYS[2], 'rev')
+if rev and int_or_nil(rev) == nil then
+  return redis.error_reply('ERR seckill: rev in ' .. KEYS[2] .. ' is not an integer')
+end
+
+redis.call('HSET', KEYS[2], 'opens', ARGV[1], 'closes', ARGV[2])
+local now = redis.call('HINCRBY', KEYS[2], 'rev', 1)
+if events_kind == 'stream' then
+  redis.call('XADD', KEYS[5], '*', 'a', '0|')
+end
+return { 1, now }
