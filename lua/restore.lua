@@ -3,7 +3,8 @@
 -- deduction took.
 --
 -- KEYS: the same five keys as deduct.lua (stock, meta, buyers, ledger, events) of one {A:P}.
--- ARGV[1] request id of the deduction to return (1 to 128 bytes, as deduct.lua takes it).
+-- ARGV[1] request id of the deduction to return (any length: a deduction made before
+-- deduct.lua refused ids past 128 bytes must still go back; an unknown one answers -6).
 --
 -- Returns the units returned by this call (> 0), or
 --    0 already returned earlier (nothing changes)
@@ -15,7 +16,7 @@
 --   -6 the request id is not in the ledger, which is there (nothing was deducted for it)
 
 local rid = ARGV[1]
-if rid == nil or rid == '' or #rid > 128 then
+if rid == nil or rid == '' then
   return -4
 end
 

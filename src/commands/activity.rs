@@ -81,7 +81,8 @@ async fn import(ctx: &Ctx, file: &std::path::Path) -> Result<Outcome> {
     if let Some(w) = window {
         text.push_str(&w);
     }
-    Outcome::ok(report_all, text)
+    let failure = report_all.window.as_ref().and_then(|w| w.failure);
+    Outcome::finished(report_all, text, failure)
 }
 
 /// What a moved window did in Redis, in the operator's zone.
@@ -92,18 +93,26 @@ fn window_text(ctx: &Ctx, w: &seckill_console::ops::import::WindowMoved) -> Stri
             .unwrap_or_else(|| ms.to_string())
     };
     let mut out = format!(
-        "sale window moved from {} - {} to {} - {}: written to {} preheated product(s) in Redis ({} not preheated)\n",
+        "sale window moved from {} - {} to {} - {}: ",
         at(w.before.opens_ms),
         at(w.before.closes_ms),
         at(w.after.opens_ms),
         at(w.after.closes_ms),
-        w.written,
-        w.not_preheated
     );
-    for (p, why) in &w.failed {
+    match &w.unpushed {
+        Some(why) => out.push_str(&format!("{why}\n")),
+        None => out.push_str(&format!(
+            "written to {} preheated product(s) in Redis ({} held it already, {} not preheated)\n",
+            w.written, w.unchanged, w.not_preheated
+        )),
+    }
+    for (p, why) in w.failed.iter().take(20) {
         out.push_str(&format!(
             "  not written to {p}: {why}; `seckill-console fix` writes it\n"
         ));
+    }
+    if w.failed.len() > 20 {
+        out.push_str(&format!("  and {} more\n", w.failed.len() - 20));
     }
     out
 }

@@ -2,6 +2,7 @@
 
 use super::{Ctx, Outcome};
 use seckill_console::domain::ActivityId;
+use seckill_console::domain::stock::printable;
 use seckill_console::error::{ErrorKind, Result};
 use seckill_console::ops::conform::{ConformOptions, ConformReport, conform};
 
@@ -63,6 +64,9 @@ fn text(r: &ConformReport) -> String {
             out.push_str(&format!("  and {more} more\n"));
         }
     }
+    for note in &r.unchecked {
+        out.push_str(&format!("not checked: {}\n", printable(note)));
+    }
     out.push_str(&if r.ok {
         "every rule holds\n".to_string()
     } else {
@@ -73,30 +77,4 @@ fn text(r: &ConformReport) -> String {
         )
     });
     out
-}
-
-/// `s` with control characters and bidi overrides escaped (`\u{1b}`), the rest as written.
-fn printable(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            let bidi = matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
-            if c.is_control() || bidi {
-                c.escape_unicode().collect::<Vec<char>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::printable;
-
-    #[test]
-    fn control_and_bidi_characters_are_escaped_and_the_rest_kept() {
-        assert_eq!(printable("r1\u{1b}[2J"), "r1\\u{1b}[2J");
-        assert_eq!(printable("a\u{202e}b"), "a\\u{202e}b");
-        assert_eq!(printable("夜间 r-1"), "夜间 r-1");
-    }
 }

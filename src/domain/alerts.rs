@@ -172,13 +172,20 @@ fn drift_causes(p: &ProductStatus) -> String {
 /// its stream, a step left half done).
 pub fn product_alerts(products: &[ProductStatus]) -> Vec<Alert> {
     let mut out = Vec::new();
-    let mut windowless: Vec<&str> = Vec::new();
+    // Products whose Redis window is not the activity's, by the window Redis holds: each
+    // window is one alert, however many products hold it (a console upgraded during a sale
+    // finds every product without one; a re-import whose push failed, every product with the
+    // old one).
+    let mut windows: std::collections::BTreeMap<(Option<i64>, Option<i64>), Vec<&str>> =
+        std::collections::BTreeMap::new();
     for p in products {
-        if p.window_differs()
-            && p.redis_window
-                .is_some_and(|w| w.opens.is_none() && w.closes.is_none())
+        if let Some(w) = p.redis_window
+            && p.window_differs()
         {
-            windowless.push(&p.product);
+            windows
+                .entry((w.opens, w.closes))
+                .or_default()
+                .push(&p.product);
         }
         let alert = |kind, severity, message: String| Alert {
             kind,
@@ -266,24 +273,48 @@ pub fn product_alerts(products: &[ProductStatus]) -> Vec<Alert> {
             ));
         }
     }
-    if let Some(first) = windowless.first() {
-        let more = match windowless.len() {
-            1 => String::new(),
-            n => format!(" and {} more", n - 1),
-        };
-        out.push(Alert {
-            kind: AlertKind::WindowMismatch,
-            severity: Severity::Warning,
-            product: None,
-            node: None,
-            message: format!(
-                "{} product(s) carry no sale window in Redis ({first}{more}; preheated by an older console): their deductions are not held to the activity's window until `fix` or `preheat` writes it",
-                windowless.len()
-            ),
-            age_secs: None,
-        });
+    for ((opens, closes), held) in windows {
+        out.push(window_alert(opens, closes, &held));
     }
     out
+}
+
+/// The alert of the products whose Redis holds the window `opens`, `closes` (ms; none when
+/// absent) instead of the activity's: one product's own, or one for all of them.
+fn window_alert(opens: Option<i64>, closes: Option<i64>, held: &[&str]) -> Alert {
+    let end = |v: Option<i64>| match v.and_then(chrono::DateTime::from_timestamp_millis) {
+        Some(t) => t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+        None => "none".to_string(),
+    };
+    let what = if opens.is_none() && closes.is_none() {
+        "carries no sale window in Redis (preheated by an older console): its deductions are not held to the activity's window".to_string()
+    } else {
+        format!(
+            "is held in Redis to another sale window than the activity's (opens {}, closes {})",
+            end(opens),
+            end(closes)
+        )
+    };
+    let (product, who) = match held {
+        [one] => (Some(one.to_string()), one.to_string()),
+        [first, rest @ ..] => (
+            None,
+            format!(
+                "{} product(s) ({first} and {} more)",
+                held.len(),
+                rest.len()
+            ),
+        ),
+        [] => (None, String::new()),
+    };
+    Alert {
+        kind: AlertKind::WindowMismatch,
+        severity: Severity::Warning,
+        product,
+        node: None,
+        message: format!("{who} {what}: `fix` or `preheat` writes the activity's"),
+        age_secs: None,
+    }
 }
 
 /// The alerts of what the shop's app servers did against the contract (docs/app-servers.md):
@@ -316,7 +347,7 @@ fn fault_alerts(p: &ProductStatus) -> Vec<(AlertKind, Severity, String)> {
             AlertKind::OrderMismatch,
             severity,
             format!(
-                "{}: {} order(s) do not copy their deduction (an order's product, user and quantity are the deduction's): {}; correct or cancel the orders in the shop (fix does not guess which side is right)",
+                "{}: {} order(s) do not copy their deduction (an order's product, user and quantity are the deduction's): {}; an order of another quantity: correct or cancel it in the shop (fix does not guess which side is right); an order for another product: fix returns the deduction here, past the grace window, and books the order on its product",
                 p.product,
                 x.count,
                 examples_shown(x)
@@ -346,27 +377,6 @@ fn fault_alerts(p: &ProductStatus) -> Vec<(AlertKind, Severity, String)> {
                 x.count,
                 x.units,
                 x.requests_shown()
-            ),
-        ));
-    }
-    // A product with no window at all is counted once for the activity (product_alerts): a
-    // console upgraded during a sale finds every product so.
-    if let Some(w) = &p.redis_window
-        && p.window_differs()
-        && (w.opens.is_some() || w.closes.is_some())
-    {
-        let end = |v: Option<i64>| match v.and_then(chrono::DateTime::from_timestamp_millis) {
-            Some(t) => t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
-            None => "none".to_string(),
-        };
-        out.push((
-            AlertKind::WindowMismatch,
-            Severity::Warning,
-            format!(
-                "{}: Redis enforces another sale window than the activity's (opens {}, closes {}): fix writes the activity's",
-                p.product,
-                end(w.opens),
-                end(w.closes)
             ),
         ));
     }
@@ -950,15 +960,16 @@ mod tests {
             .filter(|x| x.kind == AlertKind::WindowMismatch)
             .collect();
         assert_eq!(window.len(), 2, "{alerts:?}");
-        assert_eq!(window[0].product.as_deref(), Some("c"));
+        // Grouped by the window Redis holds: none (a and b together), then c's own.
+        assert_eq!(window[0].product, None);
         assert!(
-            window[0].message.contains("1970-01-01T00:00:00Z"),
+            window[0].message.starts_with("2 product(s) (a and 1 more)"),
             "{}",
             window[0].message
         );
-        assert_eq!(window[1].product, None);
+        assert_eq!(window[1].product.as_deref(), Some("c"));
         assert!(
-            window[1].message.starts_with("2 product(s)"),
+            window[1].message.contains("1970-01-01T00:00:00Z"),
             "{}",
             window[1].message
         );

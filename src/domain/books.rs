@@ -319,6 +319,11 @@ impl Books {
                     return;
                 }
                 if self.returned.remove(&e.request_id).is_some() {
+                    // Backed again before its order was looked up: a mismatch it had is now
+                    // between this booking and the order.
+                    if let Some(m) = self.mismatched.remove(&e.request_id) {
+                        self.backed(&e.request_id, e.quantity, m.ordered);
+                    }
                     return;
                 }
                 self.unbacked.insert(
@@ -693,6 +698,7 @@ impl Settle {
             self.books.stream_gap = !self.after_rebuild;
             self.books.unbacked = RidMap::default();
             self.books.mismatched = RidMap::default();
+            self.books.elsewhere = RidMap::default();
             self.matched.iter_mut().for_each(|m| *m = false);
         }
         self.read += page.len() as u64;

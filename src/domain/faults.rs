@@ -3,6 +3,7 @@
 //! (docs/app-servers.md, "What the console shows when a rule is broken"). No I/O.
 
 use super::books::Books;
+use super::stock::printable;
 use serde::Serialize;
 
 /// Examples a fault names at most (the count says how many there are).
@@ -89,31 +90,37 @@ impl Faults {
     /// The faults `books` show. `unledgered_in(product, request)`: whether that other product
     /// holds the request as a live order without a deduction (then this product's deduction
     /// and that order are one sale split over two products: the order names the wrong one;
-    /// otherwise the other product deducted the id too).
-    pub fn of(books: &Books, unledgered_in: impl Fn(&str, &str) -> bool) -> Faults {
+    /// otherwise the other product deducted the id too); None when its books are not at hand.
+    /// Ids are the app servers' data: printed with control characters escaped.
+    pub fn of(books: &Books, unledgered_in: impl Fn(&str, &str) -> Option<bool>) -> Faults {
         let mut reused = Vec::new();
         let mut mismatch = Vec::new();
         for (rid, other) in &books.elsewhere {
             let Some(u) = books.unbacked.get(rid) else {
                 continue;
             };
-            if unledgered_in(other, rid) {
-                mismatch.push((
-                    rid.clone(),
+            let shown = printable(other);
+            match unledgered_in(other, rid) {
+                Some(true) => mismatch.push((
+                    printable(rid),
                     u.quantity,
-                    format!("deducted here, its order is for product {other}"),
-                ));
-            } else {
-                reused.push((
-                    rid.clone(),
+                    format!("deducted here, its order is for product {shown}"),
+                )),
+                Some(false) => reused.push((
+                    printable(rid),
                     u.quantity,
-                    format!("its order is for product {other}, which deducted this id too"),
-                ));
+                    format!("its order is for product {shown}, which deducted this id too"),
+                )),
+                None => reused.push((
+                    printable(rid),
+                    u.quantity,
+                    format!("its order is for product {shown}"),
+                )),
             }
         }
         for (rid, m) in &books.mismatched {
             mismatch.push((
-                rid.clone(),
+                printable(rid),
                 m.excess(),
                 format!(
                     "the order holds {} unit(s), its deduction took {}",
@@ -124,7 +131,13 @@ impl Faults {
         let outside: Vec<(String, i64, String)> = books
             .outside
             .iter()
-            .map(|(rid, q)| (rid.clone(), *q, "sold outside the sale window".to_string()))
+            .map(|(rid, q)| {
+                (
+                    printable(rid),
+                    *q,
+                    "sold outside the sale window".to_string(),
+                )
+            })
             .collect();
         let after: Vec<(String, i64, String)> = books
             .after_return
@@ -132,7 +145,7 @@ impl Faults {
             .filter_map(|rid| {
                 let q = *books.unledgered.get(rid)?;
                 Some((
-                    rid.clone(),
+                    printable(rid),
                     q,
                     "a live order of a request whose units were returned".to_string(),
                 ))
@@ -178,7 +191,7 @@ mod tests {
         b.outside.insert("late".into(), 1);
         b.unledgered.insert("again".into(), 2);
         b.after_return.insert("again".into());
-        let f = Faults::of(&b, |product, rid| product == "p3" && rid == "wrong");
+        let f = Faults::of(&b, |product, rid| Some(product == "p3" && rid == "wrong"));
         let reused = f.request_reused.expect("reused");
         assert_eq!((reused.count, reused.units), (1, 1));
         assert!(reused.examples[0].detail.contains("p2"));
@@ -202,6 +215,6 @@ mod tests {
         let f = Fault::of(all).expect("fault");
         assert_eq!((f.count, f.examples.len()), (8, MAX_EXAMPLES));
         assert_eq!(f.requests_shown(), "r0, r1, r2, r3, r4 (and 3 more)");
-        assert!(Faults::of(&Books::default(), |_, _| false).is_empty());
+        assert!(Faults::of(&Books::default(), |_, _| None).is_empty());
     }
 }

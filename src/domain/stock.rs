@@ -78,6 +78,26 @@ impl StockValue {
     }
 }
 
+/// Text from outside (a request id, an order id, another product's id) as it may reach a
+/// terminal: control characters and bidi overrides escaped (`\u{1b}`), everything else as
+/// written (a Chinese id stays readable).
+pub fn printable(s: &str) -> String {
+    let risky =
+        |c: char| c.is_control() || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+    if !s.chars().any(risky) {
+        return s.to_string();
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if risky(c) {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// A value as it may be printed: at most 64 characters, control characters escaped.
 pub fn shown(raw: &[u8]) -> String {
     let text = String::from_utf8_lossy(raw);
@@ -441,6 +461,13 @@ mod tests {
             present: true,
             ..Meta::default()
         }
+    }
+
+    #[test]
+    fn printable_escapes_control_and_bidi_characters_and_keeps_the_rest() {
+        assert_eq!(printable("r1\u{1b}[2J"), "r1\\u{1b}[2J");
+        assert_eq!(printable("a\u{202e}b\u{9b}"), "a\\u{202e}b\\u{9b}");
+        assert_eq!(printable("夜间 r-1"), "夜间 r-1");
     }
 
     #[test]

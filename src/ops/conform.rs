@@ -13,7 +13,7 @@ use crate::domain::order::OrderStatus;
 use crate::domain::{ActivityId, SaleWindow};
 use crate::error::Result;
 use crate::redis::ledger::scan_page;
-use crate::redis::{KeySpace, ProductKeys, RedisStore, events};
+use crate::redis::{KeySpace, Keyed, ProductKeys, RedisStore, events};
 use futures::StreamExt;
 use serde::Serialize;
 use std::collections::{HashMap, HashSet};
@@ -127,6 +127,40 @@ pub struct ConformReport {
     pub broken: Vec<&'static str>,
     pub rules: Vec<RuleResult>,
     pub read: Read,
+    /// What could not be checked, and why (a product's ledger gone, of another type, or
+    /// holding unreadable entries: its orders are not held against deductions nobody can
+    /// read, which would blame the app servers for Redis's loss).
+    pub unchecked: Vec<String>,
+}
+
+/// What a product's ledger could say.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct LedgerState {
+    exists: bool,
+    wrong_type: bool,
+    corrupt: usize,
+}
+
+impl LedgerState {
+    fn whole(&self) -> bool {
+        self.exists && !self.wrong_type && self.corrupt == 0
+    }
+
+    fn why(&self) -> &'static str {
+        if !self.exists {
+            "is gone (expired after the sale, cleaned up, or lost)"
+        } else if self.wrong_type {
+            "is not a hash"
+        } else {
+            "holds entries that are not ledger records (see `status`)"
+        }
+    }
+}
+
+/// Every product's ledger, by request id, and what each ledger could say.
+struct Ledgers {
+    by_request: HashMap<String, Vec<Ded>>,
+    state: Vec<LedgerState>,
 }
 
 /// A deduction as its ledger entry records it.
@@ -212,15 +246,22 @@ pub async fn conform(
         ..Read::default()
     };
     let mut t = Tally::new();
-    let ledger = read_ledgers(redis, &pkeys, &mut read).await?;
-    check_unique(&ledger, &ids, &mut t);
+    let ledgers = read_ledgers(redis, &pkeys, &mut read).await?;
+    let ledger = &ledgers.by_request;
+    check_unique(ledger, &ids, &mut t);
     let window = a.sale_window();
-    check_deductions_window(redis, &ledger, (&ids, &pkeys), window, &mut t).await?;
+    check_deductions_window(redis, ledger, (&ids, &pkeys), window, &mut t).await?;
     let outbox = read_outbox(db, activity, &mut read, &mut t).await?;
-    let seen = check_orders(
+    let whole: HashSet<&str> = ids
+        .iter()
+        .zip(&ledgers.state)
+        .filter(|(_, s)| s.whole())
+        .map(|(p, _)| p.as_str())
+        .collect();
+    let (seen, skipped) = check_orders(
         db,
         activity,
-        (&ledger, &ids),
+        (ledger, &ids, &whole),
         &outbox,
         window,
         opts,
@@ -228,6 +269,16 @@ pub async fn conform(
         &mut t,
     )
     .await?;
+    let mut unchecked = Vec::new();
+    for (p, state) in ids.iter().zip(&ledgers.state) {
+        if !state.whole() {
+            let n = skipped.get(p.as_str()).copied().unwrap_or(0);
+            unchecked.push(format!(
+                "the ledger of {p} {}: its {n} order(s) were not checked against their deductions",
+                state.why()
+            ));
+        }
+    }
     for (order_id, m) in &outbox {
         if !seen.contains(order_id) {
             t.broken(
@@ -241,7 +292,7 @@ pub async fn conform(
             );
         }
     }
-    check_compensation(db, activity, (&ledger, &ids), &mut read, &mut t).await?;
+    check_compensation(db, activity, (ledger, &ids), &mut read, &mut t).await?;
     let broken: Vec<&'static str> = t.results.iter().filter(|r| !r.ok).map(|r| r.rule).collect();
     Ok(ConformReport {
         activity: activity.to_string(),
@@ -249,20 +300,37 @@ pub async fn conform(
         broken,
         rules: t.results,
         read,
+        unchecked,
     })
 }
 
-/// Every product's ledger, by request id (HSCAN may give an entry twice: kept once).
+/// Every product's ledger, by request id (HSCAN may give an entry twice: kept once), and
+/// whether each could be read whole. Each walk is merged as it ends, so at most a few are
+/// held twice.
 async fn read_ledgers(
     redis: &RedisStore,
     pkeys: &[ProductKeys],
     read: &mut Read,
-) -> Result<HashMap<String, Vec<Ded>>> {
-    let walks = futures::stream::iter(pkeys.iter().enumerate().map(|(i, k)| async move {
+) -> Result<Ledgers> {
+    let exists: Vec<Keyed> = pkeys
+        .iter()
+        .map(|k| Keyed::new(&k.ledger, redis::cmd("EXISTS").arg(&k.ledger).clone()))
+        .collect();
+    let mut state: Vec<LedgerState> = Vec::with_capacity(pkeys.len());
+    for r in redis.pipeline(exists).await {
+        state.push(LedgerState {
+            exists: matches!(r.map_err(|e| redis.error(&e))?, redis::Value::Int(n) if n > 0),
+            ..LedgerState::default()
+        });
+    }
+    let mut walks = futures::stream::iter(pkeys.iter().enumerate().map(|(i, k)| async move {
         let mut out: HashMap<String, Ded> = HashMap::new();
+        let mut found = LedgerState::default();
         let mut cursor = 0;
         loop {
             let page = scan_page(redis, k, cursor).await?;
+            found.wrong_type |= page.wrong_type;
+            found.corrupt += page.corrupt.len();
             for e in page.entries {
                 out.insert(
                     e.request_id.clone(),
@@ -277,22 +345,25 @@ async fn read_ledgers(
                 );
             }
             cursor = page.next;
-            if cursor == 0 {
-                return Ok::<_, redis::RedisError>(out);
+            if cursor == 0 || page.wrong_type {
+                return Ok::<_, redis::RedisError>((i, out, found));
             }
         }
     }))
-    .buffer_unordered(LEDGERS_IN_FLIGHT)
-    .collect::<Vec<_>>()
-    .await;
-    let mut ledger: HashMap<String, Vec<Ded>> = HashMap::new();
-    for w in walks {
-        for (rid, d) in w.map_err(|e| redis.error(&e))? {
+    .buffer_unordered(LEDGERS_IN_FLIGHT);
+    let mut by_request: HashMap<String, Vec<Ded>> = HashMap::new();
+    while let Some(w) = walks.next().await {
+        let (i, entries, found) = w.map_err(|e| redis.error(&e))?;
+        if let Some(s) = state.get_mut(i) {
+            s.wrong_type = found.wrong_type;
+            s.corrupt = found.corrupt;
+        }
+        for (rid, d) in entries {
             read.ledger_entries += 1;
-            ledger.entry(rid).or_default().push(d);
+            by_request.entry(rid).or_default().push(d);
         }
     }
-    Ok(ledger)
+    Ok(Ledgers { by_request, state })
 }
 
 fn product_of<'a>(ids: &'a [String], d: &Ded) -> &'a str {
@@ -436,19 +507,21 @@ fn stamp_shown(s: &Stamp) -> String {
     }
 }
 
-/// Walks every order of the activity; returns the order ids seen.
+/// Walks every order of the activity; returns the order ids seen, and per product the orders
+/// not held against the ledger (one that could not be read whole).
 #[allow(clippy::too_many_arguments)]
 async fn check_orders(
     db: &Db,
     activity: &ActivityId,
-    (ledger, ids): (&HashMap<String, Vec<Ded>>, &[String]),
+    (ledger, ids, whole): (&HashMap<String, Vec<Ded>>, &[String], &HashSet<&str>),
     outbox: &HashMap<String, Message>,
     window: SaleWindow,
     opts: ConformOptions,
     read: &mut Read,
     t: &mut Tally,
-) -> Result<HashSet<String>> {
+) -> Result<(HashSet<String>, HashMap<String, u64>)> {
     let mut seen = HashSet::new();
+    let mut skipped: HashMap<String, u64> = HashMap::new();
     let mut after: Option<String> = None;
     let grace_ms = i64::try_from(opts.grace.as_millis()).unwrap_or(i64::MAX);
     loop {
@@ -460,19 +533,23 @@ async fn check_orders(
         let full = page.len() as i64 >= rows::PAGE;
         read.orders += page.len() as u64;
         for o in &page {
-            let deds = ledger.get(&o.request_id).map(Vec::as_slice).unwrap_or(&[]);
-            check_order(o, deds, ids, t);
             check_times(o, window, (grace_ms, opts.clock_slack_ms), t);
-            let here = deds.iter().find(|d| product_of(ids, d) == o.product_id);
-            check_return(o, here, opts.clock_slack_ms, t);
             check_message(o, activity.as_str(), outbox.get(&o.order_id), t);
             seen.insert(o.order_id.clone());
+            if !whole.contains(o.product_id.as_str()) {
+                *skipped.entry(o.product_id.clone()).or_default() += 1;
+                continue;
+            }
+            let deds = ledger.get(&o.request_id).map(Vec::as_slice).unwrap_or(&[]);
+            check_order(o, deds, ids, t);
+            let here = deds.iter().find(|d| product_of(ids, d) == o.product_id);
+            check_return(o, here, opts.clock_slack_ms, t);
         }
         if !full {
             break;
         }
     }
-    Ok(seen)
+    Ok((seen, skipped))
 }
 
 /// The order against its deduction.

@@ -34,8 +34,18 @@ pub struct WindowMoved {
     pub written: usize,
     /// Products with no meta hash in Redis (not preheated): their preheat writes it.
     pub not_preheated: usize,
-    /// Products whose write failed, with why (a corrupt key): `fix` writes the window.
+    /// Products whose meta hash held this window already.
+    pub unchanged: usize,
+    /// Products whose write failed or was refused, with why (a corrupt key, a rebuild holding
+    /// it): `fix` writes the window.
     pub failed: Vec<(String, String)>,
+    /// Why no product could be written (Redis unreachable, or refused): the database holds the
+    /// new window, Redis the old one, until `fix` writes it. The command exits 3 (or 5).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unpushed: Option<String>,
+    /// The kind of that failure, for the exit code.
+    #[serde(skip)]
+    pub failure: Option<crate::error::ErrorKind>,
 }
 
 /// What the import needs of Redis: only when it cuts a product's stock, to know whether the
@@ -99,67 +109,83 @@ pub async fn import(
     let after = def.activity.sale_window();
     let window = match window_before {
         Some(before) if before != after => {
-            Some(push_window(db, redis, keys, def, (before, after)).await?)
+            let mut moved = WindowMoved {
+                before,
+                after,
+                written: 0,
+                not_preheated: 0,
+                unchanged: 0,
+                failed: Vec::new(),
+                unpushed: None,
+                failure: None,
+            };
+            // The database holds the import now, whatever Redis answers: a failure is said in
+            // the report (and the exit code), never as an error that hides what was written.
+            if let Err(e) = push_window(db, redis, keys, def, &mut moved).await {
+                moved.unpushed = Some(format!(
+                    "the import is written to the database, but the new sale window could not be written to Redis ({}): every product preheated already sells in the old window until `seckill-console fix {}` writes it (nothing to do for an activity never preheated)",
+                    e.message, def.activity.activity_id
+                ));
+                moved.failure = Some(e.kind);
+            }
+            Some(moved)
         }
         _ => None,
     };
     Ok(Imported { report, window })
 }
 
-/// Writes a moved window into the meta hash of every product of the activity (after the
-/// database took it: a failure here leaves Redis enforcing the old window, which `status`
-/// names and `fix` writes).
+/// Writes a moved window into the meta hash of every product of the activity, after the
+/// database took it. A product it cannot write (held by a rebuild, a corrupt key) is named in
+/// `failed`; `status` names what Redis still enforces (`window_mismatch`) and `fix` writes it.
 async fn push_window(
     db: &Db,
     redis: &impl RedisForCuts,
     keys: &KeySpace,
     def: &ActivityDef,
-    (before, after): (SaleWindow, SaleWindow),
-) -> Result<WindowMoved> {
+    moved: &mut WindowMoved,
+) -> Result<()> {
     let id = &def.activity.activity_id;
     let products = store::products(db, id).await?;
-    let redis = redis.redis().await.map_err(|e| unpushed(e, id))?;
+    let redis = redis.redis().await?;
     let pkeys: Vec<_> = products
         .iter()
         .map(|p| keys.product(id, &p.product_id))
         .collect();
     let refs: Vec<_> = pkeys.iter().collect();
-    let mut moved = WindowMoved {
-        before,
-        after,
-        written: 0,
-        not_preheated: 0,
-        failed: Vec::new(),
-    };
-    let replies = set_window_many(&redis, &refs, (after.opens_ms, after.closes_ms)).await;
+    let w = moved.after;
+    let replies = set_window_many(&redis, &refs, (w.opens_ms, w.closes_ms)).await;
+    let mut stop: Option<Error> = None;
     for (p, r) in products.iter().zip(replies) {
         match r {
             Ok(WindowReply::Written(_)) => moved.written += 1,
             Ok(WindowReply::NotThere) => moved.not_preheated += 1,
+            Ok(WindowReply::Same) => moved.unchanged += 1,
+            Ok(WindowReply::Held(_)) => moved.failed.push((
+                p.product_id.to_string(),
+                "a rebuild holds it (fix writes the window when it is done)".into(),
+            )),
             Err(e) => {
                 let err = redis.error(&e);
+                moved
+                    .failed
+                    .push((p.product_id.to_string(), crate::redis::describe(&e)));
                 if matches!(
                     err.kind,
                     crate::error::ErrorKind::Unavailable | crate::error::ErrorKind::Refused
                 ) {
-                    return Err(unpushed(err, id));
+                    stop.get_or_insert(err);
                 }
-                moved
-                    .failed
-                    .push((p.product_id.to_string(), crate::redis::describe(&e)));
             }
         }
     }
-    Ok(moved)
-}
-
-/// A window the database took and Redis did not: the error says both, and what to run.
-fn unpushed(e: Error, activity: &crate::domain::ActivityId) -> Error {
-    Error {
-        message: format!(
-            "the import is written to the database, but the new sale window could not be written to Redis ({}): deductions follow the old one until `seckill-console fix {activity}` writes it",
-            e.message
-        ),
-        ..e
+    // A node that did not answer (or refused) leaves the rest written: the products named
+    // above, and the exit code, say which.
+    if let Some(e) = stop {
+        moved.failure = Some(e.kind);
+    } else if !moved.failed.is_empty() {
+        // Written in the database, not on these products: a check that failed (exit 4).
+        moved.failure = Some(crate::error::ErrorKind::CheckFailed);
     }
+    Ok(())
 }

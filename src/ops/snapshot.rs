@@ -332,7 +332,7 @@ pub fn view(
     (books, details): (&Books, bool),
     explained: bool,
     grace: Duration,
-    unledgered_in: &dyn Fn(&str, &str) -> bool,
+    unledgered_in: &dyn Fn(&str, &str) -> Option<bool>,
 ) -> ProductView {
     let grace_ms = i64::try_from(grace.as_millis()).unwrap_or(i64::MAX);
     let split = books.split(cut.now_ms, grace_ms);

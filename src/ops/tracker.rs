@@ -482,7 +482,7 @@ impl Tracker {
             let kept = &self.kept;
             let unledgered_in = |other: &str, rid: &str| {
                 kept.get(other)
-                    .is_some_and(|k| k.books.unledgered.contains_key(rid))
+                    .map(|k| k.books.unledgered.contains_key(rid))
             };
             snapshot::view(
                 product,
@@ -886,10 +886,13 @@ impl Tracker {
             let (state, foreign) = order_state(found.get(rid), &items[*i], self.clock.skew_ms());
             if let Some(k) = self.kept.get_mut(items[*i].id()) {
                 k.books.on_order(rid, state);
-                if let Some(other) = foreign
-                    && k.books.unbacked.contains_key(rid.as_str())
-                {
-                    k.books.elsewhere.insert(rid.clone(), other.to_string());
+                match foreign {
+                    Some(other) if k.books.unbacked.contains_key(rid.as_str()) => {
+                        k.books.elsewhere.insert(rid.clone(), other.to_string());
+                    }
+                    _ => {
+                        k.books.elsewhere.remove(rid.as_str());
+                    }
                 }
             }
         }

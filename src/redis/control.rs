@@ -37,13 +37,18 @@ pub fn parse_pause(reply: Value) -> RedisResult<PauseReply> {
 }
 
 /// What `window.lua` answered for one product.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum WindowReply {
     /// Written (the meta `rev` now).
     Written(i64),
     /// The product holds no meta `limit` (not preheated, or lost): nothing written; the
     /// preheat or fix that writes its meta hash writes the window too.
     NotThere,
+    /// The meta hash holds this window already: nothing written.
+    Same,
+    /// A rebuild holds the product (its marker): nothing written; the fix that finishes the
+    /// rebuild writes the window.
+    Held(String),
 }
 
 /// Writes the sale window `(opens, closes)` (ms) into each product's meta hash, pipelined per
@@ -74,6 +79,10 @@ pub async fn set_window_many(
                 Value::Array(items) => match items.as_slice() {
                     [Value::Int(1), Value::Int(rev)] => Ok(WindowReply::Written(*rev)),
                     [Value::Int(0)] => Ok(WindowReply::NotThere),
+                    [Value::Int(2)] => Ok(WindowReply::Same),
+                    [Value::Int(4), _, marker] => Ok(WindowReply::Held(
+                        super::reply::text(marker).unwrap_or_default(),
+                    )),
                     _ => Err(unknown_reply("window.lua", &items)),
                 },
                 Value::Int(code) => Err(unexpected(code)),

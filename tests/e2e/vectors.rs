@@ -49,15 +49,18 @@ enum Typed {
 #[serde(untagged)]
 enum Reply {
     Int(i64),
-    Array(Vec<i64>),
-    Error { error_prefix: String },
+    /// An array of integers and texts (`window.lua`: `[1, rev]`, `[4, "frozen", marker]`).
+    Array(Vec<serde_json::Value>),
+    Error {
+        error_prefix: String,
+    },
 }
 
 /// What the script answered.
 #[derive(Debug)]
 enum Got {
     Int(i64),
-    Array(Vec<i64>),
+    Array(Vec<serde_json::Value>),
     Error(String),
     Other(String),
 }
@@ -131,14 +134,14 @@ fn got_of(v: Value) -> Got {
         Value::Int(n) => Got::Int(n),
         Value::ServerError(e) => Got::Error(error_text(Some(e.code()), e.details())),
         Value::Array(ref a) => {
-            let ints: Option<Vec<i64>> = a
+            let items: Option<Vec<serde_json::Value>> = a
                 .iter()
                 .map(|x| match x {
-                    Value::Int(n) => Some(*n),
-                    _ => None,
+                    Value::Int(n) => Some(serde_json::Value::from(*n)),
+                    other => text(other).map(serde_json::Value::from),
                 })
                 .collect();
-            ints.map_or_else(|| Got::Other(format!("{v:?}")), Got::Array)
+            items.map_or_else(|| Got::Other(format!("{v:?}")), Got::Array)
         }
         other => Got::Other(format!("{other:?}")),
     }

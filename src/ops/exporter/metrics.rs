@@ -451,6 +451,36 @@ mod tests {
         text.lines().find(|l| l.starts_with(prefix))
     }
 
+    /// What an app server did against its contract is counted by kind, and a kind not raised
+    /// reads 0 (a rule on it never sees an absent series).
+    #[test]
+    fn an_app_servers_breach_is_counted_by_its_kind() {
+        use crate::domain::faults::Fault;
+        let m = Metrics::new();
+        m.begin_round();
+        let mut r = report(17);
+        r.products[0].faults.order_after_return = Some(Fault {
+            count: 1,
+            units: 1,
+            examples: Vec::new(),
+        });
+        r.alerts = crate::domain::alerts::product_alerts(&r.products);
+        m.report(&r, Utc::now(), 0.25);
+        let text = m.encode();
+        assert!(
+            text.contains(
+                r#"seckill_alerts{activity="a1",kind="order_after_return",severity="critical"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                r#"seckill_alerts{activity="a1",kind="request_reused",severity="warning"} 0"#
+            ),
+            "{text}"
+        );
+    }
+
     #[test]
     fn a_round_says_each_products_figures_and_state_and_the_activitys_alerts() {
         let m = Metrics::new();

@@ -232,3 +232,34 @@ fn one(alert: &crate::domain::alerts::Alert) -> AlertLine<'_> {
         member: false,
     }
 }
+
+/// What an app server did against its contract shows in the Alerts view like any alert, by
+/// kind, with the request behind it (docs/app-servers.md).
+#[test]
+fn an_app_servers_breach_is_an_alert_naming_its_request() {
+    use crate::domain::faults::{Example, Fault};
+    let mut a: App = app(false);
+    let mut r = report(4, 6);
+    r.products[0].faults.order_mismatch = Some(Fault {
+        count: 1,
+        units: 1,
+        examples: vec![Example {
+            request_id: "req-42".into(),
+            detail: "the order holds 2 unit(s), its deduction took 1".into(),
+        }],
+    });
+    r.alerts = crate::domain::alerts::product_alerts(&r.products);
+    a.update(Action::Status(id("spring-sale"), fetched(4, 4, r)));
+    a.update(key('3'));
+    a.update(key('/'));
+    for c in "req-42".chars() {
+        a.update(key(c));
+    }
+    assert_eq!(a.row_count(View::Alerts), 1);
+    let s = screen(&a, 200, 30);
+    assert!(
+        s.contains("order_mismatch") || s.contains("order mismatch"),
+        "{s}"
+    );
+    assert!(s.contains("req-42"), "{s}");
+}
