@@ -11,11 +11,16 @@
 -- ARGV[2] the generation of this pause or resume in the database (seckill_product.pause_gen):
 --         Redis keeps the newest, so two operators pressing at once end as the database does
 --
+-- A pause always wins: stopping a sale is never wrong, so a pause is written whatever
+-- generation Redis holds (it keeps the higher of the two: a database restored or failed over
+-- holds an older one than Redis, and a pause must not be lost to that). A resume is written
+-- only over an older generation: it must not lift a newer pause.
+--
 -- Written whether or not the stock key exists (a rebuild in progress keeps the newer
 -- generation). Returns {1, what 'paused' was ('0' or '1'; '0' when absent), 1 when the stock
--- key exists else 0}; {3, the generation Redis holds} when a newer pause or resume is there
--- already (nothing written); -4 on bad arguments. A meta key of another type is an error reply
--- with nothing written.
+-- key exists else 0}; {3, the generation Redis holds} when a resume meets a newer generation
+-- (nothing written); -4 on bad arguments. A meta key of another type is an error reply with
+-- nothing written.
 
 local want, gen = ARGV[1], ARGV[2]
 if (want ~= '0' and want ~= '1') or gen == nil or not string.find(gen, '^%d+$') or #gen > 15 then
@@ -28,7 +33,10 @@ end
 local f = redis.call('HMGET', KEYS[2], 'paused', 'pause_gen')
 local have = tonumber(f[2] and string.match(f[2], '^%d+$') and #f[2] <= 15 and f[2] or '0')
 if have > tonumber(gen) then
-  return {3, have}
+  if want == '0' then
+    return {3, have}
+  end
+  gen = tostring(have)
 end
 local was = (f[1] == '1') and '1' or '0'
 redis.call('HSET', KEYS[2], 'paused', want, 'pause_gen', gen)

@@ -221,6 +221,8 @@ pub const DEFAULT_REDIS: &str = "redis://127.0.0.1:6379";
 pub fn resolve(layers: &[Layer]) -> Result<Config> {
     let mut redis: Option<RedisTarget> = None;
     let mut sentinels: Option<Vec<String>> = None;
+    // Whether any layer named Sentinels (one above may have replaced them with a plain target).
+    let mut any_sentinels = false;
     let mut data_url: Option<String> = None;
     let mut merged = Layer::default();
     for layer in layers {
@@ -247,6 +249,7 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
                 ));
             }
             sentinels = Some(urls);
+            any_sentinels = true;
         } else if layer.redis.is_some() || layer.redis_cluster.is_some() {
             // A plain target set above the Sentinels wins over them.
             sentinels = None;
@@ -284,6 +287,22 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
         );
     }
 
+    let master_given = merged
+        .sentinel_master
+        .as_deref()
+        .is_some_and(|m| !m.trim().is_empty());
+    if master_given && !any_sentinels {
+        // Without Sentinels the name would be ignored and the console would go to --redis or
+        // the default server: another Redis than the one meant.
+        return Err(Error::bad_input(format!(
+            "--sentinel-master is given without --redis-sentinel (or SECKILL_REDIS_SENTINEL is empty): the console would use {} instead of the master the Sentinels name; give the Sentinels, e.g. --redis-sentinel 10.0.0.1:26379,10.0.0.2:26379",
+            if redis.is_some() {
+                "--redis / --redis-cluster"
+            } else {
+                DEFAULT_REDIS
+            }
+        )));
+    }
     if let Some(list) = sentinels {
         let master = merged
             .sentinel_master
@@ -452,6 +471,29 @@ mod tests {
         assert_eq!(name_in_passwd(passwd, 1001).as_deref(), Some("ops"));
         assert_eq!(name_in_passwd(passwd, 7), None);
         assert_eq!(name_in_passwd("", 0), None);
+    }
+
+    #[test]
+    fn a_master_name_without_sentinels_is_refused() {
+        let e = resolve(&[Layer {
+            sentinel_master: Some("mymaster".into()),
+            ..Layer::default()
+        }])
+        .expect_err("no Sentinels");
+        assert!(e.message.contains("--redis-sentinel"), "{}", e.message);
+        assert_eq!(e.kind, crate::error::ErrorKind::BadInput);
+        // Sentinels in the file, a plain target on the command line: the flag wins, as before.
+        let file = Layer {
+            redis_sentinel: Some(StringOrList::One("10.0.0.1:26379".into())),
+            sentinel_master: Some("mymaster".into()),
+            ..Layer::default()
+        };
+        let flags = Layer {
+            redis: Some("redis://10.0.0.9:6379".into()),
+            ..Layer::default()
+        };
+        let c = resolve(&[file, flags]).expect("the plain target wins");
+        assert!(matches!(c.redis, RedisTarget::Standalone(_)));
     }
 
     #[test]

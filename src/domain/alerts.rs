@@ -320,7 +320,9 @@ fn window_alert(opens: Option<i64>, closes: Option<i64>, held: &[&str]) -> Alert
 /// The alerts of what the shop's app servers did against the contract (docs/app-servers.md):
 /// each names the rule, the requests behind it and what to do.
 fn fault_alerts(p: &ProductStatus) -> Vec<(AlertKind, Severity, String)> {
-    let f = &p.faults;
+    let Some(f) = p.faults.as_deref() else {
+        return Vec::new();
+    };
     let mut out = Vec::new();
     if let Some(x) = &f.request_reused {
         out.push((

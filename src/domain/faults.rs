@@ -95,7 +95,7 @@ impl Faults {
     pub fn of(books: &Books, unledgered_in: impl Fn(&str, &str) -> Option<bool>) -> Faults {
         let mut reused = Vec::new();
         let mut mismatch = Vec::new();
-        for (rid, other) in &books.elsewhere {
+        for (rid, other) in books.breaches.elsewhere() {
             let Some(u) = books.unbacked.get(rid) else {
                 continue;
             };
@@ -118,7 +118,7 @@ impl Faults {
                 )),
             }
         }
-        for (rid, m) in &books.mismatched {
+        for (rid, m) in books.breaches.mismatched() {
             mismatch.push((
                 printable(rid),
                 m.excess(),
@@ -129,8 +129,8 @@ impl Faults {
             ));
         }
         let outside: Vec<(String, i64, String)> = books
-            .outside
-            .iter()
+            .breaches
+            .outside()
             .map(|(rid, q)| {
                 (
                     printable(rid),
@@ -140,8 +140,8 @@ impl Faults {
             })
             .collect();
         let after: Vec<(String, i64, String)> = books
-            .after_return
-            .iter()
+            .breaches
+            .after_return_all()
             .filter_map(|rid| {
                 let q = *books.unledgered.get(rid)?;
                 Some((
@@ -178,19 +178,25 @@ mod tests {
     fn each_fault_names_its_requests() {
         let mut b = Books::default();
         b.unbacked.insert("twice".into(), unbacked(1));
-        b.elsewhere.insert("twice".into(), "p2".into());
+        b.breaches
+            .maps()
+            .elsewhere
+            .insert("twice".into(), "p2".into());
         b.unbacked.insert("wrong".into(), unbacked(2));
-        b.elsewhere.insert("wrong".into(), "p3".into());
-        b.mismatched.insert(
+        b.breaches
+            .maps()
+            .elsewhere
+            .insert("wrong".into(), "p3".into());
+        b.breaches.maps().mismatched.insert(
             "more".into(),
             Mismatch {
                 deducted: 1,
                 ordered: 3,
             },
         );
-        b.outside.insert("late".into(), 1);
+        b.breaches.maps().outside.insert("late".into(), 1);
         b.unledgered.insert("again".into(), 2);
-        b.after_return.insert("again".into());
+        b.breaches.maps().after_return.insert("again".into());
         let f = Faults::of(&b, |product, rid| Some(product == "p3" && rid == "wrong"));
         let reused = f.request_reused.expect("reused");
         assert_eq!((reused.count, reused.units), (1, 1));

@@ -355,8 +355,9 @@ pub struct ProductStatus {
     /// The event stream lacks entries (deleted or trimmed): the last settle read the ledger.
     pub stream_gap: bool,
     /// What the shop's app servers did against the contract, with the requests behind it.
-    #[serde(skip_serializing_if = "Faults::is_empty")]
-    pub faults: Faults,
+    /// Boxed: nearly every product has none, and 100,000 products' statuses carry it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub faults: Option<Box<Faults>>,
     /// The sale window Redis enforces (the meta hash's `opens`, `closes`, ms), when it is not
     /// the activity's (absent: a product preheated before the meta hash carried it).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -446,7 +447,7 @@ impl ProductStatus {
             pause_reason: String::new(),
             held: None,
             stream_gap: false,
-            faults: Faults::default(),
+            faults: None,
             redis_window: None,
         }
     }

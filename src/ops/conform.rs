@@ -218,12 +218,15 @@ impl Tally {
     }
 }
 
-/// An outbox message as the order check needs it.
-struct Message {
-    count: u32,
-    topic: String,
-    payload: String,
-    status: String,
+/// What an order's outbox message must say, kept from the walk of the orders for the walk of
+/// the messages that follows (a message is checked as it goes by: no payload is held).
+struct Expected {
+    request_id: Box<str>,
+    product: Box<str>,
+    user: Box<str>,
+    quantity: i64,
+    /// Messages seen for the order.
+    messages: u32,
 }
 
 /// Checks the activity's rows against the contract.
@@ -251,24 +254,23 @@ pub async fn conform(
     check_unique(ledger, &ids, &mut t);
     let window = a.sale_window();
     check_deductions_window(redis, ledger, (&ids, &pkeys), window, &mut t).await?;
-    let outbox = read_outbox(db, activity, &mut read, &mut t).await?;
     let whole: HashSet<&str> = ids
         .iter()
         .zip(&ledgers.state)
         .filter(|(_, s)| s.whole())
         .map(|(p, _)| p.as_str())
         .collect();
-    let (seen, skipped) = check_orders(
+    let (mut expected, skipped) = check_orders(
         db,
         activity,
         (ledger, &ids, &whole),
-        &outbox,
         window,
         opts,
         &mut read,
         &mut t,
     )
     .await?;
+    check_outbox(db, activity, &mut expected, &mut read, &mut t).await?;
     let mut unchecked = Vec::new();
     for (p, state) in ids.iter().zip(&ledgers.state) {
         if !state.whole() {
@@ -277,19 +279,6 @@ pub async fn conform(
                 "the ledger of {p} {}: its {n} order(s) were not checked against their deductions",
                 state.why()
             ));
-        }
-    }
-    for (order_id, m) in &outbox {
-        if !seen.contains(order_id) {
-            t.broken(
-                OUTBOX,
-                "",
-                "",
-                format!(
-                    "{} message(s) for order {order_id}, which is not an order of this activity",
-                    m.count
-                ),
-            );
         }
     }
     check_compensation(db, activity, (ledger, &ids), &mut read, &mut t).await?;
@@ -449,14 +438,15 @@ fn shown_ms(ms: i64) -> String {
         .unwrap_or_else(|| ms.to_string())
 }
 
-/// Every outbox message of the activity, by order id; the messages' own form is checked here.
-async fn read_outbox(
+/// Walks every outbox message of the activity: each one checked against the order it names as
+/// it goes by, then the orders that got none or several.
+async fn check_outbox(
     db: &Db,
     activity: &ActivityId,
+    expected: &mut HashMap<Box<str>, Expected>,
     read: &mut Read,
     t: &mut Tally,
-) -> Result<HashMap<String, Message>> {
-    let mut out: HashMap<String, Message> = HashMap::new();
+) -> Result<()> {
     let mut after = 0;
     loop {
         let page = rows::outbox_page(db, activity, after).await?;
@@ -468,11 +458,15 @@ async fn read_outbox(
         read.outbox_messages += page.len() as u64;
         t.checked(TIMESTAMPS, page.len() as u64);
         for m in page {
+            let order = expected.get_mut(m.order_id.as_str());
+            let (rid, product) = order
+                .as_ref()
+                .map_or(("", ""), |e| (&*e.request_id, &*e.product));
             if !m.created.documented() {
                 t.broken(
                     TIMESTAMPS,
-                    "",
-                    "",
+                    rid,
+                    product,
                     format!(
                         "outbox message {} of order {}: created_at {}",
                         m.id,
@@ -481,20 +475,66 @@ async fn read_outbox(
                     ),
                 );
             }
-            out.entry(m.order_id)
-                .and_modify(|e| e.count += 1)
-                .or_insert(Message {
-                    count: 1,
-                    topic: m.topic,
-                    payload: m.payload,
-                    status: m.status,
-                });
+            let Some(e) = order else {
+                t.broken(
+                    OUTBOX,
+                    "",
+                    "",
+                    format!(
+                        "message {} names order {}, which is not an order of this activity",
+                        m.id, m.order_id
+                    ),
+                );
+                continue;
+            };
+            e.messages += 1;
+            let mut wrong = Vec::new();
+            if m.topic != ORDER_TOPIC {
+                wrong.push(format!(
+                    "topic '{}' (expected {ORDER_TOPIC})",
+                    crate::domain::stock::shown(m.topic.as_bytes())
+                ));
+            }
+            if !matches!(m.status.as_str(), "pending" | "sent") {
+                wrong.push(format!(
+                    "status '{}' (pending or sent)",
+                    crate::domain::stock::shown(m.status.as_bytes())
+                ));
+            }
+            if let Some(why) = payload_differs(&m.order_id, e, activity.as_str(), &m.payload) {
+                wrong.push(why);
+            }
+            if !wrong.is_empty() {
+                let (rid, product) = (e.request_id.to_string(), e.product.to_string());
+                t.broken(
+                    OUTBOX,
+                    &rid,
+                    &product,
+                    format!(
+                        "message {} of order {}: {}",
+                        m.id,
+                        m.order_id,
+                        wrong.join("; ")
+                    ),
+                );
+            }
         }
         if !full {
             break;
         }
     }
-    Ok(out)
+    let mut counts: Vec<(&Box<str>, &Expected)> =
+        expected.iter().filter(|(_, e)| e.messages != 1).collect();
+    counts.sort_by(|a, b| a.1.request_id.cmp(&b.1.request_id));
+    t.checked(OUTBOX, expected.len() as u64);
+    for (order_id, e) in counts {
+        let detail = match e.messages {
+            0 => format!("order {order_id} has no outbox message"),
+            n => format!("order {order_id} has {n} outbox messages"),
+        };
+        t.broken(OUTBOX, &e.request_id, &e.product, detail);
+    }
+    Ok(())
 }
 
 fn stamp_shown(s: &Stamp) -> String {
@@ -507,20 +547,18 @@ fn stamp_shown(s: &Stamp) -> String {
     }
 }
 
-/// Walks every order of the activity; returns the order ids seen, and per product the orders
-/// not held against the ledger (one that could not be read whole).
-#[allow(clippy::too_many_arguments)]
+/// Walks every order of the activity; returns what each order's outbox message must say, and
+/// per product the orders not held against the ledger (one that could not be read whole).
 async fn check_orders(
     db: &Db,
     activity: &ActivityId,
     (ledger, ids, whole): (&HashMap<String, Vec<Ded>>, &[String], &HashSet<&str>),
-    outbox: &HashMap<String, Message>,
     window: SaleWindow,
     opts: ConformOptions,
     read: &mut Read,
     t: &mut Tally,
-) -> Result<(HashSet<String>, HashMap<String, u64>)> {
-    let mut seen = HashSet::new();
+) -> Result<(HashMap<Box<str>, Expected>, HashMap<String, u64>)> {
+    let mut expected: HashMap<Box<str>, Expected> = HashMap::new();
     let mut skipped: HashMap<String, u64> = HashMap::new();
     let mut after: Option<String> = None;
     let grace_ms = i64::try_from(opts.grace.as_millis()).unwrap_or(i64::MAX);
@@ -534,8 +572,16 @@ async fn check_orders(
         read.orders += page.len() as u64;
         for o in &page {
             check_times(o, window, (grace_ms, opts.clock_slack_ms), t);
-            check_message(o, activity.as_str(), outbox.get(&o.order_id), t);
-            seen.insert(o.order_id.clone());
+            expected.insert(
+                o.order_id.as_str().into(),
+                Expected {
+                    request_id: o.request_id.as_str().into(),
+                    product: o.product_id.as_str().into(),
+                    user: o.user_id.as_str().into(),
+                    quantity: o.quantity,
+                    messages: 0,
+                },
+            );
             if !whole.contains(o.product_id.as_str()) {
                 *skipped.entry(o.product_id.clone()).or_default() += 1;
                 continue;
@@ -549,7 +595,7 @@ async fn check_orders(
             break;
         }
     }
-    Ok((seen, skipped))
+    Ok((expected, skipped))
 }
 
 /// The order against its deduction.
@@ -707,50 +753,8 @@ fn check_times(o: &OrderRow, window: SaleWindow, (grace_ms, slack_ms): (i64, i64
     }
 }
 
-/// The order's outbox message: one, in the documented form.
-fn check_message(o: &OrderRow, activity: &str, m: Option<&Message>, t: &mut Tally) {
-    let (rid, product) = (o.request_id.as_str(), o.product_id.as_str());
-    t.checked(OUTBOX, 1);
-    let Some(m) = m else {
-        t.broken(
-            OUTBOX,
-            rid,
-            product,
-            format!("order {} has no outbox message", o.order_id),
-        );
-        return;
-    };
-    let mut wrong = Vec::new();
-    if m.count > 1 {
-        wrong.push(format!("{} messages", m.count));
-    }
-    if m.topic != ORDER_TOPIC {
-        wrong.push(format!(
-            "topic '{}' (expected {ORDER_TOPIC})",
-            crate::domain::stock::shown(m.topic.as_bytes())
-        ));
-    }
-    if !matches!(m.status.as_str(), "pending" | "sent") {
-        wrong.push(format!(
-            "status '{}' (pending or sent)",
-            crate::domain::stock::shown(m.status.as_bytes())
-        ));
-    }
-    if let Some(why) = payload_differs(o, activity, &m.payload) {
-        wrong.push(why);
-    }
-    if !wrong.is_empty() {
-        t.broken(
-            OUTBOX,
-            rid,
-            product,
-            format!("order {}: {}", o.order_id, wrong.join("; ")),
-        );
-    }
-}
-
 /// Why a message's payload is not the order's, if it is not.
-fn payload_differs(o: &OrderRow, activity: &str, payload: &str) -> Option<String> {
+fn payload_differs(order_id: &str, o: &Expected, activity: &str, payload: &str) -> Option<String> {
     let Ok(serde_json::Value::Object(v)) = serde_json::from_str::<serde_json::Value>(payload)
     else {
         return Some("the payload is not a JSON object".into());
@@ -758,16 +762,10 @@ fn payload_differs(o: &OrderRow, activity: &str, payload: &str) -> Option<String
     let text = |k: &str| v.get(k).and_then(serde_json::Value::as_str);
     let fields = [
         ("activity_id", text("activity_id") == Some(activity)),
-        ("order_id", text("order_id") == Some(o.order_id.as_str())),
-        (
-            "product_id",
-            text("product_id") == Some(o.product_id.as_str()),
-        ),
-        (
-            "request_id",
-            text("request_id") == Some(o.request_id.as_str()),
-        ),
-        ("user_id", text("user_id") == Some(o.user_id.as_str())),
+        ("order_id", text("order_id") == Some(order_id)),
+        ("product_id", text("product_id") == Some(&*o.product)),
+        ("request_id", text("request_id") == Some(&*o.request_id)),
+        ("user_id", text("user_id") == Some(&*o.user)),
         (
             "quantity",
             v.get("quantity").and_then(serde_json::Value::as_i64) == Some(o.quantity),

@@ -400,7 +400,7 @@ fn left_as_is(p: &crate::domain::stock::ProductStatus) -> LeftAsIs {
             p.db_sold,
             p.in_flight
         )
-    } else if let Some(m) = &p.faults.order_mismatch {
+    } else if let Some(m) = p.faults.as_ref().and_then(|f| f.order_mismatch.as_ref()) {
         format!(
             "{} order(s) do not copy their deduction ({}): Redis took what the deductions say, the database counts what the orders say, and a fix cannot tell which is right; correct or cancel those orders in the shop (their app server must copy product, user and quantity from the deduction), then fix again",
             m.count,

@@ -140,7 +140,8 @@ pub async fn set_paused(
         unreachable: false,
     };
     let mut redis_only = Vec::new();
-    for ((p, reply), k) in products.iter().zip(replies).zip(&pkeys) {
+    for (((p, reply), k), generation) in products.iter().zip(replies).zip(&pkeys).zip(&generations)
+    {
         let node = redis.node_for_key(&k.stock).ok().map(|n| n.addr.clone());
         let mut row = PausedProduct {
             product: p.product_id.to_string(),
@@ -193,9 +194,16 @@ pub async fn set_paused(
                     );
                 }
             }
-            // A newer pause or resume reached Redis first: it stands, as in the database.
-            Ok(PauseReply::Stale(_)) => {
-                add_note(&mut row, "another operator's newer pause or resume stands");
+            // Only a resume meets this (a pause always wins in pause.lua): Redis holds a
+            // newer generation than the database's, so the resume is not applied there.
+            // Either another operator paused it since, or the database was restored or failed
+            // over and lost the generations Redis kept: a person must look before it sells.
+            Ok(PauseReply::Stale(held)) => {
+                row.applied = false;
+                row.error = Some(format!(
+                    "not resumed in Redis: it holds pause generation {held}, newer than the database's {} (a pause since, by another operator, or a database restored or failed over that lost it): Redis keeps what it holds; see `seckill-console audit {activity} --product {}` and resume again once you know",
+                    generation, p.product_id
+                ));
             }
             // Every product is reported, whatever its node did: a hung node in a cluster
             // leaves the others' products applied, and the operator sees which are not.

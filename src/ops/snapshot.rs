@@ -360,7 +360,8 @@ pub fn view(
     status.pause_reason = product.pause.reason.clone();
     status.stream_gap = books.stream_gap;
     status.held = held_shown(&cut);
-    status.faults = Faults::of(books, unledgered_in);
+    let faults = Faults::of(books, unledgered_in);
+    status.faults = (!faults.is_empty()).then(|| Box::new(faults));
     if let Some(w) = &product.window
         && cut.meta.present
         && cut.meta.window_differs(w)
@@ -397,7 +398,7 @@ pub fn view(
             discrepancy: books.discrepancy,
             stream_gap: books.stream_gap,
             // What a fix leaves of the stock depends on it (a few entries at most).
-            mismatched: books.mismatched.clone(),
+            breaches: books.breaches.mismatches_only(),
             ..Books::default()
         }
     };
@@ -703,6 +704,8 @@ async fn look_up(
     for (i, rid, product) in foreign {
         if let Some(s) = settles[i].as_mut() {
             s.books
+                .breaches
+                .maps()
                 .elsewhere
                 .insert(rid.to_string(), product.to_string());
         }

@@ -888,10 +888,14 @@ impl Tracker {
                 k.books.on_order(rid, state);
                 match foreign {
                     Some(other) if k.books.unbacked.contains_key(rid.as_str()) => {
-                        k.books.elsewhere.insert(rid.clone(), other.to_string());
+                        k.books
+                            .breaches
+                            .maps()
+                            .elsewhere
+                            .insert(rid.clone(), other.to_string());
                     }
                     _ => {
-                        k.books.elsewhere.remove(rid.as_str());
+                        k.books.breaches.forget_elsewhere(rid);
                     }
                 }
             }
@@ -1217,9 +1221,7 @@ impl Tracker {
             // Books of an incident (a million orders after a key loss) are settled again by
             // the next reader rather than written to Redis in full.
             let b = &kept.books;
-            if b.unbacked.len() + b.unledgered.len() + b.mismatched.len() + b.outside.len()
-                > MAX_SAVED
-            {
+            if b.unbacked.len() + b.unledgered.len() + b.breaches.len() > MAX_SAVED {
                 continue;
             }
             // Books before the first event spare a reader nothing (there is no event to

@@ -33,10 +33,13 @@ const CHUNK: usize = 100;
 /// could not even be replayed to tell a stall from its cost. 15 fields are 32 arguments.
 const SAVE_FIELDS: usize = 15;
 
-/// The version of the books a checkpoint holds (its `ver` field). A checkpoint of another one
-/// is not read: the product is settled from scratch once. Version 2 counts an order whose
-/// quantity is not its deduction's as a mismatch (`m|`); a version-1 checkpoint of such a product
-/// holds a discrepancy and a stream gap instead, which would have been carried on as `corrupt`.
+/// The version of the books a checkpoint holds (its `ver` field). One of an older version is
+/// not read: the product is settled from scratch once. Version 2 counts an order whose quantity
+/// is not its deduction's as a mismatch (`m|`); a version-1 checkpoint of such a product holds a
+/// discrepancy and a stream gap instead, which would have been carried on as `corrupt`. A newer
+/// version is read for what this console understands, its other fields left aside: books that
+/// then do not balance are settled again by the check every refresh makes, and two console
+/// versions side by side no longer throw each other's checkpoints away on every read.
 pub const VERSION: u32 = 2;
 
 /// A checkpoint as stored.
@@ -170,7 +173,7 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
                     let q = parse_int(units.as_bytes()).filter(|q| *q >= 1)?;
                     books.unledgered.insert(rid.to_string(), q);
                     if after_return {
-                        books.after_return.insert(rid.to_string());
+                        books.breaches.maps().after_return.insert(rid.to_string());
                     }
                 }
                 Some(("m", rid)) if !rid.is_empty() => {
@@ -178,15 +181,21 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
                     let deducted = parse_int(d.as_bytes()).filter(|q| *q >= 1)?;
                     let ordered = parse_int(o.as_bytes()).filter(|q| *q >= 1)?;
                     books
+                        .breaches
+                        .maps()
                         .mismatched
                         .insert(rid.to_string(), Mismatch { deducted, ordered });
                 }
                 Some(("e", rid)) if !rid.is_empty() && !v.is_empty() => {
-                    books.elsewhere.insert(rid.to_string(), v.to_string());
+                    books
+                        .breaches
+                        .maps()
+                        .elsewhere
+                        .insert(rid.to_string(), v.to_string());
                 }
                 Some(("o", rid)) if !rid.is_empty() => {
                     let q = parse_int(v.as_bytes()).filter(|q| *q >= 1)?;
-                    books.outside.insert(rid.to_string(), q);
+                    books.breaches.maps().outside.insert(rid.to_string(), q);
                 }
                 Some(("x", rid)) if !rid.is_empty() => {
                     books
@@ -198,11 +207,13 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
                         .bad_entries
                         .insert((HashOf::Buyers, user.to_string()), v.to_string());
                 }
-                _ => return None,
+                Some(("u" | "v" | "x" | "y" | "m" | "e" | "o", _)) => return None,
+                // A field of a newer console: not this one's to read.
+                _ => {}
             },
         }
     }
-    if version != Some(VERSION) {
+    if version.is_none_or(|v| v < VERSION) {
         return None;
     }
     books.position = pos?;
@@ -262,20 +273,20 @@ pub fn to_fields(c: &Checkpoint, saved_ms: i64) -> Vec<(String, String)> {
         ));
     }
     for (rid, q) in &b.unledgered {
-        let flag = if b.after_return.contains(rid) {
+        let flag = if b.breaches.after_return(rid) {
             "|r"
         } else {
             ""
         };
         out.push((format!("v|{rid}"), format!("{q}{flag}")));
     }
-    for (rid, m) in &b.mismatched {
+    for (rid, m) in b.breaches.mismatched() {
         out.push((format!("m|{rid}"), format!("{}|{}", m.deducted, m.ordered)));
     }
-    for (rid, product) in &b.elsewhere {
+    for (rid, product) in b.breaches.elsewhere() {
         out.push((format!("e|{rid}"), product.clone()));
     }
-    for (rid, q) in &b.outside {
+    for (rid, q) in b.breaches.outside() {
         out.push((format!("o|{rid}"), q.to_string()));
     }
     for ((hash, field), shown) in &b.bad_entries {
@@ -527,16 +538,20 @@ mod tests {
         books.unledgered.insert("lost".into(), 3);
         // What app servers did against the contract rides along.
         books.unledgered.insert("again|r".into(), 2);
-        books.after_return.insert("again|r".into());
-        books.mismatched.insert(
+        books.breaches.maps().after_return.insert("again|r".into());
+        books.breaches.maps().mismatched.insert(
             "more".into(),
             Mismatch {
                 deducted: 1,
                 ordered: 3,
             },
         );
-        books.elsewhere.insert("gone".into(), "p-2".into());
-        books.outside.insert("late".into(), 4);
+        books
+            .breaches
+            .maps()
+            .elsewhere
+            .insert("gone".into(), "p-2".into());
+        books.breaches.maps().outside.insert("late".into(), 4);
         books.note_bad_entry(HashOf::Ledger, "junk|1", b"gar|bage");
         books.note_bad_entry(HashOf::Buyers, "u|2", b"01");
         books.sweep = SweepAt {
@@ -558,7 +573,7 @@ mod tests {
             .into_iter()
             .map(|(k, v)| (k.into_bytes(), v.into_bytes()))
             .collect();
-        assert_eq!(from_fields(&fields), Some(c));
+        assert_eq!(from_fields(&fields).as_ref(), Some(&c));
         // A checkpoint of another version (the books before mismatches were counted apart)
         // is not read.
         let old: Vec<(Vec<u8>, Vec<u8>)> = fields
@@ -567,6 +582,11 @@ mod tests {
             .cloned()
             .collect();
         assert_eq!(from_fields(&old), None);
+        // A newer console's field is left aside; the rest is read.
+        let mut newer = fields.clone();
+        newer.push((b"z|future".to_vec(), b"anything".to_vec()));
+        newer.push((b"ver".to_vec(), b"3".to_vec()));
+        assert_eq!(from_fields(&newer).map(|c| c.books), Some(c.books.clone()));
         // Anything unreadable makes the whole checkpoint unusable, not half of it.
         let mut bad = fields.clone();
         bad.push((b"u|x".to_vec(), b"1|oops|-".to_vec()));

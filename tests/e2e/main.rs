@@ -22,6 +22,7 @@ mod live_sale;
 mod lua_contract;
 mod malformed;
 mod model;
+mod one_truth;
 mod operators;
 mod order_sums;
 mod partial_loss;

@@ -459,11 +459,14 @@ mod tests {
         let m = Metrics::new();
         m.begin_round();
         let mut r = report(17);
-        r.products[0].faults.order_after_return = Some(Fault {
-            count: 1,
-            units: 1,
-            examples: Vec::new(),
-        });
+        r.products[0].faults = Some(Box::new(crate::domain::faults::Faults {
+            order_after_return: Some(Fault {
+                count: 1,
+                units: 1,
+                examples: Vec::new(),
+            }),
+            ..Default::default()
+        }));
         r.alerts = crate::domain::alerts::product_alerts(&r.products);
         m.report(&r, Utc::now(), 0.25);
         let text = m.encode();

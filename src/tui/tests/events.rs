@@ -240,14 +240,17 @@ fn an_app_servers_breach_is_an_alert_naming_its_request() {
     use crate::domain::faults::{Example, Fault};
     let mut a: App = app(false);
     let mut r = report(4, 6);
-    r.products[0].faults.order_mismatch = Some(Fault {
-        count: 1,
-        units: 1,
-        examples: vec![Example {
-            request_id: "req-42".into(),
-            detail: "the order holds 2 unit(s), its deduction took 1".into(),
-        }],
-    });
+    r.products[0].faults = Some(Box::new(crate::domain::faults::Faults {
+        order_mismatch: Some(Fault {
+            count: 1,
+            units: 1,
+            examples: vec![Example {
+                request_id: "req-42".into(),
+                detail: "the order holds 2 unit(s), its deduction took 1".into(),
+            }],
+        }),
+        ..Default::default()
+    }));
     r.alerts = crate::domain::alerts::product_alerts(&r.products);
     a.update(Action::Status(id("spring-sale"), fetched(4, 4, r)));
     a.update(key('3'));
