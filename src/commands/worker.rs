@@ -3,6 +3,7 @@
 use super::{Ctx, Outcome, table};
 use crate::cli::{DryRunArgs, LoadArgs, LoadStrategyArg, StrategyArg};
 use seckill_console::domain::ActivityId;
+use seckill_console::domain::stock::printable;
 use seckill_console::error::echoed;
 use seckill_console::error::{Error, ErrorKind, Result};
 use seckill_console::worker::demand::Demand;
@@ -249,9 +250,13 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
             products: 0,
             quantity: 1,
             seed,
+            // The seed decides who buys what; the run's own nonce keeps its request ids apart
+            // from every other run's (two runs of one seed replayed each other's sales, and the
+            // second run's order failures gave back units the first run's orders held).
             run_id: format!(
-                "load-{:08x}",
-                seckill_console::worker::demand::mix(seed) as u32
+                "load-{:08x}-{:08x}",
+                seckill_console::worker::demand::mix(seed) as u32,
+                run_nonce()
             ),
         },
         concurrency: args.concurrency,
@@ -274,15 +279,26 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
     stop.store(true, Ordering::Relaxed);
     let _ = progress.await;
     end_progress();
+    let over = match &result {
+        Ok(_) => seckill_console::db::orders::buyers_over_limit(&db, &activity).await,
+        Err(_) => Ok(0),
+    };
     db.close().await;
-    let stats = result?;
+    let mut stats = result?;
+    stats.over_limit = over?;
     let mut text = stats_table(std::slice::from_ref(&stats));
     // Only the Lua path keeps a ledger that restore.lua can give an expired order's units
-    // back by; the other strategies leave them taken.
-    let expired_note = if strategy == Strategy::Lua {
-        "stock returned"
+    // back by; the other strategies leave them taken. A return that did not happen is said.
+    let expired_note = if strategy != Strategy::Lua {
+        "stock not returned: this strategy keeps no ledger to return it by".to_string()
+    } else if stats.restore_failures > 0 {
+        format!(
+            "stock returned for {}; {} could not be returned now: `fix` returns them once past the grace window",
+            stats.expired.saturating_sub(stats.restore_failures),
+            stats.restore_failures
+        )
     } else {
-        "stock not returned: this strategy keeps no ledger to return it by"
+        "stock returned".to_string()
     };
     // The run's figures and the activity's are said apart: after an earlier run, "sold 100 of
     // 100 units; 0 paid" read as if this run had sold them.
@@ -301,6 +317,23 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
             "{} request(s) answered paused: nothing of a paused product sells (`seckill-console resume {}`)\n",
             stats.paused, activity
         ));
+    }
+    if !stats.error_reasons.is_empty() {
+        let reasons: Vec<String> = stats
+            .error_reasons
+            .iter()
+            .take(6)
+            .map(|(why, n)| format!("{} x{n}", printable(why)))
+            .collect();
+        text.push_str(&format!("why requests failed: {}\n", reasons.join(", ")));
+    }
+    // Sold beyond the stock, or a buyer past the limit: the run broke what it drills (exit 4).
+    if stats.oversold > 0 || stats.over_limit > 0 {
+        text.push_str(&format!(
+            "OVERSOLD: {} unit(s) sold beyond the stock, {} buyer(s) past the per-user limit (see `seckill-console status {activity}`)\n",
+            stats.oversold, stats.over_limit
+        ));
+        return Outcome::finished(stats, text, Some(ErrorKind::CheckFailed));
     }
     // A run in which no request got an answer from the deduction tested nothing: exit 4.
     let answered = stats.succeeded + stats.sold_out + stats.user_limited + stats.paused;
@@ -401,4 +434,14 @@ pub async fn run_dry_run(ctx: &Ctx, args: DryRunArgs) -> Result<Outcome> {
     } else {
         Outcome::finished(runs, text, failure)
     }
+}
+
+/// A number of this run's own (the clock and the process): two runs of one seed never share a
+/// request id.
+fn run_nonce() -> u32 {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    seckill_console::worker::demand::mix(now ^ (u64::from(std::process::id()) << 32)) as u32
 }

@@ -73,6 +73,25 @@ pub async fn sold(
     Ok(rows.into_iter().collect())
 }
 
+/// Buyers (per product) whose live orders hold more than the product's per-user limit: a drill's
+/// check after the run (`load`), which reads the activity's live orders grouped by buyer.
+pub async fn buyers_over_limit(db: &Db, activity: &ActivityId) -> Result<i64> {
+    let row: Option<(i64,)> = db
+        .fetch_optional_as(
+            &format!(
+                "SELECT COUNT(*) FROM (SELECT o.product_id, o.user_id FROM seckill_order o \
+                 JOIN seckill_product p ON p.activity_id = o.activity_id AND p.product_id = o.product_id \
+                 WHERE o.activity_id = ? AND o.{LIVE_SQL} \
+                 GROUP BY o.product_id, o.user_id, p.per_user_limit \
+                 HAVING SUM(o.quantity) > p.per_user_limit) over_limit"
+            ),
+            &[activity.as_str().into()],
+        )
+        .await
+        .map_err(|e| db.error(&e))?;
+    Ok(row.map_or(0, |(n,)| n))
+}
+
 /// The order of a request id: its product and status.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OrderOf {

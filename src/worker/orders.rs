@@ -102,6 +102,31 @@ impl Written {
                 each
             }
         };
+        // An order that failed because one with its request id exists already (a retry, or an
+        // id used twice) must keep its deduction: restoring it would leave that order without
+        // one. Only a request with no order at all gives its units back.
+        let failed: Vec<&str> = batch
+            .iter()
+            .zip(&written)
+            .filter(|(_, ok)| !**ok)
+            .map(|(p, _)| p.order.request_id.as_str())
+            .collect();
+        let existing: std::collections::HashSet<String> = if failed.is_empty() {
+            std::collections::HashSet::new()
+        } else {
+            let activity = batch
+                .first()
+                .and_then(|p| crate::domain::ActivityId::parse(&p.order.activity_id).ok());
+            let found = match &activity {
+                Some(a) => crate::db::orders::statuses(&self.db, a, &failed).await.ok(),
+                None => None,
+            };
+            match found {
+                Some(found) => found.into_keys().collect(),
+                // Not known: restore nothing (an orphan `fix` returns beats a lost order).
+                None => failed.iter().map(|r| r.to_string()).collect(),
+            }
+        };
         for (p, ok) in batch.into_iter().zip(written) {
             if ok {
                 if let Some(pay) = &self.pay {
@@ -115,12 +140,21 @@ impl Written {
                 }
                 continue;
             }
-            // The order could not be written: give the stock back (an app server would); if
-            // even that fails the deduction is an orphan that `fix` returns.
-            if p.restorable {
+            // The order could not be written: give the stock back (an app server would), unless
+            // an order of its request exists; if even that fails the deduction is an orphan
+            // that `fix` returns.
+            if p.restorable && !existing.contains(&p.order.request_id) {
                 let _ = restore(&self.redis, &p.keys, &p.order.request_id).await;
             }
             let c = &self.live.counters;
+            if let Ok(mut reasons) = c.error_reasons.lock() {
+                let why = if existing.contains(&p.order.request_id) {
+                    "order exists already (request id used before)"
+                } else {
+                    "order write failed"
+                };
+                *reasons.entry(why.to_string()).or_default() += 1;
+            }
             c.succeeded.fetch_sub(1, Ordering::Relaxed);
             c.errors.fetch_add(1, Ordering::Relaxed);
             c.order_failures.fetch_add(1, Ordering::Relaxed);

@@ -6,7 +6,7 @@
 use super::demand::mix;
 use super::stats::Live;
 use crate::db::{Db, orders};
-use crate::redis::stock::restore;
+use crate::redis::stock::{Restored, restore};
 use crate::redis::{ProductKeys, RedisStore};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
@@ -138,10 +138,23 @@ async fn expire(
     // Concurrent on the multiplexed connection: one round trip's wait for the batch.
     for result in futures::future::join_all(restores).await {
         live.counters.expired.fetch_add(1, Ordering::Relaxed);
-        if let Err(e) = result {
-            // The order is expired and the ledger still holds the deduction: an
-            // orphan that `fix` returns once the grace window has passed.
-            tracing::warn!(error = %crate::redis::describe(&e), "payment step: restore failed");
+        // The order is expired and, unless its units came back now, the ledger still holds the
+        // deduction: an orphan that `fix` returns once the grace window has passed.
+        let failed = match &result {
+            Ok(Restored::Returned(_) | Restored::AlreadyReturned) => false,
+            Ok(other) => {
+                tracing::warn!(reply = ?other, "payment step: the restore script returned nothing");
+                true
+            }
+            Err(e) => {
+                tracing::warn!(error = %crate::redis::describe(e), "payment step: restore failed");
+                true
+            }
+        };
+        if failed {
+            live.counters
+                .restore_failures
+                .fetch_add(1, Ordering::Relaxed);
         }
     }
 }

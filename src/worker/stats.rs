@@ -72,6 +72,14 @@ pub struct RunStats {
     pub compensation_entries: u64,
     /// Requests sent again (same request id) after an unknown outcome.
     pub retries: u64,
+    /// Returns of expired orders' units that did not happen ([`Counters::restore_failures`]).
+    pub restore_failures: u64,
+    /// Why requests failed or stayed unknown, by reason, most first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub error_reasons: Vec<(String, u64)>,
+    /// Buyers (per product) whose live orders hold more than the per-user limit, after the run
+    /// (`load` only).
+    pub over_limit: i64,
     /// Products paused live, whose shadow copies a dry run paused too (the Lua deduction sells
     /// nothing of them; the other strategies do not read the flag).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -101,6 +109,31 @@ pub struct Counters {
     pub retries: AtomicU64,
     /// Sales whose order could not be written (their stock went back).
     pub order_failures: AtomicU64,
+    /// Returns of expired orders' units that did not happen (the script refused, or Redis did
+    /// not answer): orphans that `fix` returns once past the grace window.
+    pub restore_failures: AtomicU64,
+    /// Why requests failed, by reason (an error's code or the first words of its text): the
+    /// rare path, so a lock is no cost.
+    pub error_reasons: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+}
+
+/// The reason an error is counted under: Redis's error code (NOPERM, TRYAGAIN, OOM, ...) when
+/// the text starts with one, else its first words.
+pub fn error_reason(text: &str) -> String {
+    let first = text.split_whitespace().next().unwrap_or("");
+    if first.len() >= 2 && first.chars().all(|c| c.is_ascii_uppercase()) {
+        return first.to_string();
+    }
+    if text.contains("timed out") || text.contains("timeout") {
+        return "timed out".to_string();
+    }
+    text.split_whitespace()
+        .take(4)
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .take(48)
+        .collect()
 }
 
 impl Counters {
@@ -117,6 +150,18 @@ impl Counters {
             }
             Outcome::Refused(_) | Outcome::Error(_) => &self.errors,
         };
+        let why = match outcome {
+            Outcome::Error(text) | Outcome::Unknown(text) | Outcome::GaveUp(text) => {
+                Some(error_reason(text))
+            }
+            Outcome::Refused(r) if *r != PAUSED => Some((*r).to_string()),
+            _ => None,
+        };
+        if let Some(why) = why
+            && let Ok(mut reasons) = self.error_reasons.lock()
+        {
+            *reasons.entry(why).or_default() += 1;
+        }
         c.fetch_add(1, Ordering::Relaxed);
         self.requests.fetch_add(1, Ordering::Relaxed);
     }
@@ -293,6 +338,17 @@ impl RunStats {
             expired: Counters::get(&c.expired),
             compensation_entries: Counters::get(&c.compensation_entries),
             retries: Counters::get(&c.retries),
+            restore_failures: Counters::get(&c.restore_failures),
+            error_reasons: {
+                let mut v: Vec<(String, u64)> = c
+                    .error_reasons
+                    .lock()
+                    .map(|r| r.iter().map(|(k, n)| (k.clone(), *n)).collect())
+                    .unwrap_or_default();
+                v.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                v
+            },
+            over_limit: 0,
             paused_products: Vec::new(),
             invariants: Vec::new(),
             ok: true,
