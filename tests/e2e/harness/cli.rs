@@ -117,25 +117,76 @@ pub fn terminate(child: &Child) {
     assert!(status.success(), "kill -TERM {}", child.id());
 }
 
+/// A child's pipe read on a thread of its own, to its end: a run that writes more than a pipe
+/// holds (64 KB) would otherwise block on its write and look hung.
+struct Drained {
+    read: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+fn drain<R: std::io::Read + Send + 'static>(pipe: Option<R>) -> Drained {
+    let read = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let into = read.clone();
+    let thread = std::thread::spawn(move || {
+        let Some(mut p) = pipe else {
+            return;
+        };
+        let mut buf = [0u8; 8192];
+        while let Ok(n) = p.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            if let Ok(mut v) = into.lock() {
+                v.extend_from_slice(&buf[..n]);
+            }
+        }
+    });
+    Drained { read, thread }
+}
+
+impl Drained {
+    /// What was read, once the pipe closed or a few seconds after the run ended (a hook it
+    /// started may hold the pipe open a little longer).
+    fn take(self) -> String {
+        let until = Instant::now() + Duration::from_secs(5);
+        while !self.thread.is_finished() && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let bytes = self.read.lock().map(|v| v.clone()).unwrap_or_default();
+        String::from_utf8_lossy(&bytes).to_string()
+    }
+}
+
 /// Waits for a background run (at most `limit`) and collects its output.
 pub fn finish(child: Child, limit: Duration) -> Run {
     let started = Instant::now();
     let mut child = child;
-    loop {
-        if child.try_wait().ok().flatten().is_some() {
-            break;
+    let stdout = drain(child.stdout.take());
+    let stderr = drain(child.stderr.take());
+    let status = loop {
+        if let Some(status) = child.try_wait().ok().flatten() {
+            break status;
         }
-        assert!(
-            started.elapsed() < limit,
-            "the command hung for more than {limit:?}"
-        );
+        if started.elapsed() >= limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            let err = stderr.take();
+            let tail: String = err
+                .chars()
+                .rev()
+                .take(2000)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            panic!("the command hung for more than {limit:?}; its stderr ended:\n{tail}");
+        }
         std::thread::sleep(Duration::from_millis(50));
-    }
-    let out = child.wait_with_output().expect("output");
+    };
     let run = Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).to_string(),
-        stderr: String::from_utf8_lossy(&out.stderr).to_string(),
+        code: status.code().unwrap_or(-1),
+        stdout: stdout.take(),
+        stderr: stderr.take(),
         elapsed: started.elapsed(),
     };
     assert!(!run.stderr.contains("panicked"), "{}", run.stderr);
