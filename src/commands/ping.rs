@@ -40,6 +40,39 @@ pub async fn run(ctx: &Ctx) -> Result<Outcome> {
             .collect::<Vec<_>>(),
     ));
     for n in &nodes {
+        if let Some(r) = &n.replication {
+            let lags: Vec<String> = r
+                .replicas
+                .iter()
+                .map(|x| {
+                    format!(
+                        "{} {}{}",
+                        x.addr,
+                        x.state,
+                        x.lag_secs
+                            .map(|l| format!(" lag {l} s"))
+                            .unwrap_or_default()
+                    )
+                })
+                .collect();
+            text.push_str(&format!(
+                "replication of {}: {} replica(s){}; min-replicas-to-write {}, min-replicas-max-lag {}\n",
+                n.addr,
+                r.replicas.len(),
+                if lags.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", lags.join(", "))
+                },
+                r.min_replicas_to_write
+                    .map_or_else(|| "unknown".to_string(), |v| v.to_string()),
+                r.min_replicas_max_lag
+                    .map_or_else(|| "unknown".to_string(), |v| v.to_string()),
+            ));
+            if let Some(w) = &r.warning {
+                text.push_str(&format!("  warning: {w}\n"));
+            }
+        }
         for what in &n.unchecked {
             text.push_str(&format!("could not use on {}: {what}\n", n.addr));
         }

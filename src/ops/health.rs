@@ -69,6 +69,10 @@ pub struct NodeHealth {
     /// What the console could not use on this node (a command renamed or refused by the
     /// server's ACL), so what it could not check: e.g. `INFO (memory and role unchecked)`.
     pub unchecked: Vec<String>,
+    /// A primary's replication: its replicas and lags, and whether a write must reach one
+    /// before Redis answers it (what a failover can lose).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub replication: Option<Replication>,
     /// The node answered PING.
     #[serde(skip)]
     pub answered: bool,
@@ -85,6 +89,78 @@ impl NodeHealth {
             .find(|(name, _)| name == scripts::DEDUCT.name)
             .map(|(_, loaded)| *loaded)
     }
+}
+
+/// What a failover of a primary can lose, as its INFO and configuration say.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Replication {
+    pub replicas: Vec<crate::redis::info::Replica>,
+    /// `min-replicas-to-write` (None: CONFIG GET refused, and INFO says only whether it is on).
+    pub min_replicas_to_write: Option<i64>,
+    pub min_replicas_max_lag: Option<i64>,
+    /// Replicas that count for it now (INFO `min_slaves_good_slaves`, shown when it is on).
+    pub good_replicas: Option<u32>,
+    /// What an operator should know, when anything (None: writes wait for a fresh replica).
+    pub warning: Option<String>,
+}
+
+/// A lag past this many seconds is a replica a failover would lose writes to.
+pub const LAG_WARN_SECS: i64 = 10;
+
+impl Replication {
+    /// The verdict on a primary's replication, from its replicas and settings.
+    pub fn judge(
+        replicas: Vec<crate::redis::info::Replica>,
+        (to_write, max_lag): (Option<i64>, Option<i64>),
+        good_replicas: Option<u32>,
+    ) -> Self {
+        let lagging: Vec<String> = replicas
+            .iter()
+            .filter(|r| r.state != "online" || r.lag_secs.is_none_or(|l| l > LAG_WARN_SECS))
+            .map(|r| {
+                format!(
+                    "{} ({}{})",
+                    r.addr,
+                    r.state,
+                    r.lag_secs
+                        .map(|l| format!(", lag {l} s"))
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        let on = to_write.map_or(good_replicas.is_some(), |n| n > 0);
+        let warning = if replicas.is_empty() {
+            Some(
+                "no replica: a restart loses what persistence had not written, and no failover can take over"
+                    .to_string(),
+            )
+        } else if !on {
+            Some(format!(
+                "min-replicas-to-write is {}: Redis answers a sale before any replica has it, so a failover to a lagging replica loses sales the buyers were told they made (set min-replicas-to-write 1 and min-replicas-max-lag {LAG_WARN_SECS})",
+                to_write.map_or_else(|| "off".to_string(), |n| n.to_string())
+            ))
+        } else if !lagging.is_empty() {
+            Some(format!("replicas behind: {}", lagging.join(", ")))
+        } else {
+            None
+        };
+        Replication {
+            replicas,
+            min_replicas_to_write: to_write,
+            min_replicas_max_lag: max_lag,
+            good_replicas,
+            warning,
+        }
+    }
+}
+
+/// One setting by CONFIG GET, None when refused or absent.
+async fn config_int(node: &crate::redis::node::Node, name: &str) -> Option<i64> {
+    let mut cmd = redis::cmd("CONFIG");
+    cmd.arg("GET").arg(name);
+    let v = node.query(&cmd).await.ok()?;
+    let pairs: Vec<String> = redis::from_redis_value(v).ok()?;
+    pairs.get(1)?.parse().ok()
 }
 
 /// Pings every node, reads its INFO (role, memory, eviction) and asks SCRIPT EXISTS for every
@@ -113,6 +189,7 @@ async fn node_health(node: &crate::redis::node::Node, expected: Role) -> NodeHea
         error: ping.err().map(|e| crate::redis::describe(&e)),
         memory: Memory::default(),
         unchecked: Vec::new(),
+        replication: None,
         answered: false,
         stats: NodeStats::default(),
     };
@@ -152,7 +229,22 @@ async fn node_health(node: &crate::redis::node::Node, expected: Role) -> NodeHea
                 ));
             }
         }
-        Some(ServerRole::Primary) => health.role = Role::Primary,
+        Some(ServerRole::Primary) => {
+            health.role = Role::Primary;
+            let to_write = config_int(node, "min-replicas-to-write").await;
+            let max_lag = config_int(node, "min-replicas-max-lag").await;
+            if to_write.is_none() {
+                health.unchecked.push(
+                    "CONFIG GET (min-replicas-to-write unread; INFO says only whether it is on)"
+                        .into(),
+                );
+            }
+            health.replication = Some(Replication::judge(
+                health.stats.replicas.clone(),
+                (to_write, max_lag),
+                health.stats.good_replicas,
+            ));
+        }
         None => {}
     }
     let mut cmd = redis::cmd("SCRIPT");

@@ -125,6 +125,7 @@ mod tests {
                 evicted_keys: Some(0),
             },
             unchecked: Vec::new(),
+            replication: None,
             answered: true,
             stats: NodeStats::default(),
         }

@@ -147,6 +147,16 @@ pub async fn preheat(
     progress.update("reading", 1, 1);
     let (mut report, actions) = planned(&snap, opts.force);
     let nodes = health::redis_nodes(redis).await;
+    // What a failover could lose is the shop's to decide: said, never a no-go (a primary
+    // without replicas has no failover to lose sales to; `ping` says so).
+    for n in &nodes {
+        if let Some(r) = &n.replication
+            && !r.replicas.is_empty()
+            && let Some(w) = &r.warning
+        {
+            report.warnings.push(format!("primary {}: {w}", n.addr));
+        }
+    }
     let need = memory_gate::need_per_node(redis, &snap.products);
     let memory = memory_gate::verdict(&nodes, &need, opts.accept_eviction);
     report.reasons.extend(memory.reasons);

@@ -29,6 +29,45 @@ pub struct NodeStats {
     pub memory: Memory,
     /// What the server says it is (`role` and `redis_mode` of INFO).
     pub server: Option<ServerRole>,
+    /// A primary's replicas and how far each lags (INFO replication).
+    pub replicas: Vec<Replica>,
+    /// Replicas fresh enough to count for `min-replicas-to-write`; INFO shows it only when that
+    /// setting is on.
+    pub good_replicas: Option<u32>,
+}
+
+/// One replica as its primary's INFO lists it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Replica {
+    pub addr: String,
+    /// `online`, `wait_bgsave`, `send_bulk` ...
+    pub state: String,
+    /// Seconds since the replica last acknowledged the stream of writes.
+    pub lag_secs: Option<i64>,
+}
+
+/// The replicas of an INFO reply (`slaveN:ip=...,port=...,state=...,offset=...,lag=...`).
+fn replicas(fields: &[(String, String)]) -> Vec<Replica> {
+    fields
+        .iter()
+        .filter(|(k, _)| {
+            k.strip_prefix("slave")
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+        })
+        .map(|(_, v)| {
+            let part = |name: &str| {
+                v.split(',')
+                    .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+                    .unwrap_or("")
+                    .to_string()
+            };
+            Replica {
+                addr: format!("{}:{}", part("ip"), part("port")),
+                state: part("state"),
+                lag_secs: part("lag").parse().ok(),
+            }
+        })
+        .collect()
 }
 
 /// What a server says it is: its replication role, or a Sentinel.
@@ -151,6 +190,8 @@ pub fn stats_from_info(text: &str) -> NodeStats {
                 .zip(get("master_port"))
                 .map(|(h, p)| format!("{h}:{p}"))
         }),
+        replicas: replicas(&fields),
+        good_replicas: get("min_slaves_good_slaves").and_then(|v| v.parse().ok()),
     }
 }
 
@@ -228,6 +269,19 @@ pub fn parse_slowlog(v: &Value) -> Vec<SlowEntry> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_primarys_replicas_and_their_lag_come_from_info() {
+        let text = "# Replication\r\nrole:master\r\nconnected_slaves:2\r\nmin_slaves_good_slaves:1\r\nslave0:ip=10.0.0.2,port=6380,state=online,offset=99,lag=0\r\nslave1:ip=10.0.0.3,port=6381,state=wait_bgsave,offset=0,lag=31\r\nslave_read_only:1\r\n";
+        let s = stats_from_info(text);
+        assert_eq!(s.good_replicas, Some(1));
+        assert_eq!(s.replicas.len(), 2, "slave_read_only is no replica");
+        assert_eq!(s.replicas[0].addr, "10.0.0.2:6380");
+        assert_eq!(
+            (s.replicas[1].state.as_str(), s.replicas[1].lag_secs),
+            ("wait_bgsave", Some(31))
+        );
+    }
 
     fn bulk(s: &str) -> Value {
         Value::BulkString(s.as_bytes().to_vec())

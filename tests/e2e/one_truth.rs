@@ -132,3 +132,60 @@ async fn load_twice_with_one_seed_sells_each_buyer_within_the_limit() {
     assert_eq!(doc["totals"]["not_ok"], 0, "{doc}");
     lib.close().await;
 }
+
+/// Item 10: a planned failover lost acknowledged writes and nothing warned. `ping` shows each
+/// primary's replicas with their lag and its `min-replicas-to-write`, and says what a failover
+/// can lose; the preheat gate says it too (a warning: the shop's choice, not a no-go).
+#[tokio::test]
+async fn ping_and_the_preheat_gate_show_what_a_failover_can_lose() {
+    use crate::harness::RedisServer;
+    let primary = RedisServer::start();
+    let port = primary.port.to_string();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
+    let online = (0..100).any(|_| {
+        let info = primary.cli(&["INFO", "replication"]);
+        if info.contains("state=online") {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        false
+    });
+    assert!(online, "the replica {} never came online", replica.addr());
+    let db = TestDb::sqlite();
+    let c = Console::redis(&primary.url(), &db.url);
+    c.ok(&["migrate"]);
+    let ping = c.json(&["ping"]);
+    let r = &ping["redis"]["nodes"][0]["replication"];
+    assert_eq!(r["replicas"][0]["addr"], replica.addr(), "{ping}");
+    assert_eq!(r["replicas"][0]["state"], "online");
+    assert!(r["replicas"][0]["lag_secs"].as_i64().is_some(), "{r}");
+    assert_eq!(r["min_replicas_to_write"], 0);
+    assert!(
+        r["warning"]
+            .as_str()
+            .unwrap_or("")
+            .contains("min-replicas-to-write is 0"),
+        "{r}"
+    );
+    let text = c.ok(&["ping"]);
+    assert!(text.stdout.contains("replication of"), "{}", text.stdout);
+
+    let lib = db.open().await;
+    c.import_preheat(&lib, "repl", &[("p1", 10, 2)]).await;
+    let again = c.json(&["preheat", "repl", "--force"]);
+    assert!(
+        again["warnings"]
+            .to_string()
+            .contains("min-replicas-to-write"),
+        "{again}"
+    );
+
+    primary.cli(&["CONFIG", "SET", "min-replicas-to-write", "1"]);
+    primary.cli(&["CONFIG", "SET", "min-replicas-max-lag", "10"]);
+    let ping = c.json(&["ping"]);
+    let r = &ping["redis"]["nodes"][0]["replication"];
+    assert_eq!(r["min_replicas_to_write"], 1, "{r}");
+    assert_eq!(r["good_replicas"], 1, "{r}");
+    assert!(r["warning"].is_null(), "{r}");
+    lib.close().await;
+}

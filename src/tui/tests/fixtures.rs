@@ -311,6 +311,7 @@ pub fn redis_info() -> RedisInfo {
             error: (!ok).then(|| "timed out".into()),
             memory: Memory::default(),
             unchecked: Vec::new(),
+            replication: None,
             answered: ok,
             stats: NodeStats::default(),
         },
@@ -326,6 +327,7 @@ pub fn redis_info() -> RedisInfo {
                 evicted_keys: ok.then_some(0),
             },
             server: None,
+            ..NodeStats::default()
         },
         slowlog: if addr.ends_with("7000") {
             vec![SlowEntry {
