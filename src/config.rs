@@ -214,6 +214,26 @@ pub fn empty_variable_warnings(
     out
 }
 
+/// A Sentinel master name given where no layer names Sentinels: the name would be ignored and
+/// the console would go to `--redis` or the default server, another Redis than the one meant.
+fn master_needs_sentinels(
+    master: Option<&str>,
+    any_sentinels: bool,
+    redis_given: bool,
+) -> Result<()> {
+    if master.is_some_and(|m| !m.trim().is_empty()) && !any_sentinels {
+        return Err(Error::bad_input(format!(
+            "--sentinel-master is given without --redis-sentinel (or SECKILL_REDIS_SENTINEL is empty): the console would use {} instead of the master the Sentinels name; give the Sentinels, e.g. --redis-sentinel 10.0.0.1:26379,10.0.0.2:26379",
+            if redis_given {
+                "--redis / --redis-cluster"
+            } else {
+                DEFAULT_REDIS
+            }
+        )));
+    }
+    Ok(())
+}
+
 /// The Redis the console uses when no layer names one.
 pub const DEFAULT_REDIS: &str = "redis://127.0.0.1:6379";
 
@@ -287,22 +307,11 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
         );
     }
 
-    let master_given = merged
-        .sentinel_master
-        .as_deref()
-        .is_some_and(|m| !m.trim().is_empty());
-    if master_given && !any_sentinels {
-        // Without Sentinels the name would be ignored and the console would go to --redis or
-        // the default server: another Redis than the one meant.
-        return Err(Error::bad_input(format!(
-            "--sentinel-master is given without --redis-sentinel (or SECKILL_REDIS_SENTINEL is empty): the console would use {} instead of the master the Sentinels name; give the Sentinels, e.g. --redis-sentinel 10.0.0.1:26379,10.0.0.2:26379",
-            if redis.is_some() {
-                "--redis / --redis-cluster"
-            } else {
-                DEFAULT_REDIS
-            }
-        )));
-    }
+    master_needs_sentinels(
+        merged.sentinel_master.as_deref(),
+        any_sentinels,
+        redis.is_some(),
+    )?;
     if let Some(list) = sentinels {
         let master = merged
             .sentinel_master

@@ -286,65 +286,8 @@ pub async fn run_load_command(ctx: &Ctx, args: LoadArgs) -> Result<Outcome> {
     db.close().await;
     let mut stats = result?;
     stats.over_limit = over?;
-    let mut text = stats_table(std::slice::from_ref(&stats));
-    // Only the Lua path keeps a ledger that restore.lua can give an expired order's units
-    // back by; the other strategies leave them taken. A return that did not happen is said.
-    let expired_note = if strategy != Strategy::Lua {
-        "stock not returned: this strategy keeps no ledger to return it by".to_string()
-    } else if stats.restore_failures > 0 {
-        format!(
-            "stock returned for {}; {} could not be returned now: `fix` returns them once past the grace window",
-            stats.expired.saturating_sub(stats.restore_failures),
-            stats.restore_failures
-        )
-    } else {
-        "stock returned".to_string()
-    };
-    // The run's figures and the activity's are said apart: after an earlier run, "sold 100 of
-    // 100 units; 0 paid" read as if this run had sold them.
-    text.push_str(&format!(
-        "this run: {} sales, {} paid, {} expired ({expired_note}), {} compensation entries\n\
-         the activity: {} of {} units sold in all (every run and every other buyer)\n",
-        stats.succeeded,
-        stats.paid,
-        stats.expired,
-        stats.compensation_entries,
-        stats.sold,
-        stats.stock
-    ));
-    if stats.paused > 0 {
-        text.push_str(&format!(
-            "{} request(s) answered paused: nothing of a paused product sells (`seckill-console resume {}`)\n",
-            stats.paused, activity
-        ));
-    }
-    if !stats.error_reasons.is_empty() {
-        let reasons: Vec<String> = stats
-            .error_reasons
-            .iter()
-            .take(6)
-            .map(|(why, n)| format!("{} x{n}", printable(why)))
-            .collect();
-        text.push_str(&format!("why requests failed: {}\n", reasons.join(", ")));
-    }
-    // Sold beyond the stock, or a buyer past the limit: the run broke what it drills (exit 4).
-    if stats.oversold > 0 || stats.over_limit > 0 {
-        text.push_str(&format!(
-            "OVERSOLD: {} unit(s) sold beyond the stock, {} buyer(s) past the per-user limit (see `seckill-console status {activity}`)\n",
-            stats.oversold, stats.over_limit
-        ));
-        return Outcome::finished(stats, text, Some(ErrorKind::CheckFailed));
-    }
-    // A run in which no request got an answer from the deduction tested nothing: exit 4.
-    let answered = stats.succeeded + stats.sold_out + stats.user_limited + stats.paused;
-    if stats.requests > 0 && answered == 0 {
-        text.push_str(&format!(
-            "no request was answered: {} errors, {} unknown outcomes; check Redis and the keys (status)\n",
-            stats.errors, stats.unknown
-        ));
-        return Outcome::finished(stats, text, Some(ErrorKind::CheckFailed));
-    }
-    Outcome::ok(stats, text)
+    let (text, failure) = load_summary(&stats, strategy, &activity);
+    Outcome::finished(stats, text, failure)
 }
 
 pub async fn run_dry_run(ctx: &Ctx, args: DryRunArgs) -> Result<Outcome> {
@@ -444,4 +387,72 @@ fn run_nonce() -> u32 {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     seckill_console::worker::demand::mix(now ^ (u64::from(std::process::id()) << 32)) as u32
+}
+
+/// What `load` prints after its table, and whether the run failed what it drills (exit 4): it
+/// oversold or left a buyer past the limit, or no request got an answer.
+fn load_summary(
+    stats: &RunStats,
+    strategy: Strategy,
+    activity: &ActivityId,
+) -> (String, Option<ErrorKind>) {
+    let mut text = stats_table(std::slice::from_ref(stats));
+    // Only the Lua path keeps a ledger that restore.lua can give an expired order's units
+    // back by; the other strategies leave them taken. A return that did not happen is said.
+    let expired_note = if strategy != Strategy::Lua {
+        "stock not returned: this strategy keeps no ledger to return it by".to_string()
+    } else if stats.restore_failures > 0 {
+        format!(
+            "stock returned for {}; {} could not be returned now: `fix` returns them once past the grace window",
+            stats.expired.saturating_sub(stats.restore_failures),
+            stats.restore_failures
+        )
+    } else {
+        "stock returned".to_string()
+    };
+    // The run's figures and the activity's are said apart: after an earlier run, "sold 100 of
+    // 100 units; 0 paid" read as if this run had sold them.
+    text.push_str(&format!(
+        "this run: {} sales, {} paid, {} expired ({expired_note}), {} compensation entries\n\
+         the activity: {} of {} units sold in all (every run and every other buyer)\n",
+        stats.succeeded,
+        stats.paid,
+        stats.expired,
+        stats.compensation_entries,
+        stats.sold,
+        stats.stock
+    ));
+    if stats.paused > 0 {
+        text.push_str(&format!(
+            "{} request(s) answered paused: nothing of a paused product sells (`seckill-console resume {}`)\n",
+            stats.paused, activity
+        ));
+    }
+    if !stats.error_reasons.is_empty() {
+        let reasons: Vec<String> = stats
+            .error_reasons
+            .iter()
+            .take(6)
+            .map(|(why, n)| format!("{} x{n}", printable(why)))
+            .collect();
+        text.push_str(&format!("why requests failed: {}\n", reasons.join(", ")));
+    }
+    // Sold beyond the stock, or a buyer past the limit: the run broke what it drills (exit 4).
+    if stats.oversold > 0 || stats.over_limit > 0 {
+        text.push_str(&format!(
+            "OVERSOLD: {} unit(s) sold beyond the stock, {} buyer(s) past the per-user limit (see `seckill-console status {activity}`)\n",
+            stats.oversold, stats.over_limit
+        ));
+        return (text, Some(ErrorKind::CheckFailed));
+    }
+    // A run in which no request got an answer from the deduction tested nothing: exit 4.
+    let answered = stats.succeeded + stats.sold_out + stats.user_limited + stats.paused;
+    if stats.requests > 0 && answered == 0 {
+        text.push_str(&format!(
+            "no request was answered: {} errors, {} unknown outcomes; check Redis and the keys (status)\n",
+            stats.errors, stats.unknown
+        ));
+        return (text, Some(ErrorKind::CheckFailed));
+    }
+    (text, None)
 }

@@ -1,9 +1,9 @@
 //! The rows `conform` checks: every order, outbox message and compensation entry of an
 //! activity, in pages along their keys. A check after a staging sale, never a live view's read.
-//! On SQLite the times are read as the text the app servers wrote, since their spelling is one
-//! of the rules (SQLite compares times as text).
+//! Times are read as text on every backend: on SQLite that is what the app servers wrote, and
+//! its spelling is one of the rules (SQLite compares times as text); the typed columns of the
+//! others are cast, and only their value counts.
 
-use super::stamp::DbTime;
 use super::{Arg, Backend, Db};
 use crate::domain::ActivityId;
 use crate::error::Result;
@@ -22,17 +22,12 @@ pub struct Stamp {
 }
 
 impl Stamp {
-    fn typed(t: DbTime) -> Self {
-        Stamp {
-            at: Some(t.0),
-            text: None,
-        }
-    }
-
-    fn text(s: String) -> Self {
+    /// A time as read (see [`time_text`]); `spelled`: the text is what an app server wrote
+    /// (SQLite), so its spelling is checked.
+    fn read(s: String, spelled: bool) -> Self {
         Stamp {
             at: parse_lenient(&s),
-            text: Some(s),
+            text: spelled.then_some(s),
         }
     }
 
@@ -125,42 +120,41 @@ pub async fn orders_page(
     after: Option<&str>,
 ) -> Result<Vec<OrderRow>> {
     let sql = format!(
-        "SELECT request_id, order_id, product_id, user_id, quantity, status, created_at, updated_at \
-         FROM seckill_order WHERE activity_id = ? AND request_id > ? ORDER BY request_id LIMIT {PAGE}"
+        "SELECT request_id, order_id, product_id, user_id, quantity, status, {}, {} \
+         FROM seckill_order WHERE activity_id = ? AND request_id > ? ORDER BY request_id LIMIT {PAGE}",
+        time_text(db, "created_at"),
+        time_text(db, "updated_at")
     );
     let args = [Arg::from(activity.as_str()), Arg::from(after.unwrap_or(""))];
-    let err = |e: sqlx::Error| db.error(&e);
-    Ok(if db.backend() == Backend::Sqlite {
-        type Row = (String, String, String, String, i64, String, String, String);
-        let rows: Vec<Row> = db.fetch_all_as(&sql, &args).await.map_err(err)?;
-        rows.into_iter()
-            .map(|r| OrderRow {
-                request_id: r.0,
-                order_id: r.1,
-                product_id: r.2,
-                user_id: r.3,
-                quantity: r.4,
-                status: r.5,
-                created: Stamp::text(r.6),
-                updated: Stamp::text(r.7),
-            })
-            .collect()
-    } else {
-        type Row = (String, String, String, String, i64, String, DbTime, DbTime);
-        let rows: Vec<Row> = db.fetch_all_as(&sql, &args).await.map_err(err)?;
-        rows.into_iter()
-            .map(|r| OrderRow {
-                request_id: r.0,
-                order_id: r.1,
-                product_id: r.2,
-                user_id: r.3,
-                quantity: r.4,
-                status: r.5,
-                created: Stamp::typed(r.6),
-                updated: Stamp::typed(r.7),
-            })
-            .collect()
-    })
+    let spelled = db.backend() == Backend::Sqlite;
+    type Row = (String, String, String, String, i64, String, String, String);
+    let rows: Vec<Row> = db
+        .fetch_all_as(&sql, &args)
+        .await
+        .map_err(|e| db.error(&e))?;
+    Ok(rows
+        .into_iter()
+        .map(|r| OrderRow {
+            request_id: r.0,
+            order_id: r.1,
+            product_id: r.2,
+            user_id: r.3,
+            quantity: r.4,
+            status: r.5,
+            created: Stamp::read(r.6, spelled),
+            updated: Stamp::read(r.7, spelled),
+        })
+        .collect())
+}
+
+/// A time column as text on this backend: SQLite's as written; PostgreSQL's and MySQL's cast
+/// (their sessions run in UTC).
+fn time_text(db: &Db, column: &str) -> String {
+    match db.backend() {
+        Backend::Sqlite => column.to_string(),
+        Backend::Postgres => format!("CAST({column} AS TEXT)"),
+        Backend::MySql => format!("CAST({column} AS CHAR)"),
+    }
 }
 
 /// One outbox message.
@@ -177,38 +171,28 @@ pub struct OutboxRow {
 /// The activity's outbox messages after the id `after`, by id.
 pub async fn outbox_page(db: &Db, activity: &ActivityId, after: i64) -> Result<Vec<OutboxRow>> {
     let sql = format!(
-        "SELECT id, order_id, topic, payload, status, created_at FROM seckill_outbox \
-         WHERE activity_id = ? AND id > ? ORDER BY id LIMIT {PAGE}"
+        "SELECT id, order_id, topic, payload, status, {} FROM seckill_outbox \
+         WHERE activity_id = ? AND id > ? ORDER BY id LIMIT {PAGE}",
+        time_text(db, "created_at")
     );
     let args = [Arg::from(activity.as_str()), Arg::Int(after)];
-    let err = |e: sqlx::Error| db.error(&e);
-    Ok(if db.backend() == Backend::Sqlite {
-        type Row = (i64, String, String, String, String, String);
-        let rows: Vec<Row> = db.fetch_all_as(&sql, &args).await.map_err(err)?;
-        rows.into_iter()
-            .map(|r| OutboxRow {
-                id: r.0,
-                order_id: r.1,
-                topic: r.2,
-                payload: r.3,
-                status: r.4,
-                created: Stamp::text(r.5),
-            })
-            .collect()
-    } else {
-        type Row = (i64, String, String, String, String, DbTime);
-        let rows: Vec<Row> = db.fetch_all_as(&sql, &args).await.map_err(err)?;
-        rows.into_iter()
-            .map(|r| OutboxRow {
-                id: r.0,
-                order_id: r.1,
-                topic: r.2,
-                payload: r.3,
-                status: r.4,
-                created: Stamp::typed(r.5),
-            })
-            .collect()
-    })
+    let spelled = db.backend() == Backend::Sqlite;
+    type Row = (i64, String, String, String, String, String);
+    let rows: Vec<Row> = db
+        .fetch_all_as(&sql, &args)
+        .await
+        .map_err(|e| db.error(&e))?;
+    Ok(rows
+        .into_iter()
+        .map(|r| OutboxRow {
+            id: r.0,
+            order_id: r.1,
+            topic: r.2,
+            payload: r.3,
+            status: r.4,
+            created: Stamp::read(r.5, spelled),
+        })
+        .collect())
 }
 
 /// One compensation entry.
@@ -230,40 +214,29 @@ pub async fn compensation_page(
     after: i64,
 ) -> Result<Vec<CompensationRow>> {
     let sql = format!(
-        "SELECT id, request_id, product_id, user_id, quantity, status, created_at \
-         FROM seckill_compensation WHERE activity_id = ? AND id > ? ORDER BY id LIMIT {PAGE}"
+        "SELECT id, request_id, product_id, user_id, quantity, status, {} \
+         FROM seckill_compensation WHERE activity_id = ? AND id > ? ORDER BY id LIMIT {PAGE}",
+        time_text(db, "created_at")
     );
     let args = [Arg::from(activity.as_str()), Arg::Int(after)];
-    let err = |e: sqlx::Error| db.error(&e);
-    Ok(if db.backend() == Backend::Sqlite {
-        type Row = (i64, String, String, String, i64, String, String);
-        let rows: Vec<Row> = db.fetch_all_as(&sql, &args).await.map_err(err)?;
-        rows.into_iter()
-            .map(|r| CompensationRow {
-                id: r.0,
-                request_id: r.1,
-                product_id: r.2,
-                user_id: r.3,
-                quantity: r.4,
-                status: r.5,
-                created: Stamp::text(r.6),
-            })
-            .collect()
-    } else {
-        type Row = (i64, String, String, String, i64, String, DbTime);
-        let rows: Vec<Row> = db.fetch_all_as(&sql, &args).await.map_err(err)?;
-        rows.into_iter()
-            .map(|r| CompensationRow {
-                id: r.0,
-                request_id: r.1,
-                product_id: r.2,
-                user_id: r.3,
-                quantity: r.4,
-                status: r.5,
-                created: Stamp::typed(r.6),
-            })
-            .collect()
-    })
+    let spelled = db.backend() == Backend::Sqlite;
+    type Row = (i64, String, String, String, i64, String, String);
+    let rows: Vec<Row> = db
+        .fetch_all_as(&sql, &args)
+        .await
+        .map_err(|e| db.error(&e))?;
+    Ok(rows
+        .into_iter()
+        .map(|r| CompensationRow {
+            id: r.0,
+            request_id: r.1,
+            product_id: r.2,
+            user_id: r.3,
+            quantity: r.4,
+            status: r.5,
+            created: Stamp::read(r.6, spelled),
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -302,5 +275,16 @@ mod tests {
         assert_eq!(t("2026-12-06T20:05:13Z"), t("2026-12-06T20:05:13+00:00"));
         assert!(t("2026-12-06T20:05:13").is_some());
         assert!(t("yesterday").is_none());
+        // PostgreSQL's and MySQL's casts of their typed columns.
+        assert_eq!(
+            t("2026-12-06 20:05:13.893791+00"),
+            t("2026-12-06T20:05:13+00:00")
+        );
+        assert_eq!(
+            t("2026-12-06 20:05:13.893791"),
+            t("2026-12-06T20:05:13+00:00")
+        );
+        assert_eq!(t("2026-12-07 04:05:13+08"), t("2026-12-06T20:05:13+00:00"));
+        assert!(t("infinity").is_none());
     }
 }

@@ -4,7 +4,9 @@
 pub mod activity;
 pub mod alerts;
 pub mod books;
+pub mod breaches;
 pub mod compensation;
+pub mod contract_alerts;
 pub mod digest;
 pub mod events;
 pub mod faults;
@@ -14,6 +16,7 @@ pub mod meta;
 pub mod order;
 pub mod preheat;
 pub mod rid_hash;
+pub mod settle;
 pub mod stock;
 pub mod token;
 pub mod zone;

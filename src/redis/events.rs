@@ -272,13 +272,13 @@ pub async fn standing(
     }
 }
 
-/// For each `(keys, id)`, whether the product's stream still holds the event `id` (a stream
-/// rolled back past it, or lost, does not); pipelined per node. A stream of another type holds
-/// nothing.
-pub async fn exist_many(
+/// For each `(keys, id)`, the entry `id` of the product's stream (`XRANGE id id COUNT 1`),
+/// pipelined per node: an empty reply when the stream no longer holds it; a stream of another
+/// type holds nothing.
+async fn entries_at(
     redis: &RedisStore,
     asks: &[(&ProductKeys, EventId)],
-) -> Vec<RedisResult<bool>> {
+) -> Vec<RedisResult<Value>> {
     let items = asks
         .iter()
         .map(|(k, id)| {
@@ -300,45 +300,35 @@ pub async fn exist_many(
         .await
         .into_iter()
         .map(|r| match r {
-            Ok(Value::Array(found)) => Ok(!found.is_empty()),
-            Ok(_) => Ok(false),
-            Err(e) if super::reply::is_wrong_type(&e) => Ok(false),
-            Err(e) => Err(e),
+            Err(e) if super::reply::is_wrong_type(&e) => Ok(Value::Array(Vec::new())),
+            other => other,
         })
         .collect()
 }
 
+/// For each `(keys, id)`, whether the product's stream still holds the event `id` (a stream
+/// rolled back past it, or lost, does not).
+pub async fn exist_many(
+    redis: &RedisStore,
+    asks: &[(&ProductKeys, EventId)],
+) -> Vec<RedisResult<bool>> {
+    entries_at(redis, asks)
+        .await
+        .into_iter()
+        .map(|r| r.map(|v| matches!(v, Value::Array(found) if !found.is_empty())))
+        .collect()
+}
+
 /// For each `(keys, id)`, the kind of the event `id` in the product's stream (None: not there
-/// any more, or not readable); pipelined per node.
+/// any more, or not readable).
 pub async fn kinds_at(
     redis: &RedisStore,
     asks: &[(&ProductKeys, EventId)],
 ) -> Vec<RedisResult<Option<EventKind>>> {
-    let items = asks
-        .iter()
-        .map(|(k, id)| {
-            let at = id.to_string();
-            Keyed::new(
-                &k.events,
-                redis::cmd("XRANGE")
-                    .arg(&k.events)
-                    .arg(&at)
-                    .arg(&at)
-                    .arg("COUNT")
-                    .arg(1)
-                    .clone(),
-            )
-        })
-        .collect();
-    redis
-        .pipeline(items)
+    entries_at(redis, asks)
         .await
         .into_iter()
-        .map(|r| match r {
-            Ok(v) => Ok(parse_page(&v, 1).events.first().map(|e| e.kind)),
-            Err(e) if super::reply::is_wrong_type(&e) => Ok(None),
-            Err(e) => Err(e),
-        })
+        .map(|r| r.map(|v| parse_page(&v, 1).events.first().map(|e| e.kind)))
         .collect()
 }
 

@@ -61,8 +61,9 @@ pub fn is_read_command(cmd: &Cmd) -> bool {
             Some(redis::Arg::Simple(sub)) if sub.eq_ignore_ascii_case(b"EXISTS")
         );
     }
-    if name == "SLOWLOG" || name == "MEMORY" || name == "CLUSTER" {
-        // Only their reading subcommands are used; CLUSTER FAILOVER and friends are not.
+    if name == "SLOWLOG" || name == "MEMORY" || name == "CLUSTER" || name == "CONFIG" {
+        // Only their reading subcommands are used; CLUSTER FAILOVER, CONFIG SET and friends
+        // are not.
         return matches!(
             cmd.args_iter().nth(1),
             Some(redis::Arg::Simple(sub)) if [&b"GET"[..], b"LEN", b"USAGE", b"STATS", b"SLOTS",
@@ -120,6 +121,9 @@ mod tests {
         assert!(is_read_command(redis::cmd("SCRIPT").arg("EXISTS")));
         assert!(!is_read_command(redis::cmd("SCRIPT").arg("LOAD")));
         assert!(!is_read_command(redis::cmd("CLUSTER").arg("FAILOVER")));
+        assert!(is_read_command(redis::cmd("CONFIG").arg("GET")));
+        assert!(!is_read_command(redis::cmd("CONFIG").arg("SET")));
+        assert!(!is_read_command(redis::cmd("CONFIG").arg("RESETSTAT")));
         assert!(!is_read_command(&redis::cmd("set")));
         let err = refusal(redis::cmd("hset").arg("k"));
         assert_eq!(as_refusal(&err).map(|r| r.command.as_str()), Some("HSET"));

@@ -614,3 +614,50 @@ async fn a_window_the_import_cannot_push_is_named_with_what_to_run() {
     );
     lib.close().await;
 }
+
+/// `conform` reads the times of every backend (SQLite's text as written, PostgreSQL's and
+/// MySQL's typed columns cast): a clean sale passes, a payment that left `updated_at` alone is
+/// named.
+#[tokio::test]
+async fn conform_reads_the_times_of_every_backend() {
+    let topo = Topo::standalone();
+    let store = topo.store().await;
+    for db in TestDb::all().await {
+        let lib = db.open().await;
+        let c = Console::new(&topo, &db);
+        let a = format!("ct{}", db.name());
+        c.import_preheat(&lib, &a, &[("p1", 10, 3)]).await;
+        for i in 0..3 {
+            buy(
+                &store,
+                &lib,
+                &a,
+                "p1",
+                &format!("{a}-{i}"),
+                &format!("u{i}"),
+                1,
+            )
+            .await;
+        }
+        let r = c.json(&["conform", &a]);
+        assert_eq!(r["ok"], true, "{}: {r}", c.label());
+        assert_eq!(r["read"]["orders"], 3, "{}", c.label());
+        let paid = format!("{a}-0");
+        lib.execute(
+            "UPDATE seckill_order SET status = 'paid' WHERE request_id = ?",
+            &[paid.as_str().into()],
+        )
+        .await
+        .expect("pay without moving updated_at");
+        let run = c.run(&["--json", "conform", &a]);
+        run.expect_code(4);
+        let r = run.json();
+        assert_eq!(
+            r["broken"],
+            serde_json::json!(["updated-at-moves"]),
+            "{}: {r}",
+            c.label()
+        );
+        lib.close().await;
+    }
+}
