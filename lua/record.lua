@@ -14,8 +14,11 @@
 --                    ledger entry (meta 'unexplained', left by a rebuild after the ledger was
 --                    lost) are claimed first: those are out of the stock already, and in the
 --                    holdings too when meta 'unexplained_held' is 1
---         'absorb_fresh': as 'absorb', claiming nothing (deductions the counters never held:
---                    forgotten by a restart from an older snapshot, their orders alive)
+--         'absorb_fresh': as 'absorb', for deductions the counters never held (forgotten by a
+--                    restart from an older snapshot, their orders alive): they claim only the
+--                    units a heal held back for such orders (meta 'unexplained_rollback', part
+--                    of 'unexplained': set_stock.lua's hold), never a rebuild's (those belong
+--                    to deductions the counters hold)
 -- ARGV[2] expiry of the keys this creates, ms since the epoch, or ''
 -- ARGV[3] the meta field 'rev' as the caller read it ('' when absent; 'absorb' only)
 -- ARGV[4] the rebuild's token ('rebuild' only; '' for 'absorb')
@@ -29,6 +32,7 @@
 
 local mode, expire, want_rev, token = ARGV[1], ARGV[2], ARGV[3], ARGV[4]
 local claims = mode == 'absorb'
+local fresh_mode = mode == 'absorb_fresh'
 if mode == 'absorb_fresh' then
   mode = 'absorb'
 end
@@ -88,11 +92,12 @@ local events_kind = kind(KEYS[5])
 if events_kind ~= 'stream' and events_kind ~= 'none' then
   return redis.error_reply('ERR seckill: ' .. KEYS[5] .. ' is a ' .. events_kind .. ', not a stream')
 end
-local f = redis.call('HMGET', KEYS[2], 'rev', 'frozen', 'topup', 'deducted', 'unexplained', 'unexplained_held')
+local f = redis.call('HMGET', KEYS[2], 'rev', 'frozen', 'topup', 'deducted', 'unexplained', 'unexplained_held', 'unexplained_rollback')
 local rev, frozen, topup = f[1], f[2], f[3]
 
 local stock = nil
 local deducted, unexplained = 0, 0
+local rollback = 0
 if mode == 'rebuild' then
   if not frozen or string.sub(frozen, 1, #token + 1) ~= token .. '|' then
     return {4, 'frozen', frozen or ''}
@@ -123,6 +128,8 @@ else
   if deducted == nil or unexplained == nil or unexplained < 0 then
     return redis.error_reply('ERR seckill: deducted or unexplained in ' .. KEYS[2] .. ' is ' .. shown(f[4]) .. ' / ' .. shown(f[5]) .. ', not an integer')
   end
+  -- A field only the console writes; unreadable, it is taken as none held for such orders.
+  rollback = math.min(math.max(int_or_nil(f[7] or '0') or 0, 0), unexplained)
 end
 local claim_held = f[6] == '1'
 
@@ -163,6 +170,8 @@ for _, t in ipairs(todo) do
     local take = 0
     if claims then
       take = math.min(unexplained - claimed, qty)
+    elseif fresh_mode then
+      take = math.min(rollback - claimed, qty)
     end
     claimed = claimed + take
     local fresh = qty - take
@@ -188,6 +197,12 @@ if mode == 'absorb' and #todo > 0 then
   redis.call('HSET', KEYS[2], 'rev', new_rev)
   if claimed > 0 then
     redis.call('HSET', KEYS[2], 'unexplained', unexplained - claimed)
+    -- The rollback's share never exceeds what is held.
+    if fresh_mode then
+      redis.call('HSET', KEYS[2], 'unexplained_rollback', rollback - claimed)
+    elseif rollback > unexplained - claimed then
+      redis.call('HSET', KEYS[2], 'unexplained_rollback', unexplained - claimed)
+    end
   end
 end
 if expire ~= '' and #todo > 0 then

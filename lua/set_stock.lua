@@ -25,7 +25,12 @@
 -- ARGV[7] '' or the token of the rebuild that froze the product (freeze.lua); a 'set' with the
 --         token ends the freeze. A product frozen by another token is not written.
 -- ARGV[8] units of the meta 'unexplained' put back on sale ('rebase' only; '0' for none): the
---         counters give them back (returned) and the stock takes them
+--         counters give them back (returned) and the stock takes them. Negative: units the
+--         rebase would add to the stock (an offset below 0) held back instead, -ARGV[8] of
+--         them at most -offset: the counters take them (deducted) as 'unexplained', out of the
+--         stock until a later rebase puts them back (after a restart from an older snapshot,
+--         orders of deductions Redis forgot may still be on their way: a unit given back at once
+--         would be sold twice)
 -- ARGV[9..] field, value pairs written to the meta hash. 'paused' and 'pause_gen' are written
 --         only if no newer pause or resume (a higher 'pause_gen') is there already.
 --
@@ -72,7 +77,7 @@ local function shown(v)
 end
 
 local freed = int_or_nil(release)
-if freed == nil or freed < 0 or (freed > 0 and mode ~= 'rebase') then
+if freed == nil or (freed ~= 0 and mode ~= 'rebase') then
   return -4
 end
 if expire ~= '' then
@@ -84,7 +89,7 @@ end
 
 -- The meta fields given: those the scripts read must be what they accept.
 local lowest = { initial = 0, limit = 1, pause_gen = 0, deducted = 0, returned = 0, opens = 0, closes = 0,
-  unexplained = 0, unexplained_since = 0, epoch = 0, fixed_at = 0, expire_at = 1 }
+  unexplained = 0, unexplained_since = 0, unexplained_rollback = 0, epoch = 0, fixed_at = 0, expire_at = 1 }
 local given = {}
 for i = 9, #ARGV, 2 do
   local f, v = ARGV[i], ARGV[i + 1]
@@ -121,7 +126,8 @@ local reset = meta_mode == 'reset' or (meta_kind ~= 'hash' and meta_kind ~= 'non
 -- What the meta hash holds now (nothing of a hash of another type).
 local m = {}
 if meta_kind == 'hash' then
-  local names = { 'rev', 'frozen', 'topup', 'pause_gen', 'deducted', 'returned', 'unexplained' }
+  local names = { 'rev', 'frozen', 'topup', 'pause_gen', 'deducted', 'returned', 'unexplained',
+    'unexplained_rollback' }
   local f = redis.call('HMGET', KEYS[2], unpack(names))
   for i, name in ipairs(names) do
     m[name] = f[i]
@@ -198,6 +204,10 @@ if mode == 'rebase' then
   local offset = stock - initial + d - r
   if offset ~= seen then
     return {0, offset}
+  end
+  -- A hold takes only units the rebase would add.
+  if freed < 0 and freed < offset then
+    return -4
   end
   new = stock - offset + freed
   change = new - stock
@@ -280,8 +290,14 @@ end
 redis.call('XADD', KEYS[5], '*', (token ~= '') and 'g' or 'a', change .. '|')
 if mode == 'rebase' then
   redis.call('INCRBY', KEYS[1], change)
+  local rollback = math.min(math.max(int_or_nil(m.unexplained_rollback or '0') or 0, 0), held)
   if freed > 0 then
-    redis.call('HSET', KEYS[2], 'returned', r + freed, 'unexplained', held - freed)
+    redis.call('HSET', KEYS[2], 'returned', r + freed, 'unexplained', held - freed,
+      'unexplained_rollback', math.min(rollback, held - freed))
+  elseif freed < 0 then
+    -- Held for orders of deductions Redis forgot: those may claim them (record.lua).
+    redis.call('HSET', KEYS[2], 'deducted', d - freed, 'unexplained', held - freed,
+      'unexplained_rollback', rollback - freed)
   end
 else
   redis.call('SET', KEYS[1], new, 'KEEPTTL')

@@ -219,6 +219,18 @@ fn render_fix(r: &FixReport) -> String {
         "(offset: units the stock is off its own counters; orphans: deductions without an order \
          past the grace window, returned; lost sales: orders Redis held no deduction for, recorded)\n",
     );
+    for p in r.products.iter().filter(|p| p.held_back > 0) {
+        text.push_str(&format!(
+            "{}: {} unit(s) held back off sale until their orders had the grace window to land{}; fix again after it puts back what no order claimed\n",
+            p.product,
+            p.held_back,
+            if p.limits_held {
+                " (the whole stock: the buyers' holdings were lost with units whose buyers nobody can name, so no buyer passes the limit)"
+            } else {
+                ""
+            }
+        ));
+    }
     text.push_str(&render_left(&r.left));
     text
 }

@@ -55,6 +55,9 @@ pub enum AlertKind {
     OrderAfterReturn,
     /// Redis enforces another sale window than the activity's (or none).
     WindowMismatch,
+    /// A cluster slot holding products of the sale is left migrating: their deductions answer
+    /// TRYAGAIN while their keys are split ([`super::migration`]).
+    SlotMigrating,
 }
 
 impl AlertKind {
@@ -88,6 +91,7 @@ impl AlertKind {
             AlertKind::OutsideWindow => "outside_window",
             AlertKind::OrderAfterReturn => "order_after_return",
             AlertKind::WindowMismatch => "window_mismatch",
+            AlertKind::SlotMigrating => "slot_migrating",
         }
     }
 }

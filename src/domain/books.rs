@@ -258,16 +258,26 @@ impl Books {
 
     /// Splits the unbacked units by the grace window, as of `now_ms` (Redis time); the
     /// unexplained units count from when the rebuild left them.
+    ///
+    /// Units held back wait for orders Redis holds no deduction for: a live order that lands
+    /// unledgered meanwhile is taken as one of them (what the hold waits for), counted once,
+    /// as the order; the rest of the hold stays in flight. Counted twice, a landed order made a
+    /// sold-out product read oversold. Such a product reads `drift` whatever the figures (its
+    /// unledgered order is to record), so the order is never hidden.
     pub fn split(&self, now_ms: i64, grace_ms: i64) -> Split {
         let mut out = Split::default();
         let mut orphans: Vec<(i64, &str)> = Vec::new();
-        if self.unexplained > 0 {
+        let reserve = self
+            .unexplained
+            .saturating_sub(self.unledgered_units())
+            .max(0);
+        if reserve > 0 {
             match self.unexplained_since {
                 Some(since) if now_ms - since >= grace_ms => {
-                    out.orphaned += self.unexplained;
-                    out.release = self.unexplained;
+                    out.orphaned += reserve;
+                    out.release = reserve;
                 }
-                _ => out.in_flight += self.unexplained,
+                _ => out.in_flight += reserve,
             }
         }
         for (rid, u) in &self.unbacked {

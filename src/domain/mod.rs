@@ -13,6 +13,7 @@ pub mod faults;
 pub mod ids;
 pub mod import;
 pub mod meta;
+pub mod migration;
 pub mod order;
 pub mod preheat;
 pub mod rid_hash;

@@ -88,6 +88,9 @@ pub struct FixProduct {
     /// Units a rebuild held back (their orders may still land), and units put back on sale
     /// once their window passed.
     pub held_back: i64,
+    /// The whole stock is among `held_back`: the buyers hash was lost with deductions whose
+    /// buyers nobody can name (see [`crate::ops::repair::Rebuilt::limits_held`]).
+    pub limits_held: bool,
     pub released: i64,
     pub attempts: u32,
     pub conflict: bool,
@@ -135,6 +138,7 @@ impl FixProduct {
             orphans: Vec::new(),
             sales_recorded: 0,
             held_back: 0,
+            limits_held: false,
             released: 0,
             attempts: 0,
             conflict: false,
@@ -461,6 +465,7 @@ fn row(v: &ProductView) -> FixProduct {
         orphans: v.split.orphans.clone(),
         sales_recorded: v.books.unledgered_units(),
         held_back: 0,
+        limits_held: false,
         released: 0,
         attempts: 0,
         conflict: matches!(plan, Plan::Busy(_)),
@@ -475,7 +480,12 @@ fn settle_row(row: &mut FixProduct, d: &Repaired) {
     row.orphans_returned = d.returned_units;
     row.sales_recorded = d.recorded_units;
     row.released = d.released;
-    row.held_back = d.rebuilt.as_ref().map_or(0, |r| r.unexplained);
+    row.held_back = d
+        .rebuilt
+        .as_ref()
+        .map_or(0, |r| r.unexplained)
+        .saturating_add(d.held);
+    row.limits_held = d.rebuilt.as_ref().is_some_and(|r| r.limits_held);
     row.attempts = d.attempts;
     if let Some(after) = d.stock_after {
         row.after = after;
@@ -521,7 +531,12 @@ fn fix_audits(actor: &str, activity: &ActivityId, o: &Outcome) -> Vec<AuditEntry
             r.entries,
             r.holdings,
             r.active,
-            if r.unexplained > 0 {
+            if r.limits_held {
+                format!(
+                    ", {} of them held back (the whole stock): the buyers' holdings were lost with units in flight whose buyers nobody can name, so nothing sells until their orders had the grace window to land and no buyer passes the limit; fix again then",
+                    r.unexplained
+                )
+            } else if r.unexplained > 0 {
                 format!(
                     ", {} of them held back until their orders had the grace window to land",
                     r.unexplained
@@ -579,6 +594,11 @@ fn fix_audits(actor: &str, activity: &ActivityId, o: &Outcome) -> Vec<AuditEntry
                         " ({} unit(s) held back since a rebuild put back on sale)",
                         d.released
                     )
+                } else if d.held > 0 {
+                    format!(
+                        " ({} unit(s) held back instead: live orders Redis held no deduction for mark a rollback, and orders of other deductions it forgot may still land; fix again after the grace window)",
+                        d.held
+                    )
                 } else {
                     String::new()
                 },
@@ -599,6 +619,7 @@ fn fix_audits(actor: &str, activity: &ActivityId, o: &Outcome) -> Vec<AuditEntry
             "unledgered": v.status.unledgered,
             "change": d.rebase_change,
             "released": d.released,
+            "held": d.held,
         })
         .to_string();
         out.push(e);

@@ -73,6 +73,9 @@ pub struct NodeHealth {
     /// before Redis answers it (what a failover can lose).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub replication: Option<Replication>,
+    /// A cluster primary's slots it says it is migrating (CLUSTER NODES, its own line).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub migrating: Vec<crate::domain::migration::Migration>,
     /// The node answered PING.
     #[serde(skip)]
     pub answered: bool,
@@ -169,9 +172,26 @@ async fn config_int(node: &crate::redis::node::Node, name: &str) -> Option<i64> 
 pub async fn redis_nodes(redis: &RedisStore) -> Vec<NodeHealth> {
     let mut out = Vec::new();
     for (node, role) in redis.nodes() {
-        out.push(node_health(&node, role).await);
+        let mut health = node_health(&node, role).await;
+        if redis.is_cluster() && health.ok && health.role == Role::Primary {
+            health.migrating = migrating(&node).await;
+        }
+        out.push(health);
     }
     out
+}
+
+/// The slots a cluster primary says it is migrating (none when it refuses CLUSTER NODES).
+async fn migrating(node: &crate::redis::node::Node) -> Vec<crate::domain::migration::Migration> {
+    let cmd = redis::cmd("CLUSTER").arg("NODES").clone();
+    match node
+        .query(&cmd)
+        .await
+        .map(redis::from_redis_value::<String>)
+    {
+        Ok(Ok(text)) => crate::domain::migration::migrating_from_nodes(&text),
+        _ => Vec::new(),
+    }
 }
 
 async fn node_health(node: &crate::redis::node::Node, expected: Role) -> NodeHealth {
@@ -190,6 +210,7 @@ async fn node_health(node: &crate::redis::node::Node, expected: Role) -> NodeHea
         memory: Memory::default(),
         unchecked: Vec::new(),
         replication: None,
+        migrating: Vec::new(),
         answered: false,
         stats: NodeStats::default(),
     };

@@ -126,6 +126,7 @@ mod tests {
             },
             unchecked: Vec::new(),
             replication: None,
+            migrating: Vec::new(),
             answered: true,
             stats: NodeStats::default(),
         }

@@ -114,6 +114,9 @@ pub struct Watchlist {
     base: Instant,
     /// Products whose cut differs from the one before (first reads not counted), this refresh.
     moved: Vec<String>,
+    /// This refresh read every product without a cut to compare with (the cuts were forgotten
+    /// after a reconnect, a failover or a failed refresh): any of them may have moved.
+    anew: bool,
     pub cost: QuietCost,
 }
 
@@ -165,6 +168,18 @@ fn settled(c: &ProductCut) -> bool {
     sound(c) || absent(c)
 }
 
+/// True when a product read whole went from `before` to `now` by a write no script made: it
+/// was sound and now is not (a key gone or unreadable), or its stock changed, while its stream
+/// did not move on (every script that writes the stock appends an event; a few meta writes on
+/// a product never sold do not, so the meta hash is no such evidence).
+fn outside_the_scripts(before: &ProductCut, now: &ProductCut) -> bool {
+    // A stream that moved on explains a change (a rebuild's hold takes the stock key away
+    // with an event); one that stood still or went back (a restart from an older snapshot, a
+    // FLUSHALL) does not.
+    let stood = now.position <= before.position;
+    sound(before) && stood && (!sound(now) || now.stock != before.stock)
+}
+
 /// The same cut, the read's instant aside.
 pub(crate) fn same(a: &ProductCut, b: &ProductCut) -> bool {
     a.stock == b.stock && a.meta == b.meta && a.position == b.position && a.keys == b.keys
@@ -180,6 +195,7 @@ impl Watchlist {
             recut: false,
             base: Instant::now(),
             moved: Vec::new(),
+            anew: false,
             cost: QuietCost::default(),
         }
     }
@@ -199,6 +215,24 @@ impl Watchlist {
     /// time is not among them).
     pub fn moved(&self) -> &[String] {
         &self.moved
+    }
+
+    /// True when the last refresh had no earlier cut of any product (after the first): which
+    /// of them moved cannot be told, so whatever a reader keeps beside the cuts (the product
+    /// rows) is read again. A reconnect made it count none as moved, and a resume and a top-up
+    /// made across it were shown against rows up to 30 s old.
+    pub fn anew(&self) -> bool {
+        self.anew
+    }
+
+    /// How long ago the product read whole least recently was: what the streams cannot show
+    /// (a key set, deleted or evicted outside the scripts) may be this old on screen.
+    pub fn keys_age(&self) -> Option<Duration> {
+        let now = Instant::now();
+        self.known
+            .values()
+            .map(|k| now.saturating_duration_since(k.whole_at))
+            .max()
     }
 
     /// Which period of whole reads `at` falls in, for a product of `lane`: each product's
@@ -254,6 +288,7 @@ impl Watchlist {
             let now_listed: std::collections::HashSet<&str> = ids.iter().copied().collect();
             self.known.retain(|id, _| now_listed.contains(id.as_str()));
         }
+        self.anew = self.refresh > 1 && self.known.is_empty();
         let now = Instant::now();
         let mut plans: Vec<Plan> = ids
             .iter()
@@ -317,6 +352,13 @@ impl Watchlist {
             if moved && before.is_some() {
                 self.moved.push(ids[i].to_string());
             }
+            if before.is_some_and(|k| outside_the_scripts(&k.cut, &c)) {
+                // Something wrote outside the scripts (a FLUSHALL, a DEL, an eviction, a
+                // restart from an older snapshot): the products not read whole this refresh
+                // may have met it too, so the next refresh reads every one (after a FLUSHALL
+                // the view needed a minute to count 2,000 products gone).
+                self.recut = true;
+            }
             let moved_at = match before {
                 Some(k) if !moved && settled(&c) => k.moved_at,
                 _ => self.refresh,
@@ -344,14 +386,22 @@ impl Watchlist {
                     // No script wrote since the cut: the product stands as it did, now.
                     let mut c = k.cut.clone();
                     if let Some(clocks) = &clocks {
-                        c.now_ms = clocks.of(redis, &keys[i]);
+                        c.now_ms = clocks.of(redis, &keys[i]).max(c.now_ms);
                     }
                     self.cost.asked += 1;
                     out[i] = Some(c);
                 }
                 Plan::Rest => {
+                    // Shown as last read, but judged now: a deduction in flight at that read
+                    // is orphaned once the grace window has passed on Redis's clock, whether
+                    // or not this refresh asked the stream (judged at the read's instant, a
+                    // resting product's orphans read 0 four refreshes in five).
+                    let mut c = k.cut.clone();
+                    if let Some(clocks) = &clocks {
+                        c.now_ms = clocks.of(redis, &keys[i]).max(c.now_ms);
+                    }
                     self.cost.resting += 1;
-                    out[i] = Some(k.cut.clone());
+                    out[i] = Some(c);
                 }
             }
         }

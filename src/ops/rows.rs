@@ -74,16 +74,42 @@ impl KeptRows {
         if moved.is_empty() || !std::mem::take(&mut rows.kept) {
             return Ok(());
         }
-        let fresh: HashMap<String, Product> = activities::products_by_ids(db, activity, moved)
-            .await?
+        let fresh = activities::products_by_ids(db, activity, moved).await?;
+        rows.take(fresh, products);
+        Ok(())
+    }
+
+    /// Reads every row again into `products` and the kept rows, when this refresh used kept
+    /// ones: a reader that forgot its cuts cannot tell which products moved.
+    pub async fn all_moved(
+        &mut self,
+        db: &Db,
+        activity: &ActivityId,
+        products: &mut [Product],
+    ) -> Result<()> {
+        let Some(rows) = &mut self.0 else {
+            return Ok(());
+        };
+        if !std::mem::take(&mut rows.kept) {
+            return Ok(());
+        }
+        let fresh = activities::products(db, activity).await?;
+        rows.take(fresh, products);
+        Ok(())
+    }
+}
+
+impl Rows {
+    /// Puts the `fresh` rows in place of their products' rows, here and in `products`.
+    fn take(&mut self, fresh: Vec<Product>, products: &mut [Product]) {
+        let fresh: HashMap<String, Product> = fresh
             .into_iter()
             .map(|p| (p.product_id.as_str().to_string(), p))
             .collect();
-        for p in products.iter_mut().chain(rows.products.iter_mut()) {
+        for p in products.iter_mut().chain(self.products.iter_mut()) {
             if let Some(row) = fresh.get(p.product_id.as_str()) {
                 *p = row.clone();
             }
         }
-        Ok(())
     }
 }

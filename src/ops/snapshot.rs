@@ -91,6 +91,9 @@ pub struct Snapshot {
     /// How far the orders' clock (their `updated_at` stamps) runs ahead of Redis's (negative:
     /// behind), as the orders that landed show it; None before any landed in view.
     pub skew_ms: Option<i64>,
+    /// How long ago the least recently read product's keys were read whole (the live view
+    /// reads a quiet product's keys in turns: see [`super::quiet`]); None: all just now.
+    pub keys_age: Option<std::time::Duration>,
 }
 
 /// Which products to read, and how.

@@ -54,6 +54,11 @@ pub struct StatusReport {
     /// How far the orders' timestamps run ahead of Redis's clock (negative: behind), as the
     /// orders seen landing show it; null before any landed in view.
     pub clock_skew_ms: Option<i64>,
+    /// The live view only: how many seconds ago the least recently read product's keys were
+    /// read whole. Quiet products are asked whether their stream moved, which no write outside
+    /// the scripts shows (a key set or deleted by hand): such a write may be this old.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub keys_age_secs: Option<u64>,
     /// Each Redis node: its role and memory (policy, used / max, evicted keys).
     pub redis_nodes: Vec<NodeBrief>,
     /// Behind Sentinel: the primary followed now, and when it last changed.
@@ -165,6 +170,27 @@ pub async fn status_tracked(
     Ok(report)
 }
 
+/// The alerts of the migrating slots that hold products of the sale.
+fn slot_alerts(snap: &Snapshot, nodes: &[health::NodeHealth]) -> Vec<crate::domain::alerts::Alert> {
+    let moving: Vec<&crate::domain::migration::Migration> =
+        nodes.iter().flat_map(|n| &n.migrating).collect();
+    if moving.is_empty() {
+        return Vec::new();
+    }
+    moving
+        .into_iter()
+        .filter_map(|m| {
+            let inside: Vec<&str> = snap
+                .products
+                .iter()
+                .filter(|v| crate::redis::slots::key_slot(v.keys.stock.as_bytes()) == m.slot)
+                .map(|v| v.product.product_id.as_str())
+                .collect();
+            crate::domain::migration::slot_alert(m, &inside)
+        })
+        .collect()
+}
+
 /// Assembles the report from what was read (pure, so the TUI can reuse it on its snapshots).
 pub fn build(
     snap: &Snapshot,
@@ -215,6 +241,7 @@ pub fn build(
         }
     }
     alerts.extend(alerts::clock_alert(snap.skew_ms, CLOCK_SKEW_ALERT_MS));
+    alerts.extend(slot_alerts(snap, nodes));
     for node in nodes.iter().filter(|n| n.answered) {
         let m = &node.memory;
         let Some(used) = m.used_bytes else { continue };
@@ -256,6 +283,7 @@ pub fn build(
         outbox,
         taken_at: snap.taken_at,
         clock_skew_ms: snap.skew_ms,
+        keys_age_secs: snap.keys_age.map(|d| d.as_secs()),
         redis_nodes: nodes
             .iter()
             .map(|n| NodeBrief {
@@ -306,6 +334,7 @@ pub(crate) fn one_product_report(activity: &str, stock: i64) -> StatusReport {
         outbox: QueueSummary::default(),
         taken_at: Utc::now(),
         clock_skew_ms: None,
+        keys_age_secs: None,
         redis_nodes: Vec::new(),
         master: None,
     }

@@ -394,6 +394,7 @@ impl Tracker {
     /// Reads again the rows of the products whose cut moved at this refresh ([`KeptRows`]).
     async fn rows_moved(&mut self, db: &Db, products: &mut [Product]) -> Result<()> {
         match &self.watch {
+            Some(watch) if watch.anew() => self.rows.all_moved(db, &self.activity, products).await,
             Some(watch) => {
                 self.rows
                     .moved(db, &self.activity, watch.moved(), products)
@@ -507,6 +508,7 @@ impl Tracker {
                 .unwrap_or_else(Utc::now),
             cost: self.cost.settle,
             skew_ms: self.clock.skew_ms(),
+            keys_age: self.watch.as_ref().and_then(Watchlist::keys_age),
         })
     }
 

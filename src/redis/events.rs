@@ -208,10 +208,16 @@ pub async fn all_after(
 /// at a marker were set from the ledger, not from the events before it (a stream rebuilt after
 /// it was lost starts at its marker, with none of the sales before), so the stream's silence
 /// on a request says nothing of it then.
+///
+/// `silence` says whether the caller takes a request the stream does not name as one the
+/// counters never held (a rebuild counting what the counters lack: then a marker after the last
+/// word on any of them voids the answer); a caller that acts only on the requests named
+/// standing (a heal claiming units a rebuild held back for them) passes false: a deduction
+/// named before a marker still stands, and a rebuild held back its units.
 pub async fn standing(
     redis: &RedisStore,
     k: &ProductKeys,
-    asks: &std::collections::HashSet<&str>,
+    (asks, silence): (&std::collections::HashSet<&str>, bool),
     until: EventId,
 ) -> RedisResult<Option<std::collections::HashSet<String>>> {
     use crate::domain::events::EventKind;
@@ -267,7 +273,7 @@ pub async fn standing(
         }
     }
     match since_marker {
-        Some(named) if asks.iter().any(|r| !named.contains(*r)) => Ok(None),
+        Some(named) if silence && asks.iter().any(|r| !named.contains(*r)) => Ok(None),
         _ => Ok(Some(held)),
     }
 }

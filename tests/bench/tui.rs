@@ -140,6 +140,7 @@ fn report(extra: i64, taken_at: chrono::DateTime<chrono::Utc>) -> StatusReport {
         outbox: QueueSummary::default(),
         taken_at,
         clock_skew_ms: None,
+        keys_age_secs: None,
         redis_nodes: Vec::new(),
         master: None,
     }

@@ -189,3 +189,90 @@ async fn ping_and_the_preheat_gate_show_what_a_failover_can_lose() {
     assert!(r["warning"].is_null(), "{r}");
     lib.close().await;
 }
+
+/// Item 8: a slot left migrating with one product's keys split between two nodes: every
+/// deduction answered TRYAGAIN while `status`, `watch` and `ping` said ok. A critical alert
+/// names the slot, both nodes, the product and the remedy.
+#[tokio::test]
+async fn a_slot_stuck_migrating_is_a_critical_alert_naming_it() {
+    use crate::harness::RedisCluster;
+    use seckill_console::redis::stock::deduct;
+    let cluster = RedisCluster::start();
+    let topo = Topo::Cluster(cluster);
+    let Topo::Cluster(cl) = &topo else {
+        unreachable!()
+    };
+    let store = topo.store().await;
+    let db = TestDb::sqlite();
+    let lib = db.open().await;
+    let c = Console::new(&topo, &db);
+    c.import_preheat(&lib, "stuck", &[("p1", 10, 2), ("p2", 10, 2)])
+        .await;
+    let k = product_keys("stuck", "p1");
+    let source = cl.node_for(&k.stock);
+    let slot = source
+        .cli(&["CLUSTER", "KEYSLOT", &k.stock])
+        .trim()
+        .to_string();
+    let target = cl
+        .nodes
+        .iter()
+        .find(|n| n.port != source.port && n.cli(&["ROLE"]).starts_with("master"))
+        .expect("another primary");
+    let source_id = source.cli(&["CLUSTER", "MYID"]).trim().to_string();
+    let target_id = target.cli(&["CLUSTER", "MYID"]).trim().to_string();
+    target.cli(&["CLUSTER", "SETSLOT", &slot, "IMPORTING", &source_id]);
+    source.cli(&["CLUSTER", "SETSLOT", &slot, "MIGRATING", &target_id]);
+    // One key of the product moved, the others not: a reshard that died half way.
+    let port = target.port.to_string();
+    source.cli(&["MIGRATE", "127.0.0.1", &port, &k.stock, "0", "5000"]);
+    let refused = deduct(&store, &k, "r1", "u1", "1").await;
+    assert!(
+        refused
+            .as_ref()
+            .is_err_and(|e| e.to_string().to_uppercase().contains("TRYAGAIN")),
+        "{refused:?}"
+    );
+    let doc = c.status("stuck");
+    let alert = doc["alerts"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["kind"] == "slot_migrating"))
+        .unwrap_or_else(|| panic!("no slot_migrating alert: {doc}"))
+        .clone();
+    assert_eq!(alert["severity"], "critical", "{alert}");
+    assert_eq!(alert["product"], "p1", "{alert}");
+    let message = alert["message"].as_str().unwrap_or_default();
+    for part in [
+        format!("slot {slot} "),
+        format!("from {} to {}", source.addr(), target.addr()),
+        "TRYAGAIN".to_string(),
+        format!("redis-cli --cluster fix {}", source.addr()),
+    ] {
+        assert!(message.contains(&part), "{part}: {message}");
+    }
+    let w = c.run(&["--json", "watch", "stuck", "--count", "1"]);
+    assert!(
+        w.stdout.contains("\"slot_migrating\""),
+        "watch: {}",
+        w.all_output()
+    );
+    let ping = c.json(&["ping"]);
+    assert!(
+        ping.to_string().contains(&format!("\"slot\":{slot}")),
+        "ping names the migrating slot: {ping}"
+    );
+    // The remedy the alert gives ends it.
+    let port = source.port.to_string();
+    let fixed = std::process::Command::new("redis-cli")
+        .args(["--cluster", "fix", &format!("127.0.0.1:{port}")])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("redis-cli --cluster fix");
+    assert!(fixed.status.success(), "{fixed:?}");
+    let doc = c.status("stuck");
+    assert!(
+        !doc["alerts"].to_string().contains("slot_migrating"),
+        "{doc}"
+    );
+    lib.close().await;
+}

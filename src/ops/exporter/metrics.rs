@@ -111,6 +111,7 @@ const ALERT_KINDS: &[(AlertKind, Severity)] = &[
     (AlertKind::OutsideWindow, Severity::Warning),
     (AlertKind::OrderAfterReturn, Severity::Critical),
     (AlertKind::WindowMismatch, Severity::Warning),
+    (AlertKind::SlotMigrating, Severity::Critical),
 ];
 
 impl Metrics {

@@ -152,7 +152,11 @@ async fn record_lost_sales(
             continue;
         }
         let mode = RecordMode::Absorb { rev: r, claim };
+        let before = o.done.recorded_units;
         rev = record_batch(t, o, mode, s.expire_at, batch).await?;
+        if !claim {
+            o.done.forgotten += o.done.recorded_units - before;
+        }
     }
     Ok(rev)
 }
@@ -161,7 +165,10 @@ async fn record_lost_sales(
 /// counters hold without a ledger entry) and which count afresh. Only a deduction the event
 /// stream shows standing, up to the cut, was held by the counters; one the stream does not
 /// show (forgotten by a restart from an older snapshot, its order alive) claims nothing, or it
-/// would take the unit of another buyer's deduction still on its way. Without a readable
+/// would take the unit of another buyer's deduction still on its way. A deduction named
+/// before the rebuild's marker claims too: every deduction a rebuild held back was made before
+/// it (asking for each to be named after the marker left every one unclaimed, and each landed
+/// order took a second unit and a second count of its buyer's limit). Without a readable
 /// stream nothing claims: a unit counted twice is held back until its window has passed,
 /// never sold twice.
 async fn split_claims(
@@ -169,14 +176,16 @@ async fn split_claims(
     v: &crate::ops::snapshot::ProductView,
     todo: Vec<(String, String, i64)>,
 ) -> Result<(Vec<(String, String, i64)>, Vec<(String, String, i64)>)> {
+    // Nothing held back: none of them was held by the counters (each is a deduction Redis
+    // forgot, or an order written without one).
     if v.cut.meta.unexplained <= 0 {
-        return Ok((todo, Vec::new()));
+        return Ok((Vec::new(), todo));
     }
     let standing = match v.cut.position.filter(|_| v.cut.keys.events) {
         Some(until) => {
             let asks: std::collections::HashSet<&str> =
                 todo.iter().map(|(r, _, _)| r.as_str()).collect();
-            crate::redis::events::standing(t.redis, &v.keys, &asks, until)
+            crate::redis::events::standing(t.redis, &v.keys, (&asks, false), until)
                 .await
                 .map_err(|e| t.redis.error(&e))?
         }
@@ -227,6 +236,12 @@ fn held(d: &mut super::Repaired, h: Held) {
     }
 }
 
+/// True when the heal recorded live orders whose deductions Redis forgot (the stream does not
+/// show them: not a rebuild's held-back units being claimed).
+fn rolled_back(o: &Outcome) -> bool {
+    o.done.forgotten > 0
+}
+
 /// Takes each product's offset from its counters away, puts held-back units past their window
 /// back on sale and writes the meta fields; a moved offset is read again and retried when the
 /// target allows (same `rev`: a write outside the scripts, not another console).
@@ -250,11 +265,22 @@ async fn rebase(
         let Some(offset) = v.offset() else {
             continue;
         };
-        let release = if s.books { v.split.release } else { 0 };
+        let release = if !s.books {
+            0
+        } else if rolled_back(o) {
+            // Live orders Redis held no deduction for are the mark of a rollback (a restart
+            // from an older snapshot, a failover that lost writes): other deductions it forgot
+            // may have orders still on their way. What the stock would gain (a top-up lost with
+            // the snapshot) is held back until they had the grace window to land, and so is
+            // what an earlier hold kept: given at once, it sold 16 units of a 15-unit product.
+            offset.min(0)
+        } else {
+            v.split.release
+        };
         let meta_needed = super::meta_differs(&v.product, &v.cut.meta)
             || (s.expire_at.is_some() && v.cut.meta.expire_at != s.expire_at)
             || !s.meta.is_empty();
-        if offset != 0 || release > 0 || meta_needed {
+        if offset != 0 || release != 0 || meta_needed {
             todo.push((*i, offset, release, rev, s));
         }
     }
@@ -268,6 +294,11 @@ async fn rebase(
                 let v = &outcomes[*i].last;
                 let mut meta = database_fields(&v.product, &v.cut.meta);
                 meta.extend(s.meta.iter().cloned());
+                if *release < 0 {
+                    // The hold counts from now, whatever an earlier one said (its units go
+                    // back together, after the latest orders had their window).
+                    meta.push(("unexplained_since", v.cut.now_ms.to_string()));
+                }
                 StockWrite {
                     keys: &v.keys,
                     rewrite: Rewrite::Rebase {
@@ -297,7 +328,8 @@ async fn rebase(
                     d.rebased = true;
                     d.change += change;
                     d.rebase_change += change;
-                    d.released += release;
+                    d.released += release.max(&0);
+                    d.held += (-release).max(0);
                     d.stock_after = Some(stock);
                     d.conflict = None;
                 }

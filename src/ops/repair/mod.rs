@@ -186,6 +186,9 @@ pub struct Rebuilt {
     pub active: i64,
     /// Of those, the units nothing names, held back until their orders had time to land.
     pub unexplained: i64,
+    /// The buyers hash was lost with deductions whose buyers nobody can name: the whole stock
+    /// is held back with them (counted in `unexplained`), so no buyer passes the limit.
+    pub limits_held: bool,
 }
 
 /// What the repair of one product did, over every round.
@@ -199,6 +202,13 @@ pub struct Repaired {
     pub recorded: Vec<String>,
     /// Units the counters held without a ledger entry, past their hold, put back on sale.
     pub released: i64,
+    /// Units a heal held back instead of adding them to the stock: live orders Redis held no
+    /// deduction for (a restart from an older snapshot, a failover that lost writes) may have
+    /// others still on their way.
+    pub held: i64,
+    /// Units of the recorded orders whose deductions the stream does not show (forgotten by
+    /// Redis, not held back by a rebuild): the mark of a rollback.
+    pub forgotten: i64,
     /// How the stock's rewrites changed it in all (0: none).
     pub change: i64,
     /// The stock right after this repair's last write; None when nothing was written.

@@ -315,6 +315,20 @@ async fn rebuild_one(
         b.saturating_add(unheld_units).max(totals.active)
     });
     let unexplained = active - totals.active;
+    // With the buyers hash lost, the units nobody can name have buyers nobody can name: each
+    // would be rebuilt holding nothing and could buy past the limit. Until those orders had
+    // their window the whole stock is held back with them (a later fix puts back what no order
+    // claimed), so no limit is passed; the fix says so.
+    let limits_held = holdings_now.is_none() && unexplained > 0;
+    let (active, unexplained) = if limits_held {
+        let left = v.product.initial_stock.saturating_sub(active).max(0);
+        (
+            active.saturating_add(left),
+            unexplained.saturating_add(left),
+        )
+    } else {
+        (active, unexplained)
+    };
     // 4. The holdings: a lost buyers hash from what the ledger holds per user; a surviving one
     // corrected to it when the ledger names every held unit; else (units nobody can name) the
     // surviving holdings are the only record of whose those are: they stay, raised by the
@@ -353,6 +367,8 @@ async fn rebuild_one(
         ("returned", "0".to_string()),
         ("unexplained", unexplained.to_string()),
         ("unexplained_since", since.to_string()),
+        // A rebuild's hold is for deductions the counters hold, never for forgotten ones.
+        ("unexplained_rollback", "0".to_string()),
         (
             "unexplained_held",
             if unexplained_in_holdings(v) { "1" } else { "0" }.to_string(),
@@ -384,6 +400,7 @@ async fn rebuild_one(
             d.stock_after = Some(stock);
             rebuilt.active = active;
             rebuilt.unexplained = unexplained;
+            rebuilt.limits_held = limits_held;
             d.rebuilt = Some(rebuilt);
             // Read again and heal: orphans, lost sales, what the rebuild held back.
             d.again = true;
@@ -539,7 +556,7 @@ async fn unheld_by_counters(
     if let Some(until) = v.cut.position.filter(|_| v.cut.keys.events) {
         let asks: std::collections::HashSet<&str> =
             recorded.orders.iter().map(|(r, _, _)| r.as_str()).collect();
-        let standing = crate::redis::events::standing(t.redis, &v.keys, &asks, until)
+        let standing = crate::redis::events::standing(t.redis, &v.keys, (&asks, true), until)
             .await
             .map_err(|e| t.redis.error(&e))?;
         if let Some(held) = standing {

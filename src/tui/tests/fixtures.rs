@@ -213,6 +213,7 @@ pub fn report(secs: i64, extra: i64) -> StatusReport {
         outbox: QueueSummary::default(),
         taken_at: t(secs),
         clock_skew_ms: None,
+        keys_age_secs: None,
         redis_nodes: Vec::new(),
         master: None,
     }
@@ -312,6 +313,7 @@ pub fn redis_info() -> RedisInfo {
             memory: Memory::default(),
             unchecked: Vec::new(),
             replication: None,
+            migrating: Vec::new(),
             answered: ok,
             stats: NodeStats::default(),
         },

@@ -675,6 +675,26 @@ fn the_header_turns_stale_when_snapshots_stop() {
 }
 
 #[test]
+fn the_header_says_how_old_the_least_recently_read_keys_are() {
+    let mut a = app(false);
+    a.update(Action::Tick(at(3)));
+    let first = screen(&a, 120, 30);
+    let header = first.lines().next().unwrap_or_default().to_string();
+    assert!(!header.contains("keys"), "{header}");
+    // Quiet products' keys are read whole in turns: 42 s ago for the least recent one.
+    let mut r = fixtures::report(7, 6);
+    r.keys_age_secs = Some(42);
+    a.update(Action::Status(id("spring-sale"), fetched(7, 7, r)));
+    a.update(Action::Tick(at(8)));
+    let header = screen(&a, 120, 30)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    assert!(header.contains("data 1s old, keys ≤42s"), "{header}");
+}
+
+#[test]
 fn quit_asks_while_a_write_runs() {
     let mut a = app(false);
     keys(&mut a, "q");

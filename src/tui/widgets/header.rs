@@ -10,6 +10,9 @@ use ratatui::style::{Color, Modifier, Style};
 use ratatui::text::Span;
 use ratatui::widgets::Paragraph;
 
+/// From this age on, the header names how long ago the least recently read keys were read.
+const KEYS_AGE_SHOWN: u64 = 5;
+
 /// "data 1s old", "stale 12s" or why there are no numbers.
 pub fn age_text(app: &App) -> (String, Style) {
     if app.activity.is_none() {
@@ -21,6 +24,13 @@ pub fn age_text(app: &App) -> (String, Style) {
         None => ("waiting for data".into(), dim()),
         Some(age) if app.is_stale() => (format!("stale {}s", age.as_secs()), critical()),
         Some(age) => (format!("data {}s old", age.as_secs()), good()),
+    };
+    // A quiet product's keys are read whole in turns (its stream is asked in between, which a
+    // key set or deleted by hand does not move): the header says how old that can be, so "data
+    // 1s old" is not read as true of a figure a minute old.
+    let text = match app.stock.report().and_then(|r| r.keys_age_secs) {
+        Some(k) if k >= KEYS_AGE_SHOWN && !text.is_empty() => format!("{text}, keys ≤{k}s"),
+        _ => text,
     };
     // A cold settle of a big sale runs beside the polls for longer than a poll's deadline:
     // the header says how far it read, so old or absent numbers are not taken for a hang.

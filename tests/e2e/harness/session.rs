@@ -152,6 +152,23 @@ impl Console {
         super::cli::spawn(&refs)
     }
 
+    /// A read-only `exporter` of `activity` polling every `interval` seconds, on a free port;
+    /// with the port.
+    pub fn spawn_exporter(&self, activity: &str, interval: &str) -> (Child, u16) {
+        let port = super::redis_server::free_port();
+        let listen = format!("127.0.0.1:{port}");
+        let child = self.spawn(&[
+            "--read-only",
+            "exporter",
+            activity,
+            "--listen",
+            &listen,
+            "--interval",
+            interval,
+        ]);
+        (child, port)
+    }
+
     /// `preheat activity`, which must exit 0.
     pub fn preheat(&self, activity: &str) {
         self.ok(&["preheat", activity]);
