@@ -108,7 +108,7 @@ fn drifts(status: &Json) -> Vec<(String, i64, i64)> {
 /// in loops beside it; none of them may see or correct a drift, for there is none.
 fn no_false_drift(sale: &Sale, what: &str) {
     sale.open("live");
-    let load = sale.load("live", "24000");
+    let load = sale.load("live", "12000");
     let running = AtomicBool::new(true);
     let repairs: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let (mut samples, mut in_flight_seen) = (0, 0);
@@ -178,7 +178,7 @@ fn no_false_drift(sale: &Sale, what: &str) {
 /// `INCRBY 7` on one product's stock mid-sale is removed, exactly, by one `fix --yes`.
 fn a_write_outside_the_scripts_is_removed_exactly(sale: &Sale, topo: &Topo, what: &str) {
     sale.open("incr");
-    let load = sale.load("incr", "12000");
+    let load = sale.load("incr", "8000");
     std::thread::sleep(Duration::from_secs(2));
     let key = crate::harness::fixtures::product_keys("incr", "p1")
         .stock
