@@ -37,7 +37,7 @@ use tokio::sync::Mutex;
 const PRODUCTS: [(&str, i64, i64); 2] = [("p1", 30, 3), ("p2", 30, 3)];
 const STEPS: usize = 40;
 /// Seeds per topology and grace; `SECKILL_MODEL_SEEDS` runs more (a longer hunt).
-const SEEDS: u64 = 10;
+const SEEDS: u64 = 5;
 
 fn seeds() -> u64 {
     std::env::var("SECKILL_MODEL_SEEDS")

@@ -4,7 +4,7 @@
 //! behind a fresh `status`, never two: a product whose state in the exporter or in `watch`
 //! differs from `status` at two reads in a row is a failure.
 //!
-//! In the suite: 30 s. `scripts/soak` runs the long one (30 minutes):
+//! Not in the suite (it would take a minute of its 15): `scripts/soak` runs it (30 minutes):
 //! `SECKILL_SOAK_SECS` and `SECKILL_SOAK_RATE` (deductions a second) set them.
 
 use crate::harness::cli::{finish, terminate};
@@ -75,8 +75,9 @@ fn primaries(cluster: &RedisCluster) -> Vec<(String, String)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a drill of its own: scripts/soak runs it"]
 async fn the_live_views_agree_with_status_through_a_restart_a_failover_and_a_reshard() {
-    let secs = env_u64("SECKILL_SOAK_SECS", 30);
+    let secs = env_u64("SECKILL_SOAK_SECS", 1800);
     let rate = env_u64("SECKILL_SOAK_RATE", 60);
     let mut cl = RedisCluster::start_with_args(3, 1, &["--appendonly", "yes"]);
     let db = TestDb::sqlite();

@@ -3,7 +3,7 @@
 //! `watch` at intervals far apart. An order committed within the grace window is never a drift:
 //! no drift (nor orphaned, negative, oversold) alert is raised, whatever the interval.
 //!
-//! In the suite: 40 s at `--interval 6`. `scripts/drill-watch` runs the long one (ten minutes,
+//! In the suite: 25 s at `--interval 6`. `scripts/drill-watch` runs the long one (ten minutes,
 //! intervals 6 and 30 side by side, 500 a second): `SECKILL_WATCH_DRILL_SECS`,
 //! `SECKILL_WATCH_DRILL_INTERVALS` (comma-separated seconds) and `SECKILL_WATCH_DRILL_RATE`
 //! set them.
@@ -27,7 +27,7 @@ fn env_or(name: &str, default: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_commits_and_a_lagging_clock_never_read_as_drift() {
-    let secs: u64 = env_or("SECKILL_WATCH_DRILL_SECS", "40")
+    let secs: u64 = env_or("SECKILL_WATCH_DRILL_SECS", "25")
         .parse()
         .expect("SECKILL_WATCH_DRILL_SECS: seconds");
     let intervals: Vec<u64> = env_or("SECKILL_WATCH_DRILL_INTERVALS", "6")
