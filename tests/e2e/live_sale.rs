@@ -220,12 +220,14 @@ async fn sale_on(topo: Topo, db: TestDb) {
 // suite's CPU on a 2-core machine.
 
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "a drill of its own (CPU-bound: a quarter of the suite on 2 cores): scripts/drill-live-sale"]
 async fn live_sale_cluster_sqlite() {
     sale_on(Topo::cluster(), TestDb::sqlite()).await;
 }
 
 /// On PostgreSQL: fails, naming SECKILL_TEST_PG_URL, when that is not set.
 #[tokio::test(flavor = "multi_thread")]
+#[ignore = "a drill of its own (CPU-bound: a quarter of the suite on 2 cores): scripts/drill-live-sale"]
 async fn live_sale_standalone_postgres() {
     sale_on(Topo::standalone(), TestDb::require_postgres().await).await;
 }
