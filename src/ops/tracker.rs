@@ -45,7 +45,7 @@ use crate::redis::cut;
 use crate::redis::events::{self, PAGE};
 use crate::redis::ledger;
 use crate::redis::{KeySpace, ProductKeys, RedisStore};
-use chrono::{TimeZone, Utc};
+use chrono::{DateTime, TimeZone, Utc};
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
@@ -198,9 +198,10 @@ struct Kept {
 
 /// The books of a product settled from scratch whose cut could not carry them (its counters or
 /// its stream unreadable): nothing can check them against Redis, so they are settled again when
-/// the cut moves or after `verify_every`, not at every refresh. Settling re-reads the whole
-/// ledger and every order: at every refresh that was a big product's history a second, read
-/// during the very incident that made it unreadable.
+/// the cut moves, when the feed of changed orders shows one of theirs, or after
+/// `verify_every`, not at every refresh. Settling re-reads the whole ledger and every order: at
+/// every refresh that was a big product's history a second, read during the very incident that
+/// made it unreadable.
 #[derive(Clone, Debug)]
 struct Unkept {
     books: Books,
@@ -209,6 +210,11 @@ struct Unkept {
     /// Whether both sides' differences accounted for the counters then.
     explained: bool,
     at: Instant,
+    /// Where the feed of changed orders stood when they were settled.
+    feed: Feed,
+    /// An order of the product changed since: the next refresh settles it again (its database
+    /// figures held a minute while orders landed: `status` and the live view disagreed).
+    stale: bool,
 }
 
 /// What a product's checkpoint in Redis holds, as far as a save needs to know.
@@ -248,10 +254,15 @@ impl ClockSkew {
     const KEEP: usize = 256;
 
     fn sample(&mut self, stamp_ms: i64, deducted_ms: i64) {
+        self.learn(stamp_ms.saturating_sub(deducted_ms));
+    }
+
+    /// A lead learned elsewhere (a checkpoint's).
+    fn learn(&mut self, lead_ms: i64) {
         if self.samples.len() == Self::KEEP {
             self.samples.pop_front();
         }
-        self.samples.push_back(stamp_ms.saturating_sub(deducted_ms));
+        self.samples.push_back(lead_ms);
     }
 
     fn skew_ms(&self) -> Option<i64> {
@@ -588,6 +599,7 @@ impl Tracker {
             for item in items {
                 if let Some(u) = self.unkept.get(item.id())
                     && u.at.elapsed() < every
+                    && !u.stale
                     && quiet::same(&u.cut, &item.cut)
                 {
                     held.insert(item.id().to_string(), u.explained);
@@ -623,7 +635,14 @@ impl Tracker {
         for (i, item) in items.iter().enumerate() {
             let c = &item.cut;
             match (self.kept.get(item.id()), c.position, c.active()) {
-                (Some(k), Some(at), Some(_)) if at >= k.books.position && k.feed.is_some() => {
+                // Books settled without a stream carry on only while there is none: a stream
+                // written since (a preheat's or a repair's marker) is read from its start, as
+                // `status` reads it (else the gap of the lost stream stayed on the live view).
+                (Some(k), Some(at), Some(_))
+                    if at >= k.books.position
+                        && k.feed.is_some()
+                        && (k.books.position != EventId::ZERO || at == EventId::ZERO) =>
+                {
                     moving.push(i);
                 }
                 _ => resettle.push(i),
@@ -749,6 +768,9 @@ impl Tracker {
             // A checkpoint beyond the cut was written after a newer state than Redis holds.
             if item.cut.position.is_some_and(|at| c.books.position <= at) {
                 self.cost.resumed += 1;
+                if let Some(lead) = c.lead_ms {
+                    self.clock.learn(lead);
+                }
                 let saved = Saved {
                     digest: checkpoint::digest(&c, item.cut.meta.expire_at),
                     at_ms: c.saved_ms.unwrap_or(0),
@@ -916,7 +938,13 @@ impl Tracker {
         moving: &[usize],
     ) -> Result<()> {
         let margin = chrono::Duration::from_std(self.opts.margin).unwrap_or_default();
-        let Some(from) = self.feed_from(items, moving, margin) else {
+        // Held books read the feed too: an order of theirs that changed ends the hold.
+        let held_from = self.unkept.values().map(|u| u.feed.from(margin)).min();
+        let Some(from) = [self.feed_from(items, moving, margin), held_from]
+            .into_iter()
+            .flatten()
+            .min()
+        else {
             return Ok(());
         };
         let all = self.feed.read(tx, &self.activity, from, self.redo).await?;
@@ -956,6 +984,9 @@ impl Tracker {
                 continue;
             }
             let Some(&i) = index.get(c.product.as_str()) else {
+                if let Some(u) = self.unkept.get_mut(c.product.as_str()) {
+                    u.stale = true;
+                }
                 continue;
             };
             if self.place(&items[i], c) {
@@ -1151,7 +1182,12 @@ impl Tracker {
         )
         .await?;
         let latest = db_cut::latest_change(tx, &self.activity).await?;
-        let latest = latest.unwrap_or_else(Utc::now);
+        // No order yet: the feed starts at the beginning of time, never at the console's
+        // clock. The first orders are stamped by the app servers' (or the database's) clock,
+        // which may run seconds behind ours: started at our now, the feed never read them
+        // (a live view opened before the sale's first order counted none of a database 4 s
+        // behind; chaos test, invariant 7). With no order there, it reads nothing more.
+        let latest = latest.unwrap_or(DateTime::<Utc>::UNIX_EPOCH);
         if let Some(lead) = cost.lead {
             self.clock.samples.push_back(lead);
             if self.clock.samples.len() > ClockSkew::KEEP {
@@ -1197,6 +1233,8 @@ impl Tracker {
                         cut,
                         explained,
                         at,
+                        feed: Feed::seen(latest, item.cut.now_ms),
+                        stale: false,
                     },
                 );
             }
@@ -1235,6 +1273,7 @@ impl Tracker {
                 books: kept.books.clone(),
                 feed: kept.feed,
                 saved_ms: None,
+                lead_ms: self.clock.skew_ms(),
             };
             let digest = checkpoint::digest(&checkpoint, item.cut.meta.expire_at);
             // Nothing new since the checkpoint was read or written: the next reader would

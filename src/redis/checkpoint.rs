@@ -5,7 +5,8 @@
 //! `<prefix>:{A:P}:books`, a hash: `ver` ([`VERSION`]), `pos` (the cut, an event id), `live` (units of live orders
 //! at the cut), `since` (the latest order change applied, `updated_at` in µs), `seen_by` (when
 //! that was first seen: Redis's clock at that read's cut, ms), `margin_read` (`1` once a read
-//! began a feed margin after that: later readers start at `since`), `saved` (ms), then
+//! began a feed margin after that: later readers start at `since`), `saved` (ms), `lead` (how
+//! far the orders' clock leads Redis's, ms, as learned from orders and their deductions), then
 //! `u|<request>` = `<units>|<deduction ms>|<death ms or ->`, then `|s` when the deduction's
 //! time is a buyer's (not a console's recording), per unbacked deduction, `v|<request>` =
 //! `<units>` per unledgered order (then `|r` when the request's deduction was returned),
@@ -51,6 +52,12 @@ pub struct Checkpoint {
     /// When it was saved (the saving console's clock, ms); None when not read
     /// from Redis. [`to_fields`] writes the time of the save it is given instead.
     pub saved_ms: Option<i64>,
+    /// How far the orders' clock leads Redis's (ms, negative: behind), as the saving console
+    /// learned it from orders and their deductions. A reader that starts from the checkpoint
+    /// dates deaths by it: learning it again needs a live order, and after the last one ended
+    /// a fresh `status` dated its death seconds early and called it orphaned while the live
+    /// view (which had learned it) waited for the return (chaos test, invariant 7).
+    pub lead_ms: Option<i64>,
 }
 
 /// Where a feed of changed orders stands: the latest change applied (the app servers' clock,
@@ -141,6 +148,7 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
     let (mut pos, mut live, mut since) = (None, None, None);
     let (mut seen_by, mut margin_read, mut saved_ms) = (None, false, None);
     let mut version = None;
+    let mut lead_ms = None;
     for (k, v) in fields {
         let k = std::str::from_utf8(k).ok()?;
         let v = std::str::from_utf8(v).ok()?;
@@ -160,6 +168,7 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
             "seen_by" => seen_by = Some(v.parse::<i64>().ok()?),
             "margin_read" => margin_read = v == "1",
             "saved" => saved_ms = v.parse::<i64>().ok(),
+            "lead" => lead_ms = v.parse::<i64>().ok(),
             "sweep" => books.sweep = parse_sweep(v)?,
             _ => match k.split_once('|') {
                 Some(("u", rid)) if !rid.is_empty() => {
@@ -227,6 +236,7 @@ pub fn from_fields(fields: &[(Vec<u8>, Vec<u8>)]) -> Option<Checkpoint> {
         books,
         feed,
         saved_ms,
+        lead_ms,
     })
 }
 
@@ -260,6 +270,10 @@ pub fn to_fields(c: &Checkpoint, saved_ms: i64) -> Vec<(String, String)> {
         .into(),
     ));
     out.push(("saved".into(), saved_ms.to_string()));
+    out.push((
+        "lead".into(),
+        c.lead_ms.map(|l| l.to_string()).unwrap_or_default(),
+    ));
     out.push(("disc".into(), b.discrepancy.to_string()));
     out.push(("gap".into(), if b.stream_gap { "1" } else { "0" }.into()));
     for (rid, u) in &b.unbacked {
@@ -338,7 +352,7 @@ fn scanned(r: RedisResult<Value>) -> RedisResult<Option<(u64, Fields)>> {
 }
 
 /// The fields that say where the feed of changed orders stands (the rest are the books).
-const FEED_FIELDS: [&str; 3] = ["since", "seen_by", "margin_read"];
+const FEED_FIELDS: [&str; 4] = ["since", "seen_by", "margin_read", "lead"];
 
 /// What a save of `c` with expiry `expire_at` would write, as two numbers: the books' fields
 /// and the feed's (the time of the save left out). Equal numbers, the same fields: a reader
@@ -568,6 +582,7 @@ mod tests {
                 margin_read: true,
             }),
             saved_ms: Some(9),
+            lead_ms: Some(-4_354),
         };
         let fields: Vec<(Vec<u8>, Vec<u8>)> = to_fields(&c, 9)
             .into_iter()

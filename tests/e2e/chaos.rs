@@ -4,7 +4,7 @@
 //! and are returned; callers record compensation entries. Faults strike one product at a
 //! time: DEL (eviction) of any one key, XDEL or XTRIM of the event stream, a corrupt value,
 //! INCRBY outside the scripts, a restart from an older snapshot, a restart without
-//! persistence. The console fixes, preheats (forced or not), tops up (raise and cut, also one
+//! persistence, a failover that loses the last writes. The console fixes, preheats (forced or not), tops up (raise and cut, also one
 //! whose console dies between its two writes), pauses and resumes, and a second console (or
 //! a burst of buyers) acts at a chosen stage of the first console's write.
 //!
@@ -23,7 +23,16 @@
 //!    `compensation resolve --all`, `preheat` and `fix --yes` bring every product to `ok` (or
 //!    `paused`, as the database says) with drift 0, its stock exactly the truth, every live
 //!    order recorded and no buyer's holding below their live orders;
-//! 6. a product missing a piece never reads as `ok`.
+//! 6. a product missing a piece never reads as `ok`;
+//! 7. a live view carried from step to step on connections of its own (the tracker of the
+//!    TUI, `watch` and the exporter) shows each product in the state a fresh `status` shows
+//!    (a healthy one with every figure equal, a drifting one with the same drift), also after its
+//!    connections are cut mid-refresh (`reconnect`), after a failover to a replica that lacks
+//!    the last steps' writes (`failover.N`) and while a product's slot is left migrating
+//!    (`migrate.pN`, a cluster: both raise `slot_migrating`). See `chaos/live.rs`; three
+//!    narrow disagreements are still open and counted rather than failed (`live::KNOWN`: a
+//!    death dated apart, an expiry unseen by the feed, a stream gap kept after the stream was
+//!    restored or rewritten); `SECKILL_CHAOS_LIVE_STRICT=1` fails on them.
 //!
 //! A failure prints the topology, the seed, the broken invariant with its figures and the
 //! step log. Then the first case of each kind of failure (at most `SECKILL_CHAOS_SHRINK_KINDS`,
@@ -72,6 +81,8 @@ mod buyers;
 mod console;
 mod faults;
 mod invariants;
+mod live;
+mod migration;
 mod steps;
 mod world;
 
@@ -201,12 +212,18 @@ async fn one_step(world: &Arc<Mutex<World>>, i: usize, step: &Step) -> Result<()
         let mut w = world.lock().await;
         w.say(format!("-- {i}: {step}"));
         w.auto_land().await;
+        w.remember().await;
         let probes = invariants::probes(&w).await;
         w.fx = Effects::default();
         invariants::excess(&w, &probes)
     };
     console::exec(world, step).await;
     let mut w = world.lock().await;
+    // Keys changed by hand reach a reader in production as a signal (evicted keys counted,
+    // a restarted node's dropped connection); a failover drops the connections itself.
+    if step.is_fault() && !matches!(step, Step::Failover { .. }) {
+        w.recut_live();
+    }
     w.mark_stale();
     w.refresh_products().await;
     invariants::check(&mut w, step, &before).await
@@ -328,7 +345,7 @@ fn failure(world: &Arc<Mutex<World>>, at: usize, step: &Step, violation: Violati
 
 /// One case on fresh keys and a fresh database.
 async fn run_case(
-    store: &RedisStore,
+    (topo, store): (&Topo, &RedisStore),
     cfg: &Config,
     seed: u64,
     list: &[Step],
@@ -338,6 +355,7 @@ async fn run_case(
     let activity = format!("ch{seed}-{}", RUNS.fetch_add(1, Ordering::Relaxed));
     import(&db, &activity, &PRODUCTS, live_window()).await;
     let id = ActivityId::parse(&activity).expect("activity id");
+    let id_live = id.clone();
     let keys = KeySpace::default();
     let opts = preheat_options(world::ACTOR, cfg.grace);
     let r = preheat(store, &db, &keys, &id, &opts, &Silent)
@@ -359,6 +377,13 @@ async fn run_case(
         products: [ProductModel::default(), ProductModel::default()],
         log: vec![format!("case seed {seed}: {}", steps::show(list))],
         fx: Effects::default(),
+        live: Some(live::Live::new(
+            topo.store().await,
+            store.clone(),
+            id_live,
+            cfg.grace,
+        )),
+        history: Default::default(),
     }));
     world.lock().await.refresh_products().await;
     let mut stats = Stats::default();
@@ -414,7 +439,7 @@ fn same(f: &Failure, like: &Violation) -> bool {
 /// Delta debugging: removes chunks of steps while the case still breaks the same invariant,
 /// testing the candidates of one granularity side by side; at most `budget` runs.
 async fn shrink(
-    store: &RedisStore,
+    (topo, store): (&Topo, &RedisStore),
     cfg: &Config,
     (seed, list, first): (u64, &[Step], &Failure),
     budget: usize,
@@ -424,7 +449,7 @@ async fn shrink(
     let mut best_f = first.clone();
     let mut runs = 0;
     let trial = |cand: Vec<Step>| async move {
-        let r = run_case(store, cfg, seed, &cand).await;
+        let r = run_case((topo, store), cfg, seed, &cand).await;
         (cand, r.err())
     };
     // The steps after the failing one cannot have caused it.
@@ -544,10 +569,10 @@ async fn hunt(t: u64) {
     let done = AtomicU64::new(0);
     let results: Vec<(u64, Vec<Step>, Result<Stats, Failure>)> = futures::stream::iter(cases)
         .map(|(seed, list)| {
-            let (store, cfg, done) = (&store, &cfg, &done);
+            let (store, cfg, done, topo) = (&store, &cfg, &done, &topo);
             async move {
                 let t0 = Instant::now();
-                let r = run_case(store, cfg, seed, &list).await;
+                let r = run_case((topo, store), cfg, seed, &list).await;
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                 match &r {
                     Ok(s) => println!(
@@ -576,9 +601,10 @@ async fn hunt(t: u64) {
         .filter_map(|(s, l, r)| r.err().map(|f| (s, l, f)))
         .collect();
     println!(
-        "chaos {name}: {total} case(s), {} failed, {:.1} s",
+        "chaos {name}: {total} case(s), {} failed, {:.1} s; known live-view disagreements met in this process (issue 52, chaos/live.rs): {}",
         failed.len(),
-        started.elapsed().as_secs_f64()
+        started.elapsed().as_secs_f64(),
+        live::met_summary()
     );
     if failed.is_empty() {
         return;
@@ -608,7 +634,7 @@ async fn hunt(t: u64) {
         if budget == 0 {
             break;
         }
-        let (small, sf, runs) = shrink(&store, &cfg, (seed, list, f), budget).await;
+        let (small, sf, runs) = shrink((&topo, &store), &cfg, (seed, list, f), budget).await;
         budget = budget.saturating_sub(runs);
         println!(
             "==== shrunk {name} seed {seed} from {} to {} step(s) in {runs} run(s); invariant {} ({}): {}\nstep log:\n{}\nreplay: {}\n",
@@ -811,10 +837,10 @@ async fn replay_found(topo: Topo) {
         })
         .collect();
     assert!(!cases.is_empty(), "no case of FOUND is for {name}");
-    let (store, cfg) = (&store, &cfg);
+    let (store, cfg, topo) = (&store, &cfg, &topo);
     let failed: Vec<String> = futures::stream::iter(cases)
         .map(|(seed, list)| async move {
-            run_case(store, cfg, seed, &list)
+            run_case((topo, store), cfg, seed, &list)
                 .await
                 .err()
                 .map(|f| shown_failure(name, seed, &list, &f))

@@ -445,6 +445,8 @@ pub async fn exec(world: &Arc<Mutex<World>>, step: &Step) {
                 Step::Pause { p, pause } => w.pause(*p, *pause).await,
                 Step::LeasePass { p } => w.lease_pass(*p).await,
                 Step::Checkpoint { p } => w.checkpoint(*p).await,
+                Step::Reconnect => w.reconnect(),
+                Step::Migrate { p } => w.migrate(*p).await,
                 fault => w.fault(fault).await,
             }
         }

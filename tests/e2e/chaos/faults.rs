@@ -127,28 +127,12 @@ impl World {
                 }
             }
             Step::Rollback => {
-                let Some(saved) = self.saved.take() else {
-                    return;
-                };
-                for (key, dump) in &saved.dumps {
-                    let _ = cmd(&self.store, &[b"DEL", key.as_bytes()]).await;
-                    if let Some(d) = dump {
-                        let _ = cmd(&self.store, &[b"RESTORE", key.as_bytes(), b"0", d]).await;
-                    }
+                if let Some(saved) = self.saved.take() {
+                    self.restore(saved).await;
+                    self.say("   rollback to the checkpoint");
                 }
-                let p = saved.p;
-                for d in self.deds.iter_mut().filter(|d| d.p == p) {
-                    d.ev = if saved.rids.contains(&d.rid) {
-                        saved.ev.get(&d.rid).copied().unwrap_or(Evidence::NONE)
-                    } else {
-                        Evidence::NONE
-                    };
-                }
-                let m = &mut self.products[p];
-                m.limit_exempt = true;
-                m.pause_enforced = false;
-                self.say(format!("   rollback of {} to its checkpoint", pname(p)));
             }
+            Step::Failover { lost } => self.failover(*lost).await,
             Step::Flush { p } => {
                 let k = self.pkeys(*p);
                 for key in k.script_keys().into_iter().chain([k.books.as_str()]) {
@@ -162,10 +146,34 @@ impl World {
         }
     }
 
-    pub async fn checkpoint(&mut self, p: usize) {
+    /// A product's keys come back as `saved` holds them (a restart from an older snapshot, a
+    /// failover to a lagging replica); the model's evidence goes back with them.
+    pub async fn restore(&mut self, saved: Saved) {
+        for (key, dump) in &saved.dumps {
+            let _ = cmd(&self.store, &[b"DEL", key.as_bytes()]).await;
+            if let Some(d) = dump {
+                let _ = cmd(&self.store, &[b"RESTORE", key.as_bytes(), b"0", d]).await;
+            }
+        }
+        let p = saved.p;
+        for d in self.deds.iter_mut().filter(|d| d.p == p) {
+            d.ev = if saved.rids.contains(&d.rid) {
+                saved.ev.get(&d.rid).copied().unwrap_or(Evidence::NONE)
+            } else {
+                Evidence::NONE
+            };
+        }
+        let m = &mut self.products[p];
+        m.limit_exempt = true;
+        m.pause_enforced = false;
+        self.say(format!("   {} back to an older state", pname(p)));
+    }
+
+    /// Every key of the product, the console's checkpoint too (a node rolls back whole), and
+    /// the evidence the model has now.
+    pub async fn saved_of(&self, p: usize) -> Saved {
         let k = self.pkeys(p);
         let mut dumps = Vec::new();
-        // Every key of the product, the console's checkpoint too: a node rolls back whole.
         for key in k.script_keys().into_iter().chain([k.books.as_str()]) {
             let v = match cmd(&self.store, &[b"DUMP", key.as_bytes()]).await {
                 Ok(redis::Value::BulkString(b)) => Some(b),
@@ -174,12 +182,16 @@ impl World {
             dumps.push((key.to_string(), v));
         }
         let mine = self.deds.iter().filter(|d| d.p == p);
-        self.saved = Some(Saved {
+        Saved {
             p,
             dumps,
             ev: mine.clone().map(|d| (d.rid.clone(), d.ev)).collect(),
             rids: mine.map(|d| d.rid.clone()).collect(),
-        });
+        }
+    }
+
+    pub async fn checkpoint(&mut self, p: usize) {
+        self.saved = Some(self.saved_of(p).await);
         self.say(format!("   checkpoint of {}", pname(p)));
     }
 }

@@ -467,7 +467,8 @@ pub async fn check(w: &mut World, step: &Step, before: &[i64]) -> Result<(), Vio
             );
         }
     }
-    Ok(())
+    // 7. The live view shows what this fresh status shows.
+    super::live::agrees(w, st).await
 }
 
 /// After the faults stopped and every order landed or was abandoned: is every product back

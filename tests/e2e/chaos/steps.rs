@@ -202,6 +202,18 @@ pub enum Step {
     Flush {
         p: usize,
     },
+    /// A failover to a replica `lost` steps behind: every product's keys go back to how they
+    /// were before the last `lost` steps, and the live view's connections drop.
+    Failover {
+        lost: u32,
+    },
+    // The live view (chaos/live.rs).
+    /// The live view's connections are cut in the middle of its next refresh.
+    Reconnect,
+    /// The product's slot is left migrating (a cluster only), then set stable again.
+    Migrate {
+        p: usize,
+    },
 }
 
 impl Step {
@@ -216,6 +228,7 @@ impl Step {
                 | Step::Incr { .. }
                 | Step::Rollback
                 | Step::Flush { .. }
+                | Step::Failover { .. }
         )
     }
 
@@ -336,8 +349,8 @@ fn hook(r: &mut Rng, topup: bool) -> Option<Hook> {
     })
 }
 
-/// The steps of the case `seed`: 30 to 50 of them, about half buyers, a quarter the console
-/// and a fifth faults.
+/// The steps of the case `seed`: 30 to 50 of them, about half buyers, a quarter the console,
+/// a fifth faults and a few that strike the live view.
 pub fn generate(seed: u64) -> Vec<Step> {
     let mut r = Rng::new(seed);
     let n = 30 + r.index(21);
@@ -349,7 +362,7 @@ pub fn generate(seed: u64) -> Vec<Step> {
         });
     }
     for _ in 0..n {
-        let s = match r.below(100) {
+        let s = match r.below(106) {
             0..=21 => Step::Deduct {
                 p: product(&mut r),
                 user: r.index(USERS),
@@ -411,7 +424,12 @@ pub fn generate(seed: u64) -> Vec<Step> {
             },
             92..=94 => Step::Checkpoint { p: product(&mut r) },
             95..=97 => Step::Rollback,
-            _ => Step::Flush { p: product(&mut r) },
+            98 | 99 => Step::Flush { p: product(&mut r) },
+            100 | 101 => Step::Failover {
+                lost: 1 + u32::try_from(r.below(3)).unwrap_or(0),
+            },
+            102 | 103 => Step::Reconnect,
+            _ => Step::Migrate { p: product(&mut r) },
         };
         steps.push(s);
     }
@@ -512,6 +530,9 @@ impl fmt::Display for Step {
             Step::Checkpoint { p } => write!(f, "checkpoint.{}", p_name(*p)),
             Step::Rollback => write!(f, "rollback"),
             Step::Flush { p } => write!(f, "flush.{}", p_name(*p)),
+            Step::Failover { lost } => write!(f, "failover.{lost}"),
+            Step::Reconnect => write!(f, "reconnect"),
+            Step::Migrate { p } => write!(f, "migrate.{}", p_name(*p)),
         }?;
         if let Some(h) = self.hook() {
             write!(f, "@{}{}:{}", stage_name(h.stage), h.nth, h.action)?;
@@ -675,6 +696,11 @@ fn parse_step(token: &str) -> Result<Step, String> {
         "checkpoint" => Step::Checkpoint { p: prod(f.get(1))? },
         "rollback" => Step::Rollback,
         "flush" => Step::Flush { p: prod(f.get(1))? },
+        "failover" => Step::Failover {
+            lost: num(f.get(1), "the steps lost")?,
+        },
+        "reconnect" => Step::Reconnect,
+        "migrate" => Step::Migrate { p: prod(f.get(1))? },
         other => return Err(format!("unknown step '{other}'")),
     };
     Ok(step)

@@ -167,6 +167,10 @@ pub struct World {
     pub products: [ProductModel; 2],
     pub log: Vec<String>,
     pub fx: Effects,
+    /// The live view carried from step to step (None while a step has it out).
+    pub live: Option<super::live::Live>,
+    /// Every product's keys before each of the last steps (what a lagging replica holds).
+    pub history: super::live::History,
 }
 
 /// Runs one Redis command, routed by its first key.
