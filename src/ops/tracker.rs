@@ -984,7 +984,11 @@ impl Tracker {
                 continue;
             }
             let Some(&i) = index.get(c.product.as_str()) else {
-                if let Some(u) = self.unkept.get_mut(c.product.as_str()) {
+                // Only a change after those the settle read: the margin read again holds the
+                // orders the held books already count.
+                if let Some(u) = self.unkept.get_mut(c.product.as_str())
+                    && c.at.timestamp_micros() > u.feed.seen.timestamp_micros()
+                {
                     u.stale = true;
                 }
                 continue;

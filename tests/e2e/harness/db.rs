@@ -150,7 +150,13 @@ impl TestDb {
 
     /// Opens the database through the library, migrated.
     pub async fn open(&self) -> Db {
-        let db = Db::connect(&SecretUrl::new(self.url.clone()), &DbOptions::default())
+        // A loaded 2-core machine (the chaos cases side by side with the rest of the suite)
+        // once took more than the default 3 s to hand out a fresh SQLite file's connection.
+        let opts = DbOptions {
+            connect_timeout: std::time::Duration::from_secs(15),
+            ..DbOptions::default()
+        };
+        let db = Db::connect(&SecretUrl::new(self.url.clone()), &opts)
             .await
             .unwrap_or_else(|e| panic!("open {}: {e}", self.name()));
         migrate::migrate(&db).await.expect("migrate");
