@@ -119,6 +119,12 @@ if op == 'begin' then
     redis.call('XADD', KEYS[5], '*', 'a', n .. '|')
     stock = redis.call('INCRBY', KEYS[1], n)
     redis.call('HSET', KEYS[2], 'initial', initial + n)
+  else
+    -- A raise moves nothing yet, but the marker must reach the readers that only watch the
+    -- streams (a live view asks a quiet product whether its stream moved): a console that
+    -- dies after the database write leaves the marker alone, and a live view never saw the
+    -- top-up held nor read the product's new row until its whole read (chaos test).
+    redis.call('XADD', KEYS[5], '*', 'a', '0|')
   end
   redis.call('HSET', KEYS[2], 'topup', id .. '|' .. n .. '|' .. now_ms, 'rev', rev + 1)
   return {1, stock}

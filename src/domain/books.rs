@@ -337,7 +337,12 @@ impl Books {
                     self.returned.insert(e.request_id.clone(), e.quantity);
                 }
             }
-            EventKind::Adjusted | EventKind::Rebuilt | EventKind::Other => {}
+            // A repair's marker: the stream is whole from here on (what came before is the
+            // ledger's, as a settle from scratch reads it). Books carried over it no longer
+            // have a gap: they kept one a fix had ended, which `status` settled afresh did not
+            // show (chaos test, invariant 7).
+            EventKind::Rebuilt => self.stream_gap = false,
+            EventKind::Adjusted | EventKind::Other => {}
         }
     }
 
@@ -403,7 +408,16 @@ impl Books {
     /// An order died (from the database's recent changes); `ledger` is its request's ledger
     /// entry now. A backed deduction whose order died and that was not yet returned at the cut
     /// is unbacked: a return on its way, orphaned if it never comes.
-    pub fn on_death(&mut self, rid: &str, quantity: i64, at_ms: i64, ledger: Option<&LedgerEntry>) {
+    /// `cut_ms`: Redis's clock at the cut. An entry deducted before it counts even past the
+    /// books' position: a stream trimmed or deleted leaves the books at an older event, and the
+    /// death of such a deduction's order was never placed (chaos test, invariant 7).
+    pub fn on_death(
+        &mut self,
+        rid: &str,
+        quantity: i64,
+        at_ms: i64,
+        (ledger, cut_ms): (Option<&LedgerEntry>, i64),
+    ) {
         if let Some(u) = self.unbacked.get_mut(rid) {
             u.dead_at_ms.get_or_insert(at_ms);
             return;
@@ -413,7 +427,7 @@ impl Books {
             return;
         }
         if let Some(e) = ledger
-            && e.active_at(self.position)
+            && e.active_at_cut(self.position, cut_ms)
         {
             self.breaches.remove_mismatch(rid);
             self.live_units -= quantity;
@@ -532,7 +546,7 @@ mod tests {
             ..Books::default()
         };
         let entry = LedgerEntry::parse("r1", b"d|1|2-0|9|u").expect("entry");
-        b.on_death("r1", 1, 5, Some(&entry));
+        b.on_death("r1", 1, 5, (Some(&entry), i64::MIN));
         assert_eq!(b.live_units, 2);
         assert!(b.balanced(3));
         assert_eq!(b.split(6, 60_000).in_flight, 1);
@@ -542,7 +556,7 @@ mod tests {
         assert!(b.balanced(2));
         // A death whose return the books already passed changes nothing.
         let gone = LedgerEntry::parse("r1", b"r@6-0|1|2-0|9|u").expect("entry");
-        b.on_death("r1", 1, 5, Some(&gone));
+        b.on_death("r1", 1, 5, (Some(&gone), i64::MIN));
         assert!(b.balanced(2) && b.unbacked.is_empty());
     }
 

@@ -383,7 +383,7 @@ mod tests {
         assert!(b.balanced(1));
         // Its death: the deduction is unbacked again, the mismatch gone.
         let entry = LedgerEntry::parse("more", b"d|1|2-0|9|u").expect("entry");
-        b.on_death("more", 3, 5, Some(&entry));
+        b.on_death("more", 3, 5, (Some(&entry), i64::MIN));
         assert!(b.breaches.mismatched().next().is_none() && b.balanced(1));
         assert_eq!(b.live_units, 0);
 

@@ -402,14 +402,37 @@ impl Tracker {
             .collect()
     }
 
+    /// Drops every product's books and cut: the next refresh starts from the checkpoints.
+    fn start_over(&mut self) {
+        self.kept.clear();
+        self.unkept.clear();
+        if let Some(w) = &mut self.watch {
+            w.forget();
+        }
+        self.feed = OrderFeed::new(self.opts.count_margin);
+        self.redo = None;
+    }
+
     /// Reads again the rows of the products whose cut moved at this refresh ([`KeptRows`]).
-    async fn rows_moved(&mut self, db: &Db, products: &mut [Product]) -> Result<()> {
+    async fn rows_moved(
+        &mut self,
+        db: &Db,
+        products: &mut [Product],
+        topups: &[String],
+    ) -> Result<()> {
         match &self.watch {
             Some(watch) if watch.anew() => self.rows.all_moved(db, &self.activity, products).await,
             Some(watch) => {
-                self.rows
-                    .moved(db, &self.activity, watch.moved(), products)
-                    .await
+                // A product held between a top-up's two writes has its row read at every
+                // refresh: the database write comes after the step that moved the product, and
+                // a console that dies after it moves the product no more.
+                let mut moved: Vec<String> = watch.moved().to_vec();
+                for id in topups {
+                    if !moved.contains(id) {
+                        moved.push(id.clone());
+                    }
+                }
+                self.rows.moved(db, &self.activity, &moved, products).await
             }
             None => Ok(()),
         }
@@ -454,10 +477,22 @@ impl Tracker {
             }
             None => cut::read(redis, &pkeys).await,
         }
-        .map_err(|e| redis.error(&e))?;
+        .map_err(|e| {
+            // Redis went away: it may come back restarted or failed over, its keys older than
+            // the books (a failover that lost the last writes). Start over from the checkpoints,
+            // as a fresh `status` does (chaos test, invariant 7).
+            self.start_over();
+            redis.error(&e)
+        })?;
         self.opts.interleave.at(Stage::Cut).await;
         let mut products = products;
-        self.rows_moved(db, &mut products).await?;
+        let topups: Vec<String> = products
+            .iter()
+            .zip(&cuts)
+            .filter(|(_, c)| c.meta.topup.is_some())
+            .map(|(p, _)| p.product_id.to_string())
+            .collect();
+        self.rows_moved(db, &mut products, &topups).await?;
         let items: Vec<ProductAtCut> = products
             .into_iter()
             .zip(pkeys)
@@ -468,13 +503,7 @@ impl Tracker {
             Ok(s) => s,
             Err(e) => {
                 // A refresh that failed half way may have moved books half way: start over.
-                self.kept.clear();
-                self.unkept.clear();
-                if let Some(w) = &mut self.watch {
-                    w.forget();
-                }
-                self.feed = OrderFeed::new(self.opts.count_margin);
-                self.redo = None;
+                self.start_over();
                 return Err(e);
             }
         };
@@ -1074,7 +1103,7 @@ impl Tracker {
             true
         } else if b.unledgered.contains_key(rid) {
             if !c.live {
-                b.on_death(rid, c.quantity, at, None);
+                b.on_death(rid, c.quantity, at, (None, item.cut.now_ms));
             }
             true
         } else {
@@ -1117,14 +1146,22 @@ impl Tracker {
                 if let ledger::Lookup::Corrupt(raw) = &l {
                     k.books.note_bad_entry(HashOf::Ledger, &c.request_id, raw);
                 }
-                // A request deducted after the cut waits for its event.
-                if l.entry().is_some_and(|e| e.at > k.books.position) {
+                // A request deducted after the cut waits for its event. Past the books'
+                // position alone is not enough: a stream trimmed or deleted leaves the books at
+                // an older event (or none), and an entry deducted long before the cut then
+                // waited for an event that will never come: its order's expiry stayed unseen,
+                // sold on the live view and in flight on `status` (chaos test, invariant 7).
+                let cut_ms = items[*i].cut.now_ms;
+                if l.entry()
+                    .is_some_and(|e| e.at > k.books.position && e.at.ms >= cut_ms)
+                {
                     continue;
                 }
                 if c.live {
                     k.books.on_live_order(&c.request_id, c.quantity, l.entry());
                 } else {
-                    k.books.on_death(&c.request_id, c.quantity, at, l.entry());
+                    k.books
+                        .on_death(&c.request_id, c.quantity, at, (l.entry(), cut_ms));
                 }
                 applied.push((c.request_id.clone(), c.at.timestamp_micros()));
             }

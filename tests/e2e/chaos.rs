@@ -29,10 +29,10 @@
 //!    (a healthy one with every figure equal, a drifting one with the same drift), also after its
 //!    connections are cut mid-refresh (`reconnect`), after a failover to a replica that lacks
 //!    the last steps' writes (`failover.N`) and while a product's slot is left migrating
-//!    (`migrate.pN`, a cluster: both raise `slot_migrating`). See `chaos/live.rs`; three
+//!    (`migrate.pN`, a cluster: both raise `slot_migrating`). See `chaos/live.rs`; two
 //!    narrow disagreements are still open and counted rather than failed (`live::KNOWN`: a
-//!    death dated apart, an expiry unseen by the feed, a stream gap kept after the stream was
-//!    restored or rewritten); `SECKILL_CHAOS_LIVE_STRICT=1` fails on them.
+//!    death dated apart by the two readers, a stream gap one reader keeps and the other does
+//!    not show); `SECKILL_CHAOS_LIVE_STRICT=1` fails on them.
 //!
 //! A failure prints the topology, the seed, the broken invariant with its figures and the
 //! step log. Then the first case of each kind of failure (at most `SECKILL_CHAOS_SHRINK_KINDS`,
@@ -64,6 +64,8 @@
 //! - `SECKILL_CHAOS_WITHOUT=corrupt.p1.paused,flush`: generated steps whose text contains one
 //!   of these are left out (a hunt past a known bug).
 //! - `SECKILL_CHAOS_LOG=1`: the step log of passing cases too.
+//! - `SECKILL_CHAOS_LIVE_STRICT=1`: the known live-view disagreements fail too
+//!   (`chaos/live.rs`); `SECKILL_CHAOS_DEBUG_LIVE=1`: both views' figures in the step log.
 //!
 //! The step list: steps joined by `,`, fields by `.`, e.g. `deduct.p1.u3.2` (product, user,
 //! units), `land.17.300` (a pending order, by a number taken modulo those there are; stamped
