@@ -20,6 +20,23 @@ pub fn describe(err: &RedisError) -> String {
     crate::redact::redact_text(line)
 }
 
+/// A TRYAGAIN names the slot of its keys: the keys of one slot split between two nodes (a
+/// reshard that died half way) refuse every multi-key script, and the operator's remedy needs
+/// the slot (issue 52: `pause` and `fix` failed naming nothing). Other errors pass unchanged.
+pub(super) fn naming_the_slot(err: RedisError, slot: u16) -> RedisError {
+    if server_error_kind(&err) != Some(ServerErrorKind::TryAgain) {
+        return err;
+    }
+    RedisError::from((
+        ErrorKind::Server(ServerErrorKind::TryAgain),
+        "TRYAGAIN",
+        format!(
+            "the keys of slot {slot} are split between two nodes (the slot is left migrating: {}); `seckill-console ping` names both nodes; if no reshard is running, finish the move: redis-cli --cluster fix <any node>",
+            describe(&err)
+        ),
+    ))
+}
+
 /// Maps a Redis error to the console's error kinds: unreachable and timeouts are `unavailable`
 /// (exit 3), an ACL denial is `refused` (exit 5).
 pub fn redis_error(label: &str, err: &RedisError) -> Error {

@@ -205,7 +205,10 @@ impl RedisStore {
                                             _ => {}
                                         }
                                     }
-                                    results[*i] = Some(Err(e));
+                                    results[*i] = Some(Err(match slots.get(j) {
+                                        Some(&slot) => super::errors::naming_the_slot(e, slot),
+                                        None => e,
+                                    }));
                                 }
                                 v => results[*i] = Some(Ok(v)),
                             }

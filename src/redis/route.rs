@@ -41,7 +41,10 @@ impl RedisStore {
                 Err(e) => e,
             };
             if attempt > MAX_REDIRECTS || !self.follows() {
-                return Err(err);
+                return Err(super::errors::naming_the_slot(
+                    err,
+                    super::slots::key_slot(key.as_bytes()),
+                ));
             }
             match server_error_kind(&err) {
                 // Behind Sentinel, the node was demoted: nothing was written (a replica

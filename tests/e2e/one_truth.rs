@@ -261,6 +261,26 @@ async fn a_slot_stuck_migrating_is_a_critical_alert_naming_it() {
         ping.to_string().contains(&format!("\"slot\":{slot}")),
         "ping names the migrating slot: {ping}"
     );
+    // A pause and a fix refused by the split slot name it and the remedy.
+    for args in [
+        vec![
+            "pause",
+            "stuck",
+            "--product",
+            "p1",
+            "--yes",
+            "--reason",
+            "slot",
+        ],
+        vec!["fix", "stuck", "--yes", "--product", "p1"],
+    ] {
+        let r = c.run(&args);
+        let out = r.all_output();
+        assert!(
+            out.contains(&format!("slot {slot} ")) && out.contains("redis-cli --cluster fix"),
+            "{args:?} names the slot {slot} and the remedy: {out}"
+        );
+    }
     // The remedy the alert gives ends it.
     let port = source.port.to_string();
     let fixed = std::process::Command::new("redis-cli")
