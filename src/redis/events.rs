@@ -278,6 +278,57 @@ pub async fn standing(
     }
 }
 
+/// The units the stream holds active since its last rebuild marker, up to `until`: deductions
+/// and bookings after the marker less the returns after it (never below 0). None without a
+/// marker (or a stream of another type). The counters at the cut are the marker's plus these:
+/// what they hold beyond these came before the marker.
+pub async fn units_since_marker(
+    redis: &RedisStore,
+    k: &ProductKeys,
+    until: EventId,
+) -> RedisResult<Option<i64>> {
+    use crate::domain::events::EventKind;
+    let mut units: Option<i64> = None;
+    let mut after = EventId::ZERO;
+    loop {
+        let page = Keyed::new(
+            &k.events,
+            redis::cmd("XRANGE")
+                .arg(&k.events)
+                .arg(after.exclusive())
+                .arg(until.to_string())
+                .arg("COUNT")
+                .arg(PAGE)
+                .clone(),
+        );
+        let reply = redis
+            .pipeline(vec![page])
+            .await
+            .pop()
+            .unwrap_or_else(|| Ok(Value::Nil));
+        let page = match reply {
+            Ok(v) => parse_page(&v, PAGE),
+            Err(e) if super::reply::is_wrong_type(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        for e in &page.events {
+            match (e.kind, units.as_mut()) {
+                (EventKind::Rebuilt, _) => units = Some(0),
+                (EventKind::Deducted | EventKind::Booked, Some(n)) => {
+                    *n = n.saturating_add(e.quantity);
+                }
+                (EventKind::Returned, Some(n)) => *n = n.saturating_sub(e.quantity),
+                _ => {}
+            }
+        }
+        match page.last {
+            Some(last) if page.more => after = last,
+            _ => break,
+        }
+    }
+    Ok(units.map(|n| n.max(0)))
+}
+
 /// For each `(keys, id)`, the entry `id` of the product's stream (`XRANGE id id COUNT 1`),
 /// pipelined per node: an empty reply when the stream no longer holds it; a stream of another
 /// type holds nothing.

@@ -675,7 +675,7 @@ async fn chaos_cluster() {
 /// The shrunk step lists of failures this test found (topology, seed, steps): each once broke
 /// an invariant, and each is replayed on every run so that it stays fixed. A new finding's
 /// `replay:` line gives the three fields.
-const FOUND: [(&str, u64, &str); 26] = [
+const FOUND: [(&str, u64, &str); 28] = [
     // A corrupt `paused` was kept as a pause the database never held.
     ("standalone", 23, "corrupt.p2.paused"),
     // A rebuild left a recorded order's buyer without the holding.
@@ -814,6 +814,19 @@ const FOUND: [(&str, u64, &str); 26] = [
         "cluster",
         942080,
         "incr.p1.4,deduct.p1.u3.2,del.p1.ledger,del.p1.meta,fix",
+    ),
+    // A failover lost two deductions whose orders then landed; the ledger was lost after two
+    // more: the rebuild took a surviving holding of a later deduction for a landed order's,
+    // and sold that unit again (hunt seed 306774462, 2026-12-07).
+    (
+        "cluster",
+        306776381,
+        "fix,del.p1.events,fix,deduct.p1.u4.2,deduct.p1.u5.1,failover.2,land.479674.769,deduct.p1.u0.1,deduct.p1.u5.1,corrupt.p1.returned,del.p1.ledger,deduct.p1.u4.2,fix@cut0:resume.p2",
+    ),
+    (
+        "standalone",
+        306776381,
+        "fix,del.p1.events,fix,deduct.p1.u4.2,deduct.p1.u5.1,failover.2,land.479674.769,deduct.p1.u0.1,deduct.p1.u5.1,corrupt.p1.returned,del.p1.ledger,deduct.p1.u4.2,fix@cut0:resume.p2",
     ),
 ];
 
