@@ -29,10 +29,11 @@
 //!    (a healthy one with every figure equal, a drifting one with the same drift), also after its
 //!    connections are cut mid-refresh (`reconnect`), after a failover to a replica that lacks
 //!    the last steps' writes (`failover.N`) and while a product's slot is left migrating
-//!    (`migrate.pN`, a cluster: both raise `slot_migrating`). See `chaos/live.rs`; two
+//!    (`migrate.pN`, a cluster: both raise `slot_migrating`). See `chaos/live.rs`; three
 //!    narrow disagreements are still open and counted rather than failed (`live::KNOWN`: a
 //!    death dated apart by the two readers, a stream gap one reader keeps and the other does
-//!    not show); `SECKILL_CHAOS_LIVE_STRICT=1` fails on them.
+//!    not show, an expiry the live view's feed has not seen yet); `SECKILL_CHAOS_LIVE_STRICT=1`
+//!    fails on them.
 //!
 //! A failure prints the topology, the seed, the broken invariant with its figures and the
 //! step log. Then the first case of each kind of failure (at most `SECKILL_CHAOS_SHRINK_KINDS`,
