@@ -278,9 +278,25 @@ pub async fn changes_page(
         .collect())
 }
 
-/// How many orders of the activity changed within `span` (its `created_since` ignored),
-/// counted by the database along its index on `updated_at` alone: no row is read.
-pub async fn count_changes(tx: &mut Tx, activity: &ActivityId, span: &Span) -> Result<i64> {
+/// How many orders of the activity changed within `span` (its `created_since` ignored).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChangeCount {
+    pub orders: i64,
+    /// Of them, the orders that ended (cancelled or expired): an order that died inside a
+    /// span moves its stamp without changing how many orders the span holds.
+    pub dead: i64,
+}
+
+/// The SQL of [`count_changes`] (one `?` for the activity, then the span's).
+pub fn count_changes_sql(db: &crate::db::Db, clause: &str) -> String {
+    let dead = db.sum_i64(&format!("CASE WHEN {LIVE_SQL} THEN 0 ELSE 1 END"));
+    format!("SELECT COUNT(*), {dead} FROM seckill_order WHERE activity_id = ?{clause}")
+}
+
+/// How many orders of the activity changed within `span` (its `created_since` ignored), and
+/// how many of them ended, counted by the database along its index on `updated_at` (which
+/// holds the status, migration 0006) alone: no row is read.
+pub async fn count_changes(tx: &mut Tx, activity: &ActivityId, span: &Span) -> Result<ChangeCount> {
     let span = Span {
         created_since: None,
         ..*span
@@ -288,14 +304,18 @@ pub async fn count_changes(tx: &mut Tx, activity: &ActivityId, span: &Span) -> R
     let (clause, rest) = span.clause();
     let mut args = vec![Arg::from(activity.as_str())];
     args.extend(rest);
-    let rows: Vec<(i64,)> = tx
-        .fetch_all_as(
-            &format!("SELECT COUNT(*) FROM seckill_order WHERE activity_id = ?{clause}"),
-            &args,
-        )
+    let sql = count_changes_sql(tx.db(), &clause);
+    let rows: Vec<(i64, i64)> = tx
+        .fetch_all_as(&sql, &args)
         .await
         .map_err(|e| tx.db().error(&e))?;
-    Ok(rows.into_iter().next().map_or(0, |(n,)| n))
+    Ok(rows
+        .into_iter()
+        .next()
+        .map_or(ChangeCount::default(), |(orders, dead)| ChangeCount {
+            orders,
+            dead,
+        }))
 }
 
 /// The latest change of any order of the activity (an index seek): where a feed of changes

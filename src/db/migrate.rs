@@ -39,6 +39,11 @@ const SQLITE: &[Migration] = &[
         name: "order_sums",
         sql: include_str!("../../migrations/sqlite/0005_order_sums.sql"),
     },
+    Migration {
+        version: 6,
+        name: "change_status",
+        sql: include_str!("../../migrations/sqlite/0006_change_status.sql"),
+    },
 ];
 const POSTGRES: &[Migration] = &[
     Migration {
@@ -66,6 +71,11 @@ const POSTGRES: &[Migration] = &[
         name: "order_sums",
         sql: include_str!("../../migrations/postgres/0005_order_sums.sql"),
     },
+    Migration {
+        version: 6,
+        name: "change_status",
+        sql: include_str!("../../migrations/postgres/0006_change_status.sql"),
+    },
 ];
 const MYSQL: &[Migration] = &[
     Migration {
@@ -92,6 +102,11 @@ const MYSQL: &[Migration] = &[
         version: 5,
         name: "order_sums",
         sql: include_str!("../../migrations/mysql/0005_order_sums.sql"),
+    },
+    Migration {
+        version: 6,
+        name: "change_status",
+        sql: include_str!("../../migrations/mysql/0006_change_status.sql"),
     },
 ];
 

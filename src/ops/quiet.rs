@@ -143,9 +143,14 @@ fn reopened(before: &[(String, u64)], after: &[(String, u64)]) -> bool {
 }
 
 /// True when the cut shows nothing wrong: a stock that is a number, a readable meta hash with
-/// its limit and counters, every key there, a stream position.
+/// its limit and counters, every key there, a stream position, and no top-up or rebuild between
+/// its two writes. The marker of one is cleared by a meta write that appends no event when the
+/// stock stays (a fix finishing a top-up its console left): asked only whether its stream
+/// moved, the live view kept showing the top-up held after the fix (chaos test, invariant 7).
 fn sound(c: &ProductCut) -> bool {
     matches!(c.stock, StockValue::Value(_))
+        && c.meta.topup.is_none()
+        && c.meta.frozen.is_none()
         && c.meta.corrupt.is_none()
         && c.keys.foreign.is_none()
         && c.position.is_some()

@@ -67,8 +67,13 @@ impl RedisStore {
                                 let e = RedisError::from(se);
                                 if server_error_kind(&e) == Some(ServerErrorKind::Moved) {
                                     again.push((i, k));
+                                    results[i] = Some(Err(e));
+                                } else {
+                                    // The importing node lacks some of the keys: named, as
+                                    // the migrating node's TRYAGAIN is.
+                                    results[i] =
+                                        Some(Err(super::errors::naming_the_slot(e, k.slot)));
                                 }
-                                results[i] = Some(Err(e));
                             }
                             v => results[i] = Some(Ok(v)),
                         }

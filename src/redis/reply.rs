@@ -53,6 +53,12 @@ pub fn is_wrong_type(e: &RedisError) -> bool {
     e.code() == Some("WRONGTYPE")
 }
 
+/// A multi-key command refused because its slot is migrating and its keys are split between
+/// the two nodes (TRYAGAIN, also as named by [`super::errors::naming_the_slot`]).
+pub fn is_try_again(e: &RedisError) -> bool {
+    e.code() == Some("TRYAGAIN")
+}
+
 /// A script's integer reply.
 pub fn int_reply(v: Value) -> RedisResult<i64> {
     match v {

@@ -51,7 +51,7 @@ async fn migrate_import_list_show_on_every_backend() {
         m.expect_code(0);
         assert_eq!(
             m.json()["applied"],
-            serde_json::json!([1, 2, 3, 4, 5]),
+            serde_json::json!([1, 2, 3, 4, 5, 6]),
             "{name}"
         );
         let again = run(&db, &["--json", "migrate"]);
@@ -59,7 +59,7 @@ async fn migrate_import_list_show_on_every_backend() {
         assert_eq!(again.json()["applied"], serde_json::json!([]), "{name}");
         assert_eq!(
             again.json()["already_applied"],
-            serde_json::json!([1, 2, 3, 4, 5]),
+            serde_json::json!([1, 2, 3, 4, 5, 6]),
             "{name}"
         );
 

@@ -676,7 +676,7 @@ async fn chaos_cluster() {
 /// The shrunk step lists of failures this test found (topology, seed, steps): each once broke
 /// an invariant, and each is replayed on every run so that it stays fixed. A new finding's
 /// `replay:` line gives the three fields.
-const FOUND: [(&str, u64, &str); 28] = [
+const FOUND: [(&str, u64, &str); 32] = [
     // A corrupt `paused` was kept as a pause the database never held.
     ("standalone", 23, "corrupt.p2.paused"),
     // A rebuild left a recorded order's buyer without the holding.
@@ -828,6 +828,33 @@ const FOUND: [(&str, u64, &str); 28] = [
         "standalone",
         306776381,
         "fix,del.p1.events,fix,deduct.p1.u4.2,deduct.p1.u5.1,failover.2,land.479674.769,deduct.p1.u0.1,deduct.p1.u5.1,corrupt.p1.returned,del.p1.ledger,deduct.p1.u4.2,fix@cut0:resume.p2",
+    ),
+    // The live view dropped an order's expiry while the product's ledger was lost (the books
+    // could not tell whether they counted the order) and, once a failover brought the ledger
+    // back, showed it sold where `status` showed it in flight (hunt seed 306774462).
+    (
+        "standalone",
+        306775808,
+        "deduct.p1.u0.1,deduct.p2.u3.1,wait.1035636,del.p2.ledger,expire.350094,failover.3",
+    ),
+    // A fix finished a top-up its console left with a meta write and no event: the live view,
+    // asking the quiet product only whether its stream moved, kept the `held` alert.
+    (
+        "standalone",
+        306776604,
+        "crash.p2.+5.nodb.aged,expire.1024355,deduct.p1.u1.1,checkpoint.p2,retry.631742,crash.p2.+3.db.aged,land.533818.872,crash.p1.+4.db.young,giveback.778281,giveback.620562,deduct.p1.u5.1,fix",
+    ),
+    (
+        "cluster",
+        306776507,
+        "crash.p1.-3.db.aged,land.344900.306,retry.416595,deduct.p2.u3.1,topup.p1.-5,comp.687298,expire.299274,deduct.p2.u3.2,giveback.303707,retry.229284,pause.p2,fix",
+    ),
+    // A slot left migrating with a flushed product's keys on neither node: the live view's
+    // question "did its keys appear?" met TRYAGAIN and failed the whole refresh.
+    (
+        "cluster",
+        306774843,
+        "flush.p1,deduct.p2.u3.1,crash.p2.-4.nodb.young,land.591621.843,deduct.p2.u0.1,migrate.p2,retry.128163,expire.675573,expire.652569,pay.187378,migrate.p1",
     ),
 ];
 
