@@ -220,33 +220,11 @@ pub async fn standing(
     (asks, silence): (&std::collections::HashSet<&str>, bool),
     until: EventId,
 ) -> RedisResult<Option<std::collections::HashSet<String>>> {
-    use crate::domain::events::EventKind;
     let mut held = std::collections::HashSet::new();
     // The requests the stream names after its last rebuild marker, once it has one.
     let mut since_marker: Option<std::collections::HashSet<String>> = None;
-    let mut after = EventId::ZERO;
-    loop {
-        let page = Keyed::new(
-            &k.events,
-            redis::cmd("XRANGE")
-                .arg(&k.events)
-                .arg(after.exclusive())
-                .arg(until.to_string())
-                .arg("COUNT")
-                .arg(PAGE)
-                .clone(),
-        );
-        let reply = redis
-            .pipeline(vec![page])
-            .await
-            .pop()
-            .unwrap_or_else(|| Ok(Value::Nil));
-        let page = match reply {
-            Ok(v) => parse_page(&v, PAGE),
-            Err(e) if super::reply::is_wrong_type(&e) => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        for e in &page.events {
+    let stream = each_page_until(redis, k, until, |events| {
+        for e in events {
             if e.kind == EventKind::Rebuilt {
                 since_marker = Some(std::collections::HashSet::new());
                 continue;
@@ -267,10 +245,10 @@ pub async fn standing(
                 _ => {}
             }
         }
-        match page.last {
-            Some(last) if page.more => after = last,
-            _ => break,
-        }
+    })
+    .await?;
+    if !stream {
+        return Ok(None);
     }
     match since_marker {
         Some(named) if silence && asks.iter().any(|r| !named.contains(*r)) => Ok(None),
@@ -287,8 +265,31 @@ pub async fn units_since_marker(
     k: &ProductKeys,
     until: EventId,
 ) -> RedisResult<Option<i64>> {
-    use crate::domain::events::EventKind;
     let mut units: Option<i64> = None;
+    let stream = each_page_until(redis, k, until, |events| {
+        for e in events {
+            match (e.kind, units.as_mut()) {
+                (EventKind::Rebuilt, _) => units = Some(0),
+                (EventKind::Deducted | EventKind::Booked, Some(n)) => {
+                    *n = n.saturating_add(e.quantity);
+                }
+                (EventKind::Returned, Some(n)) => *n = n.saturating_sub(e.quantity),
+                _ => {}
+            }
+        }
+    })
+    .await?;
+    Ok(units.filter(|_| stream).map(|n| n.max(0)))
+}
+
+/// Every event of the stream from its start up to `until`, oldest first, handed to `visit` a
+/// page at a time (the whole history is read, never held). False when the key is not a stream.
+async fn each_page_until(
+    redis: &RedisStore,
+    k: &ProductKeys,
+    until: EventId,
+    mut visit: impl FnMut(&[Event]),
+) -> RedisResult<bool> {
     let mut after = EventId::ZERO;
     loop {
         let page = Keyed::new(
@@ -308,25 +309,15 @@ pub async fn units_since_marker(
             .unwrap_or_else(|| Ok(Value::Nil));
         let page = match reply {
             Ok(v) => parse_page(&v, PAGE),
-            Err(e) if super::reply::is_wrong_type(&e) => return Ok(None),
+            Err(e) if super::reply::is_wrong_type(&e) => return Ok(false),
             Err(e) => return Err(e),
         };
-        for e in &page.events {
-            match (e.kind, units.as_mut()) {
-                (EventKind::Rebuilt, _) => units = Some(0),
-                (EventKind::Deducted | EventKind::Booked, Some(n)) => {
-                    *n = n.saturating_add(e.quantity);
-                }
-                (EventKind::Returned, Some(n)) => *n = n.saturating_sub(e.quantity),
-                _ => {}
-            }
-        }
+        visit(&page.events);
         match page.last {
             Some(last) if page.more => after = last,
-            _ => break,
+            _ => return Ok(true),
         }
     }
-    Ok(units.map(|n| n.max(0)))
 }
 
 /// For each `(keys, id)`, the entry `id` of the product's stream (`XRANGE id id COUNT 1`),

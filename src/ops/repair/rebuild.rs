@@ -531,7 +531,9 @@ fn counters_before(
 /// names each of them after its last rebuild marker (a stream rolled back with the counters
 /// forgot them too; a deleted event only makes a unit count twice, which holds it back, never
 /// sells it twice; a stream rebuilt after a loss knows nothing before its marker); else the
-/// buyers hash, per buyer (a holding that cannot cover a recorded order never counted it);
+/// buyers hash, per buyer (a holding short of a buyer's recorded orders never counted them: it
+/// holds another lost deduction of theirs; one that covers them all may still, which nothing
+/// left can tell apart);
 /// else, with the ledger there, all of them (the ledger and the counters are written together:
 /// an entry the ledger lacks is one the counters lack); else none (the counters are all that
 /// is left).
@@ -593,7 +595,11 @@ async fn unheld_by_counters(
         for (u, rec) in per_user {
             let named_before = totals.per_user.get(u).copied().unwrap_or(0) - rec;
             let have = now.get(u).copied().flatten().unwrap_or(0).max(0);
-            let covered = (have - named_before).clamp(0, rec);
+            // All or nothing: a holding short of the buyer's recorded units holds another of
+            // their deductions whose ledger entry was lost (its order still to land), not part
+            // of these; taken as covering as much as it could, that unit sold twice (chaos
+            // hunt, cluster seed 831663262: a holding of 1 taken for half an order of 2).
+            let covered = if have - named_before >= rec { rec } else { 0 };
             add(u, rec - covered);
         }
         return Ok(out);

@@ -240,9 +240,8 @@ fn known(f: &ProductStatus, l: &ProductStatus) -> Option<usize> {
     if rest(f) != rest(l) {
         return None;
     }
-    if !f.lost.is_empty() {
-        return None;
-    }
+    // Everything else equal (a lost piece too: a death is dated the same way whatever else
+    // the product lost), the same units split differently between in flight and orphaned.
     if f.db_sold == l.db_sold && held(f) == held(l) && f.orphaned != l.orphaned {
         return Some(0);
     }
