@@ -66,19 +66,24 @@ async fn orders_of(db: &Db, n: usize) {
     }
 }
 
+/// The database of `tdb` holding [`orders_of`] 1,000 (and that `n`): MariaDB's planner weighs
+/// the table's size, so a sale's shape, 3,000 orders, with statistics.
+async fn with_sale_orders(tdb: &TestDb) -> (Db, usize) {
+    let db = tdb.open().await;
+    let n = 1000;
+    orders_of(&db, n).await;
+    if db.backend() == Backend::MySql {
+        db.execute("ANALYZE TABLE seckill_order", &[])
+            .await
+            .expect("analyze");
+    }
+    (db, n)
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn live_order_sums_read_an_index_and_no_order_row() {
     for tdb in TestDb::all().await {
-        let db = tdb.open().await;
-        // MariaDB's planner weighs the table's size: a sale's shape, 3,000 orders, with
-        // statistics.
-        let n = 1000;
-        orders_of(&db, n).await;
-        if db.backend() == Backend::MySql {
-            db.execute("ANALYZE TABLE seckill_order", &[])
-                .await
-                .expect("analyze");
-        }
+        let (db, n) = with_sale_orders(&tdb).await;
         let id = ActivityId::parse("os").expect("id");
         let sums = orders::sold(&db, &id, None).await.expect("sums");
         let want = 2 * n as i64;
@@ -131,14 +136,7 @@ async fn the_feeds_counts_read_an_index_and_no_order_row() {
     use seckill_console::db::cut::{self as db_cut, ChangeCount, Span, count_changes_sql};
     use std::ops::Bound::{Included, Unbounded};
     for tdb in TestDb::all().await {
-        let db = tdb.open().await;
-        let n = 1000;
-        orders_of(&db, n).await;
-        if db.backend() == Backend::MySql {
-            db.execute("ANALYZE TABLE seckill_order", &[])
-                .await
-                .expect("analyze");
-        }
+        let (db, n) = with_sale_orders(&tdb).await;
         let id = ActivityId::parse("os").expect("id");
         let from = chrono::Utc::now() - chrono::Duration::hours(1);
         let mut tx = db_cut::begin(&db, &id).await.expect("snapshot");
