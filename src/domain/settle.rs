@@ -59,6 +59,11 @@ pub struct Settle {
     /// The smallest lead of a live order's creation stamp over its deduction's Redis time
     /// (ms): the orders' clock offset, plus the quickest order's delay.
     pub lead: Option<i64>,
+    /// The lead the reader knew before this settle, from every product and checkpoint of the
+    /// activity: a death is dated by the smaller of the two, so that two readers (a live view
+    /// and a `status` resumed from a checkpoint a rollback restored) date it alike even where
+    /// this product's own orders taught this settle nothing (chaos test, `dated apart`).
+    pub prior_lead: Option<i64>,
     /// Requests whose first event after the cut activates them: their orders belong to after
     /// the cut.
     pub after_cut: RidSet,
@@ -112,6 +117,7 @@ impl Settle {
             after_rebuild: false,
             cut_ms: 0,
             lead: None,
+            prior_lead: None,
             after_cut,
             read: 0,
         }
@@ -285,7 +291,13 @@ impl Settle {
         for (c, state) in found {
             // A death's stamp on Redis's clock, as far as the orders seen say.
             let dead_at_ms = match state {
-                OrderState::Dead { at_ms, .. } => Some(stamp_to_redis(*at_ms, self.lead)),
+                OrderState::Dead { at_ms, .. } => {
+                    let lead = match (self.lead, self.prior_lead) {
+                        (Some(a), Some(b)) => Some(a.min(b)),
+                        (a, b) => a.or(b),
+                    };
+                    Some(stamp_to_redis(*at_ms, lead))
+                }
                 OrderState::Live(_) | OrderState::Missing => None,
             };
             self.books.unbacked.insert(
@@ -500,6 +512,34 @@ mod tests {
         // 300 ms from the sale's deduction to its order; the booking, 70 s after the order
         // it records, would have read as a clock 70 s behind.
         assert_eq!(s.lead, Some(300));
+    }
+
+    /// A product whose own orders taught its settle nothing of the clocks dates a death by the
+    /// lead the reader learned from the others: a database 5 s behind does not make a death
+    /// 5 s older than a live view dates it.
+    #[test]
+    fn a_death_is_dated_by_the_lead_learned_from_the_other_products() {
+        let dated = |prior: Option<i64>| {
+            let mut s = Settle::new(id(20_000, 0), 0, (1, 0, None), RidSet::default());
+            s.prior_lead = prior;
+            s.on_orders(&[], true);
+            let c = s.on_events(
+                &[ev(10_000, EventKind::Deducted, "gone", 1)],
+                Some(id(10_000, 0)),
+                true,
+            );
+            assert_eq!(c.len(), 1);
+            let dead = OrderState::Dead {
+                quantity: 1,
+                at_ms: 8_000,
+            };
+            s.on_candidates(&[(c[0].clone(), dead)]);
+            s.books.unbacked.get("gone").and_then(|u| u.dead_at_ms)
+        };
+        assert_eq!(dated(Some(-5_000)), Some(13_000));
+        assert_eq!(dated(None), Some(8_000));
+        // A lead within the clocks' ordinary spread corrects nothing.
+        assert_eq!(dated(Some(-400)), Some(8_000));
     }
 
     #[test]

@@ -210,6 +210,7 @@ pub(crate) async fn settle(
     activity: &ActivityId,
     items: &[&ProductAtCut],
     (hook, gauge): (&Interleave, &SettleGauge),
+    prior_lead: Option<i64>,
     cost: &mut Cost,
 ) -> Result<Vec<(Books, bool)>> {
     let ids: Vec<&str> = items.iter().map(|i| i.id()).collect();
@@ -230,6 +231,7 @@ pub(crate) async fn settle(
             let declared = (c.active()?, c.meta.unexplained, c.meta.unexplained_since);
             let mut s = Settle::new(c.position?, l, declared, after);
             s.cut_ms = c.now_ms;
+            s.prior_lead = prior_lead;
             s.books.window = i.product.window;
             Some(s)
         })
@@ -628,6 +630,9 @@ pub(crate) async fn run(
                 candidates.extend(found.into_iter().map(|c| (i, c)));
             }
         }
+        if !candidates.is_empty() {
+            share_lead(settles);
+        }
         look_up(tx, activity, ids, &candidates, settles, cost).await?;
 
         let confirm: Vec<usize> = want.get(&Next::Confirm).cloned().unwrap_or_default();
@@ -663,6 +668,23 @@ pub(crate) async fn run(
                 })
                 .collect();
             s.on_confirm(&page);
+        }
+    }
+}
+
+/// Gives every product's settle the smallest lead any of them learned so far: the orders'
+/// clock is one for the activity, and a product whose own orders taught nothing (no live
+/// order matched yet) must date its deaths as the others do, and as a live view does.
+fn share_lead(settles: &mut [Option<Settle>]) {
+    let least = settles
+        .iter()
+        .flatten()
+        .flat_map(|s| [s.lead, s.prior_lead])
+        .flatten()
+        .min();
+    if least.is_some() {
+        for s in settles.iter_mut().flatten() {
+            s.prior_lead = least;
         }
     }
 }
