@@ -179,8 +179,10 @@ for _, t in ipairs(todo) do
       stock = redis.call('DECRBY', KEYS[1], fresh)
       redis.call('HINCRBY', KEYS[2], 'deducted', fresh)
     end
+    -- A rollback's hold is stock only: the buyers hash forgot those holdings with the
+    -- deductions, so a deduction recorded afresh counts its whole quantity again.
     local more = fresh
-    if not claim_held then
+    if not claim_held or fresh_mode then
       more = qty
     end
     if more > 0 then

@@ -1037,9 +1037,15 @@ impl Tracker {
         // What an earlier refresh applied (the margin read again) is skipped; what this one
         // applies is remembered while it is inside the margin. A change that waits for an
         // event after the cut is not remembered: the next refresh applies it.
-        let keep_from = self.feed_from(items, moving, margin).unwrap_or(from);
+        // The held books' margin too: what ended a hold is remembered while it is read again.
+        let keep_from = [self.feed_from(items, moving, margin), held_from]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap_or(from);
         let index: HashMap<&str, usize> = moving.iter().map(|&i| (items[i].id(), i)).collect();
         let mut applied: Vec<(String, i64)> = Vec::new();
+        let mut held_sums: HashSet<String> = HashSet::new();
         let mut ask: HashMap<usize, Vec<&Change>> = HashMap::new();
         let mut asked: Vec<&Change> = Vec::new();
         for c in &all {
@@ -1053,12 +1059,19 @@ impl Tracker {
                 continue;
             }
             let Some(&i) = index.get(c.product.as_str()) else {
-                // Only a change after those the settle read: the margin read again holds the
-                // orders the held books already count.
-                if let Some(u) = self.unkept.get_mut(c.product.as_str())
-                    && c.at.timestamp_micros() > u.feed.seen.timestamp_micros()
-                {
-                    u.stale = true;
+                // A change after those the settle read ends the hold. One inside the margin
+                // may be one the settle read or one that committed after it (ignored, an order
+                // that landed late stayed unsold on the live view where `status` read the
+                // product oversold; 5,000-case hunt, invariant 7, under load): the sum of live
+                // orders tells, once per change (remembered, so the margin read again asks
+                // nothing twice and a hold costs no settle more).
+                if let Some(u) = self.unkept.get_mut(c.product.as_str()) {
+                    if c.at.timestamp_micros() > u.feed.seen.timestamp_micros() {
+                        u.stale = true;
+                    } else if !u.stale {
+                        held_sums.insert(c.product.clone());
+                    }
+                    applied.push(key);
                 }
                 continue;
             };
@@ -1069,6 +1082,7 @@ impl Tracker {
                 asked.push(c);
             }
         }
+        self.held_sums(redis, tx, items, &held_sums).await?;
         let mut unsure = Vec::new();
         let from_ledger = self
             .place_from_ledger(redis, items, ask, (&before, &mut unsure))
@@ -1091,6 +1105,32 @@ impl Tracker {
         self.fed.backed_recently.retain(|_, at| *at >= keep);
         self.fed.feed.forget_before(keep_from);
         Ok(unsure)
+    }
+
+    /// Compares the held books of `ids` with the database's sum of live orders at their cut:
+    /// those that differ missed a change inside the feed's margin and are settled again.
+    async fn held_sums(
+        &mut self,
+        redis: &RedisStore,
+        tx: &mut Tx,
+        items: &[ProductAtCut],
+        ids: &HashSet<String>,
+    ) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let sub: Vec<&ProductAtCut> = items.iter().filter(|i| ids.contains(i.id())).collect();
+        let sums =
+            snapshot::sold_at_cut(redis, tx, &self.activity, &sub, &self.opts.interleave).await?;
+        for (item, sum) in sub.iter().zip(sums) {
+            if let Some(u) = self.unkept.get_mut(item.id())
+                && u.books.live_units != sum
+            {
+                tracing::debug!(product = %item.id(), "held books miss an order change; settling again");
+                u.stale = true;
+            }
+        }
+        Ok(())
     }
 
     /// Where the feed of the moving products starts: the margin before the oldest of their

@@ -928,3 +928,72 @@ async fn a_ledger_back_after_its_loss_settles_the_live_books_again() {
     );
     sale.db.close().await;
 }
+
+/// A product held (its meta hash corrupt: nothing checks its books against Redis) sees an
+/// order that lands stamped before the latest change its settle read (a lagging app server's
+/// clock, a commit that came late): the live view counts it sold, as `status` does, instead of
+/// waiting for the hold's next settle (5,000-case hunt, invariant 7: `status` read the product
+/// oversold where the live view still showed the units unsold).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_held_product_counts_an_order_stamped_inside_the_margin() {
+    use seckill_console::redis::stock::{Deducted, deduct};
+    let topo = Topo::standalone();
+    let tdb = crate::harness::TestDb::sqlite();
+    let sale = Sale::of(&topo, tdb.open().await, "heldlate", &[("hl", 20, 5)]).await;
+    let mut t = sale.tracker(Duration::ZERO);
+    let k = product_keys(&sale.name, "hl");
+    // A deduction whose order is still on its way, then a sale whose order lands.
+    let r = deduct(&sale.store, &k, "hl-late", "u1", "2")
+        .await
+        .expect("deduct");
+    assert!(matches!(r, Deducted::Remaining(_)), "{r:?}");
+    buy(&sale.store, &sale.db, &sale.name, "hl", "hl-r0", "u0", 1).await;
+    sale.refresh(&mut t).await;
+    redis_cmd(&sale.store, &["HSET", &k.meta, "returned", "abc"]).await;
+    let held = product(&sale.refresh(&mut t).await, "hl");
+    assert_eq!((held.state, held.db_sold), (State::Corrupt, 1), "{held:?}");
+
+    // The late order lands, stamped about a second before the sale's order: inside the
+    // feed's margin of two seconds.
+    let order = seckill_console::db::orders::NewOrder {
+        order_id: "o-hl-late".into(),
+        request_id: "hl-late".into(),
+        activity_id: sale.name.clone(),
+        product_id: "hl".into(),
+        user_id: "u1".into(),
+        quantity: 2,
+        status: seckill_console::domain::order::OrderStatus::PendingPayment,
+    };
+    seckill_console::db::orders::insert_with_outbox(&sale.db, &[order])
+        .await
+        .expect("the late order");
+    let stamp = chrono::Utc::now() - chrono::Duration::milliseconds(1_000);
+    sale.db
+        .execute(
+            "UPDATE seckill_order SET created_at = ?, updated_at = ? WHERE request_id = ?",
+            &[
+                seckill_console::db::Arg::Time(stamp),
+                seckill_console::db::Arg::Time(stamp),
+                "hl-late".into(),
+            ],
+        )
+        .await
+        .expect("backdate");
+    // One refresh sees the change, the next shows the product settled again.
+    sale.refresh(&mut t).await;
+    let live = product(&sale.refresh(&mut t).await, "hl");
+    let fresh = sale.status().await;
+    let fresh = fresh
+        .products
+        .iter()
+        .find(|p| p.product == "hl")
+        .expect("hl in status")
+        .clone();
+    assert_eq!(fresh.db_sold, 3, "{fresh:?}");
+    assert_eq!(
+        (live.state, live.db_sold),
+        (fresh.state, fresh.db_sold),
+        "live view {live:?}\nstatus {fresh:?}"
+    );
+    sale.db.close().await;
+}
