@@ -363,7 +363,11 @@ impl Tracker {
             last_verify: None,
             last_save: None,
             fed: FeedMemory::new(opts.count_margin),
-            watch: opts.quiet.map(Watchlist::new),
+            watch: opts.quiet.map(|q| {
+                let mut w = Watchlist::new(q);
+                w.set_gauge(opts.gauge.clone());
+                w
+            }),
             rows: KeptRows::default(),
             // Commands each read once: starting from the clock, their sweeps go round the
             // products of an activity with more products than one sweep takes.
@@ -396,6 +400,9 @@ impl Tracker {
         if opts.quiet != self.opts.quiet {
             self.watch = opts.quiet.map(Watchlist::new);
             self.rows = KeptRows::default();
+        }
+        if let Some(w) = &mut self.watch {
+            w.set_gauge(opts.gauge.clone());
         }
         self.opts = opts;
         self
@@ -491,7 +498,12 @@ impl Tracker {
                 let ids: Vec<&str> = products.iter().map(|p| p.product_id.as_str()).collect();
                 let kept = &self.kept;
                 let cuts = watch
-                    .read(redis, &ids, &pkeys, |id| kept.contains_key(id))
+                    .read(
+                        redis,
+                        (&ids, &pkeys),
+                        (keys.prefix(), self.activity.as_str()),
+                        |id| kept.contains_key(id),
+                    )
                     .await;
                 self.cost.quiet = watch.cost;
                 cuts
@@ -816,9 +828,35 @@ impl Tracker {
         }
         let asks: Vec<(&ProductKeys, Option<EventId>)> =
             missing.iter().map(|i| (&i.keys, i.cut.position)).collect();
-        let found = checkpoint::load_many(redis, &asks)
-            .await
-            .map_err(|e| redis.error(&e))?;
+        // A live view's first refresh loads every product's checkpoint: a page at a time, at
+        // its share of Redis's time, like its cuts ([`quiet::rest_after`]).
+        let share = self.opts.quiet.map(|q| q.share_pct);
+        let page = if share.is_some() {
+            quiet::PAGE
+        } else {
+            asks.len().max(1)
+        };
+        let mut found = Vec::with_capacity(asks.len());
+        let gauge = (asks.len() > page).then_some(&self.opts.gauge);
+        if let Some(g) = gauge {
+            g.start(asks.len() as u64);
+        }
+        for part in asks.chunks(page) {
+            let began = Instant::now();
+            let loaded = checkpoint::load_many(redis, part).await;
+            let loaded = loaded.map_err(|e| {
+                gauge.inspect(|g| g.finish());
+                redis.error(&e)
+            })?;
+            found.extend(loaded);
+            gauge.inspect(|g| g.read(found.len() as u64));
+            if let Some(share) = share
+                && found.len() < asks.len()
+            {
+                quiet::rest_after(began.elapsed(), share).await;
+            }
+        }
+        gauge.inspect(|g| g.finish());
         for (item, c) in missing.into_iter().zip(found) {
             let Some(c) = c else {
                 continue;
@@ -1120,8 +1158,8 @@ impl Tracker {
             return Ok(());
         }
         let sub: Vec<&ProductAtCut> = items.iter().filter(|i| ids.contains(i.id())).collect();
-        let sums =
-            snapshot::sold_at_cut(redis, tx, &self.activity, &sub, &self.opts.interleave).await?;
+        let hook = &self.opts.interleave;
+        let sums = snapshot::sold_at_cut(redis, tx, (&self.activity, &sub), hook, None).await?;
         for (item, sum) in sub.iter().zip(sums) {
             if let Some(u) = self.unkept.get_mut(item.id())
                 && u.books.live_units != sum
@@ -1285,8 +1323,15 @@ impl Tracker {
         moving: &[usize],
     ) -> Result<Vec<usize>> {
         let sub: Vec<&ProductAtCut> = moving.iter().map(|&i| &items[i]).collect();
+        // Which streams moved since the cut, from Redis's pushes where the read had them: at
+        // 100,000 quiet products, asking every stream was the one read a minute that cost.
+        let pushed = match &mut self.watch {
+            Some(w) => w.pushed_since_read(redis).await,
+            None => None,
+        };
+        let hook = &self.opts.interleave;
         let sums =
-            snapshot::sold_at_cut(redis, tx, &self.activity, &sub, &self.opts.interleave).await?;
+            snapshot::sold_at_cut(redis, tx, (&self.activity, &sub), hook, pushed.as_ref()).await?;
         Ok(moving
             .iter()
             .zip(sums)

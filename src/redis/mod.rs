@@ -9,9 +9,11 @@
 //! - `eval`: the scripts, EVALSHA with the one EVAL fallback;
 //! - `errors`: Redis errors as the console's kinds;
 //! - `info`: INFO and SLOWLOG replies as typed figures;
+//! - `changes`: which products changed, pushed by Redis (client tracking);
 //! - the rest read and write the contract's keys: `stock` (the buyers' scripts), `rewrite`
 //!   (preheat and fix), `control` (pause, top-up), `ledger`, `checkpoint`, `cut`, `events`.
 
+pub mod changes;
 pub mod checkpoint;
 pub mod control;
 pub mod cut;

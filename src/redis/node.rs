@@ -142,6 +142,35 @@ impl Node {
         Ok((generation, conn))
     }
 
+    /// A connection of its own, in RESP3, whose pushes (client tracking's invalidations) go to
+    /// `sender`; not shared with the node's commands, and not counted as one of its
+    /// generations.
+    pub async fn push_connection(
+        &self,
+        sender: impl redis::aio::AsyncPushSender,
+    ) -> RedisResult<MultiplexedConnection> {
+        let info = self.client.get_connection_info().clone();
+        let settings = info
+            .redis_settings()
+            .clone()
+            .set_protocol(redis::ProtocolVersion::RESP3);
+        let client = Client::open(info.set_redis_settings(settings))?;
+        let config = self.config.clone().set_push_sender(sender);
+        let deadline = self.connect_timeout + self.connect_timeout;
+        match tokio::time::timeout(
+            deadline,
+            client.get_multiplexed_async_connection_with_config(&config),
+        )
+        .await
+        {
+            Ok(conn) => conn,
+            Err(_) => Err(RedisError::from(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("connecting to {} timed out", self.addr),
+            ))),
+        }
+    }
+
     /// Drops the connection of `generation` after an I/O error; a newer one is kept.
     fn forget(&self, generation: u64) {
         if let Ok(mut slot) = self.current.write()

@@ -372,60 +372,17 @@ impl Window {
     }
 }
 
-/// The seller of (b2), in a child process of its own (its CPU is not the console's): `deduct.lua`
-/// on the first SELLING products in turn, SELL_RATE a second, each sale's order and outbox row
-/// written to SQLite every 10 ms, as an app server does; for `secs` seconds.
-async fn seller(redis_url: &str, db_url: &str, secs: u64, prefix: &str) {
-    use seckill_console::db::orders::{NewOrder, insert_with_outbox};
-    use seckill_console::domain::order::OrderStatus;
-    use seckill_console::redis::stock::{Deducted, deduct};
-    let store = standalone(redis_url).await;
-    let db = seckill_console::db::Db::connect(
-        &seckill_console::redact::SecretUrl::new(db_url.to_string()),
-        &seckill_console::db::DbOptions::default(),
-    )
-    .await
-    .expect("seller's database");
-    let per_tick = (SELL_RATE / 100).max(1);
-    let mut tick = tokio::time::interval(Duration::from_millis(10));
-    let mut n: u64 = 0;
-    let end = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < end {
-        tick.tick().await;
-        let mut orders = Vec::new();
-        for _ in 0..per_tick {
-            n += 1;
-            let product = format!("sku-{:05}", n % SELLING as u64);
-            let (rid, user) = (format!("{prefix}-{n}"), format!("{prefix}-u{n}"));
-            let k = harness::fixtures::product_keys("bench", &product);
-            if let Ok(Deducted::Remaining(_)) = deduct(&store, &k, &rid, &user, "1").await {
-                orders.push(NewOrder {
-                    order_id: format!("o-{rid}"),
-                    request_id: rid,
-                    activity_id: "bench".into(),
-                    product_id: product,
-                    user_id: user,
-                    quantity: 1,
-                    status: OrderStatus::PendingPayment,
-                });
-            }
-        }
-        if !orders.is_empty() {
-            insert_with_outbox(&db, &orders).await.expect("orders");
-        }
-    }
-}
-
-/// The seller of (b2) in a child process, for `secs` seconds; `prefix` keeps its request ids
-/// apart from another run's.
+/// The seller of (b2): the first SELLING products, SELL_RATE a second in all.
 fn spawn_seller(server: &RedisServer, db: &TestDb, secs: u64, prefix: &str) -> std::process::Child {
-    std::process::Command::new(std::env::current_exe().expect("exe"))
-        .env(
-            "BENCH_SELLER",
-            format!("{} {} {secs} {prefix}", server.url(), db.url),
-        )
-        .spawn()
-        .expect("seller")
+    let sale = harness::seller::Sale {
+        activity: "bench".into(),
+        product_prefix: "sku-".into(),
+        width: 5,
+        products: SELLING as u64,
+        rate: SELL_RATE,
+        request_prefix: prefix.into(),
+    };
+    harness::seller::spawn(server, db, secs, &sale)
 }
 
 async fn live_bench(secs: u64, warm: u64) -> bool {
@@ -797,16 +754,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("runtime");
-    if let Ok(args) = std::env::var("BENCH_SELLER") {
-        let parts: Vec<&str> = args.split(' ').collect();
-        if let [redis_url, db_url, secs, prefix] = parts.as_slice() {
-            rt.block_on(seller(
-                redis_url,
-                db_url,
-                secs.parse().unwrap_or(30),
-                prefix,
-            ));
-        }
+    if harness::seller::run_if_asked(&rt) {
         return;
     }
     let warm: u64 = std::env::var("BENCH_WARM")

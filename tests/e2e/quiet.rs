@@ -114,11 +114,14 @@ impl Sale {
 
     fn tracker(&self, full_every: Duration) -> Tracker {
         let mut opts = TrackerOptions::live(Duration::from_secs(3600), false);
+        // The streams asked, as where the server refuses to push what moved.
         opts.quiet = Some(QuietOptions {
             hot: 1,
             slow_after: 3,
             slow_every: 2,
             full_every,
+            track: false,
+            ..QuietOptions::default()
         });
         Tracker::new(self.id.clone(), opts)
     }
@@ -241,6 +244,176 @@ async fn quiet_products_cost_a_share_of_an_xread_standalone() {
 #[tokio::test(flavor = "multi_thread")]
 async fn quiet_products_cost_a_share_of_an_xread_cluster() {
     quiet_products_cost_a_share_of_an_xread(Topo::cluster()).await;
+}
+
+/// Issue 57, item 2: with Redis pushing which keys of the activity were written (client
+/// tracking), a refresh where nothing moved reads no product at all, not even a stream; a sale,
+/// a stock set by hand, a key deleted (as an eviction does) and a flush each show at the next
+/// refresh, which reads whole only the products named.
+async fn quiet_products_cost_nothing_when_redis_says_what_moved(topo: Topo) {
+    let tdb = crate::harness::TestDb::sqlite();
+    let sale = Sale::open(&topo, tdb.open().await, "pushed").await;
+    let mut t = Tracker::new(
+        sale.id.clone(),
+        TrackerOptions::live(Duration::from_secs(3600), false),
+    );
+    sale.refresh(&mut t).await;
+    assert_eq!(t.cost.quiet.whole, PRODUCTS as u64, "{:?}", t.cost);
+    assert!(t.cost.quiet.tracked, "{:?}", t.cost);
+
+    reset_stats(&sale.store).await;
+    for _ in 0..3 {
+        let snap = sale.refresh(&mut t).await;
+        let q = t.cost.quiet;
+        assert_eq!((q.whole, q.asked), (0, 0), "{q:?}");
+        assert_eq!(q.resting, PRODUCTS as u64, "{q:?}");
+        assert!(q.tracked, "{q:?}");
+        assert!(snap.products.iter().all(|v| v.status.state == State::Ok));
+    }
+    let c = calls(&sale.store).await;
+    for read in [
+        "get",
+        "hmget",
+        "hrandfield",
+        "type",
+        "xrevrange",
+        "xrange",
+        "xread",
+        "exists",
+    ] {
+        assert_eq!(c.get(read), None, "a quiet refresh sent {read}: {c:?}");
+    }
+
+    // A sale: that product alone read whole, at the next refresh.
+    buy(&sale.store, &sale.db, &sale.name, "q07", "r1", "u1", 2).await;
+    let snap = sale.refresh(&mut t).await;
+    assert_eq!(t.cost.quiet.whole, 1, "{:?}", t.cost);
+    let p = product(&snap, "q07");
+    assert_eq!((p.redis_remaining, p.db_sold), (Some(98), 2), "{p:?}");
+    assert_eq!(p.state, State::Ok, "{p:?}");
+
+    // A stock raised by hand leaves no event, but Redis names the key: shown at once.
+    let k = product_keys(&sale.name, "q20");
+    redis_cmd(&sale.store, &["INCRBY", &k.stock, "5"]).await;
+    let snap = sale.refresh(&mut t).await;
+    let p = product(&snap, "q20");
+    assert_eq!(p.redis_remaining, Some(105));
+    assert_ne!(
+        p.state,
+        State::Ok,
+        "a stock raised by hand is never ok: {p:?}"
+    );
+
+    // A key gone without a script (an eviction, a DEL): the lost piece at the next refresh.
+    let k = product_keys(&sale.name, "q21");
+    redis_cmd(&sale.store, &["DEL", &k.buyers]).await;
+    let snap = sale.refresh(&mut t).await;
+    let p = product(&snap, "q21");
+    assert_ne!(
+        p.state,
+        State::Ok,
+        "a product without its buyers hash: {p:?}"
+    );
+
+    // A flush: every product read whole, every one missing.
+    let flush = redis::cmd("FLUSHALL").clone();
+    for (addr, r) in sale.store.on_nodes(&sale.store.primaries(), &flush).await {
+        r.unwrap_or_else(|e| panic!("FLUSHALL on {addr}: {e}"));
+    }
+    let snap = sale.refresh(&mut t).await;
+    assert_eq!(t.cost.quiet.whole, PRODUCTS as u64, "{:?}", t.cost);
+    assert!(
+        snap.products
+            .iter()
+            .all(|v| v.status.state == State::Missing),
+        "{:?}",
+        snap.products
+            .iter()
+            .map(|v| v.status.state)
+            .collect::<Vec<_>>()
+    );
+    sale.db.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quiet_products_cost_nothing_when_redis_says_what_moved_standalone() {
+    quiet_products_cost_nothing_when_redis_says_what_moved(Topo::standalone()).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quiet_products_cost_nothing_when_redis_says_what_moved_cluster() {
+    quiet_products_cost_nothing_when_redis_says_what_moved(Topo::cluster()).await;
+}
+
+/// A user whose ACL refuses CLIENT (tracking) still gets an exact live view: the streams are
+/// asked, as before the pushes; and a server restarted under a tracking console (its pushes
+/// lost with the connection) is read whole again.
+#[tokio::test(flavor = "multi_thread")]
+async fn without_pushes_the_streams_are_asked_and_a_restart_reads_whole() {
+    let topo = Topo::standalone();
+    let tdb = crate::harness::TestDb::sqlite();
+    let sale = Sale::open(&topo, tdb.open().await, "refused").await;
+    topo.servers()[0].cli(&[
+        "ACL", "SETUSER", "notrack", "on", ">pw", "~*", "&*", "+@all", "-client",
+    ]);
+    let url = format!("redis://notrack:pw@127.0.0.1:{}", topo.ports()[0]);
+    let limited = crate::harness::fixtures::standalone(&url).await;
+    let mut t = Tracker::new(
+        sale.id.clone(),
+        TrackerOptions::live(Duration::from_secs(3600), false),
+    );
+    let mut asked = 0;
+    for _ in 0..45 {
+        t.refresh(&limited, &sale.db, &sale.keys)
+            .await
+            .expect("refresh");
+        assert!(!t.cost.quiet.tracked, "{:?}", t.cost);
+        asked += t.cost.quiet.asked;
+    }
+    assert!(asked > 0, "quiet products were never asked");
+    buy(&sale.store, &sale.db, &sale.name, "q03", "r1", "u1", 1).await;
+    let mut shown = false;
+    for _ in 0..6 {
+        let snap = t
+            .refresh(&limited, &sale.db, &sale.keys)
+            .await
+            .expect("refresh");
+        if product(&snap, "q03").redis_remaining == Some(99) {
+            shown = true;
+            break;
+        }
+    }
+    assert!(shown, "the sale never showed without the pushes");
+
+    // With the pushes: quiet, then the server restarts (its data kept on disk).
+    let mut t = Tracker::new(
+        sale.id.clone(),
+        TrackerOptions::live(Duration::from_secs(3600), false),
+    );
+    sale.refresh(&mut t).await;
+    sale.refresh(&mut t).await;
+    assert_eq!(t.cost.quiet.whole, 0, "{:?}", t.cost);
+    topo.servers()[0].cli(&["SAVE"]);
+    let mut topo = topo;
+    if let Topo::Standalone(s) = &mut topo {
+        s.restart();
+    }
+    let mut whole = 0;
+    for _ in 0..3 {
+        let r = t.refresh(&sale.store, &sale.db, &sale.keys).await;
+        if let Ok(snap) = r {
+            whole = t.cost.quiet.whole;
+            assert_eq!(product(&snap, "q03").redis_remaining, Some(99));
+            if whole > 0 {
+                break;
+            }
+        }
+    }
+    assert_eq!(
+        whole, PRODUCTS as u64,
+        "a restart reads every product whole"
+    );
+    sale.db.close().await;
 }
 
 /// Without a signal, a write outside the scripts shows at the product's next whole read:
@@ -595,6 +768,8 @@ async fn an_overview_glance_asks_quiet_products(topo: Topo) {
         slow_after: 2,
         slow_every: 1,
         full_every: Duration::from_secs(3600),
+        track: false,
+        ..QuietOptions::default()
     };
     let mut g = Glance::new(id.clone(), opts);
     let n = PRODUCTS;
@@ -761,6 +936,8 @@ async fn a_new_console_reads_whole_once(topo: Topo) {
         slow_after: 1_000,
         slow_every: 1,
         full_every: Duration::from_secs(3600),
+        track: false,
+        ..QuietOptions::default()
     });
     let mut t = Tracker::new(sale.id.clone(), opts);
     t.refresh(&fresh, &sale.db, &sale.keys)

@@ -413,8 +413,8 @@ fn monitored_commands(sessions: Vec<(Child, std::path::PathBuf)>) -> Vec<String>
                 let cmd = cmd.to_ascii_uppercase();
                 // SCRIPT EXISTS reads; SCRIPT LOAD and FLUSH do not.
                 match (cmd.as_str(), quoted.next()) {
-                    ("SCRIPT", Some(sub)) => {
-                        out.push(format!("SCRIPT {}", sub.to_ascii_uppercase()))
+                    ("SCRIPT", Some(sub)) | ("CLIENT", Some(sub)) => {
+                        out.push(format!("{cmd} {}", sub.to_ascii_uppercase()))
                     }
                     _ => out.push(cmd),
                 }
@@ -499,13 +499,21 @@ async fn read_only_refuses_every_write_before_sending_it() {
                 "{}: MONITOR saw no reads: {seen:?}",
                 topo.name()
             );
-            // An allowlist: the guard's reads, SCRIPT EXISTS, and the connection's handshake
-            // (no CLIENT SETINFO: the client does not name itself).
+            // The live readers learn what moved from Redis's pushes in read-only mode too.
+            assert!(
+                seen.iter().any(|c| c == "CLIENT TRACKING"),
+                "{}: the live readers never asked for Redis's pushes: {seen:?}",
+                c.label()
+            );
+            // An allowlist: the guard's reads, SCRIPT EXISTS, the connection's handshake (no
+            // CLIENT SETINFO: the client does not name itself) and CLIENT TRACKING, which
+            // writes nothing: it asks Redis to say which keys were written (redis::changes).
             let handshake = ["HELLO", "AUTH", "SELECT"];
             let bad: Vec<&String> = seen
                 .iter()
                 .filter(|c| {
                     c.as_str() != "SCRIPT EXISTS"
+                        && c.as_str() != "CLIENT TRACKING"
                         && !seckill_console::redis::guard::READ_COMMANDS.contains(&c.as_str())
                         && !handshake.contains(&c.as_str())
                 })

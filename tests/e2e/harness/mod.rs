@@ -13,6 +13,7 @@ pub mod procstat;
 pub mod prometheus;
 pub mod proxy;
 pub mod redis_server;
+pub mod seller;
 pub mod sentinel;
 pub mod session;
 pub mod tmux;

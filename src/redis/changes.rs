@@ -1,0 +1,352 @@
+//! Which products of an activity changed, told by Redis itself: client-side caching's
+//! broadcast mode (`CLIENT TRACKING ON BCAST PREFIX <prefix>:{<activity>:`) on one dedicated
+//! RESP3 connection per primary. Redis pushes the name of every key of the activity that is
+//! written, deleted, expired or evicted, and a null after a FLUSHALL; the live view reads
+//! again only the products named, and a quiet activity costs it no command at all.
+//!
+//! Why this and not a change marker the scripts bump: a marker shared by many products must
+//! sit in one slot, which a cluster forbids a script to touch beside the product's own keys,
+//! and a marker per product is what the streams already are (asking 100,000 of them is the
+//! cost this replaces). Tracking needs nothing from the app servers' scripts and sees what the
+//! streams cannot (a key evicted, deleted or set by hand). What Redis does for it on the sale
+//! path is a prefix lookup per written key (`scripts/bench live` measures `deduct.lua` with and
+//! without a tracking client).
+//!
+//! What it cannot tell, the caller must assume moved: everything before a watch was opened,
+//! and everything while one was lost (a disconnection, a restart that may have loaded an
+//! older snapshot, a failover to another primary). A sync is a barrier: the PING sent on each
+//! watch comes back after every push Redis wrote before it, and Redis writes a key's push
+//! before the reply to the command that wrote it; so a write whose reply any client has seen
+//! before the sync is in what the sync returns.
+
+use super::RedisStore;
+use super::node::Node;
+use redis::aio::MultiplexedConnection;
+use redis::{PushInfo, PushKind, RedisResult, Value};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Key suffixes whose writes say nothing about the product's state: the consoles' own
+/// checkpoints (written under `books-<digest>`, then renamed to `books`) and the dry runs'
+/// lock.
+fn ignored(suffix: &str) -> bool {
+    suffix.starts_with("books") || suffix == "lock"
+}
+
+/// How long a refusal of tracking (an ACL without it, a Redis before 6) stands before the
+/// watches are tried again.
+const RETRY_AFTER: Duration = Duration::from_secs(60);
+
+/// What changed since the last sync.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Changes {
+    /// The products whose keys were written, on every primary.
+    Moved(HashSet<String>),
+    /// Anything may have changed: a watch was opened or lost, or a node was flushed.
+    Everything,
+}
+
+/// What one watch's pushes said since it was last drained.
+#[derive(Debug, Default)]
+struct Inbox {
+    products: HashSet<String>,
+    /// A node flushed: every product may have changed.
+    flushed: bool,
+    /// The connection is gone: what happened since is unknown until a new watch is opened.
+    lost: bool,
+}
+
+/// One primary's tracking connection.
+struct Watch {
+    conn: MultiplexedConnection,
+    inbox: Arc<Mutex<Inbox>>,
+}
+
+/// The tracking watches of one activity's keys, one per primary.
+pub struct ChangeFeed {
+    /// `<key prefix>:{<activity>:`: the start of every key of the activity's products.
+    prefix: String,
+    watches: HashMap<String, Watch>,
+    /// Why tracking is off, and since when (tried again after [`RETRY_AFTER`]).
+    refused: Option<(Instant, String)>,
+}
+
+impl std::fmt::Debug for ChangeFeed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChangeFeed")
+            .field("prefix", &self.prefix)
+            .field("watches", &self.watches.keys().collect::<Vec<_>>())
+            .field("refused", &self.refused())
+            .finish()
+    }
+}
+
+/// The product a pushed key belongs to, when it is one of `prefix`'s and says something about
+/// the product (not a checkpoint).
+fn product_of(prefix: &str, key: &[u8]) -> Option<String> {
+    let rest = key.strip_prefix(prefix.as_bytes())?;
+    let rest = std::str::from_utf8(rest).ok()?;
+    let (product, suffix) = rest.split_once("}:")?;
+    (!ignored(suffix)).then(|| product.to_string())
+}
+
+/// Files one push in the inbox.
+fn file(prefix: &str, inbox: &Mutex<Inbox>, info: PushInfo) {
+    let Ok(mut inbox) = inbox.lock() else {
+        return;
+    };
+    match info.kind {
+        PushKind::Invalidate => match info.data.first() {
+            Some(Value::Array(keys)) => {
+                for key in keys {
+                    if let Value::BulkString(k) = key
+                        && let Some(p) = product_of(prefix, k)
+                    {
+                        inbox.products.insert(p);
+                    }
+                }
+            }
+            // A null: the node was flushed.
+            _ => inbox.flushed = true,
+        },
+        PushKind::Disconnection => inbox.lost = true,
+        _ => {}
+    }
+}
+
+/// True for a refusal that will stand (no permission, no such command, no RESP3): the server
+/// answered, so trying each refresh would only repeat it.
+fn refused(err: &redis::RedisError) -> bool {
+    !super::node::is_connection_error(err)
+}
+
+impl ChangeFeed {
+    /// Watches the keys of the products of `activity` under `key_prefix`.
+    pub fn new(key_prefix: &str, activity: &str) -> Self {
+        ChangeFeed {
+            prefix: format!("{key_prefix}:{{{activity}:"),
+            watches: HashMap::new(),
+            refused: None,
+        }
+    }
+
+    /// Why tracking is off (refused by the server), if it is.
+    pub fn refused(&self) -> Option<&str> {
+        self.refused.as_ref().map(|(_, why)| why.as_str())
+    }
+
+    async fn open(&self, node: &Node) -> RedisResult<Watch> {
+        let inbox: Arc<Mutex<Inbox>> = Arc::default();
+        let prefix = self.prefix.clone();
+        let filed = inbox.clone();
+        let sender = move |info: PushInfo| {
+            file(&prefix, &filed, info);
+            Ok::<(), ()>(())
+        };
+        let mut conn = node.push_connection(sender).await?;
+        redis::cmd("CLIENT")
+            .arg("TRACKING")
+            .arg("ON")
+            .arg("BCAST")
+            .arg("PREFIX")
+            .arg(&self.prefix)
+            .query_async::<()>(&mut conn)
+            .await?;
+        Ok(Watch { conn, inbox })
+    }
+
+    /// The products Redis named since the last sync, up to now (a barrier, as [`Self::sync`]),
+    /// left for the next sync to drain; None when that is not known (a watch missing or lost,
+    /// a node flushed): the caller asks as it would without the pushes.
+    pub async fn peek(&mut self, redis: &RedisStore) -> Option<HashSet<String>> {
+        let primaries = redis.primaries();
+        if self.refused.is_some()
+            || primaries.len() != self.watches.len()
+            || primaries
+                .iter()
+                .any(|n| !self.watches.contains_key(&n.addr))
+        {
+            return None;
+        }
+        let pings = self.watches.values_mut().map(|w| async move {
+            redis::cmd("PING")
+                .query_async::<Value>(&mut w.conn)
+                .await
+                .is_ok()
+        });
+        if !futures::future::join_all(pings)
+            .await
+            .into_iter()
+            .all(|ok| ok)
+        {
+            return None;
+        }
+        let mut moved = HashSet::new();
+        for w in self.watches.values() {
+            let inbox = w.inbox.lock().ok()?;
+            if inbox.flushed || inbox.lost {
+                return None;
+            }
+            moved.extend(inbox.products.iter().cloned());
+        }
+        Some(moved)
+    }
+
+    /// What changed on every primary since the last sync; None while tracking is not
+    /// available (refused by the server, or a primary not answering): the caller reads as it
+    /// would without it.
+    pub async fn sync(&mut self, redis: &RedisStore) -> Option<Changes> {
+        if let Some((at, _)) = &self.refused {
+            if at.elapsed() < RETRY_AFTER {
+                return None;
+            }
+            self.refused = None;
+        }
+        let primaries = redis.primaries();
+        let mut everything = false;
+        // Watches of nodes no longer primaries go (their products are read whole after a
+        // change of the node set anyway).
+        let before = self.watches.len();
+        self.watches
+            .retain(|addr, _| primaries.iter().any(|n| &n.addr == addr));
+        everything |= self.watches.len() != before;
+        for node in &primaries {
+            if self.watches.contains_key(&node.addr) {
+                continue;
+            }
+            match self.open(node).await {
+                Ok(w) => {
+                    self.watches.insert(node.addr.clone(), w);
+                    everything = true;
+                }
+                Err(e) => {
+                    if refused(&e) {
+                        tracing::info!(
+                            node = %node.addr,
+                            "client tracking refused ({}): the live view asks each product's stream instead",
+                            super::describe(&e)
+                        );
+                        self.refused = Some((Instant::now(), super::describe(&e)));
+                    }
+                    self.watches.clear();
+                    return None;
+                }
+            }
+        }
+        // The barrier: every push written before each PING's reply is filed once it is back.
+        let pings = self.watches.iter_mut().map(|(addr, w)| async move {
+            let ok = redis::cmd("PING")
+                .query_async::<Value>(&mut w.conn)
+                .await
+                .is_ok();
+            (addr.clone(), ok)
+        });
+        let lost: Vec<String> = futures::future::join_all(pings)
+            .await
+            .into_iter()
+            .filter(|(_, ok)| !ok)
+            .map(|(addr, _)| addr)
+            .collect();
+        if !lost.is_empty() {
+            for addr in lost {
+                self.watches.remove(&addr);
+            }
+            return None;
+        }
+        let mut moved = HashSet::new();
+        let mut lost = Vec::new();
+        for (addr, w) in &self.watches {
+            let drained = match w.inbox.lock() {
+                Ok(mut inbox) => std::mem::take(&mut *inbox),
+                Err(_) => Inbox {
+                    lost: true,
+                    ..Inbox::default()
+                },
+            };
+            everything |= drained.flushed;
+            if drained.lost {
+                lost.push(addr.clone());
+            }
+            moved.extend(drained.products);
+        }
+        if !lost.is_empty() {
+            // Lost after its PING came back: opened again, and everything read, next time.
+            for addr in lost {
+                self.watches.remove(&addr);
+            }
+            return None;
+        }
+        Some(if everything {
+            Changes::Everything
+        } else {
+            Changes::Moved(moved)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pushed_key_names_its_product_unless_it_is_a_checkpoint() {
+        let p = "seckill:{big:";
+        assert_eq!(
+            product_of(p, b"seckill:{big:p1}:stock").as_deref(),
+            Some("p1")
+        );
+        assert_eq!(
+            product_of(p, b"seckill:{big:p-2_x}:events").as_deref(),
+            Some("p-2_x")
+        );
+        assert_eq!(product_of(p, b"seckill:{big:p1}:books"), None);
+        assert_eq!(product_of(p, b"seckill:{big:p1}:books-866b15"), None);
+        assert_eq!(product_of(p, b"seckill:{big:p1}:lock"), None);
+        // Another activity whose id starts alike.
+        assert_eq!(product_of(p, b"seckill:{bigger:p1}:stock"), None);
+        assert_eq!(product_of(p, b"other:{big:p1}:stock"), None);
+        assert_eq!(product_of(p, b"seckill:{big:\xff}:stock"), None);
+    }
+
+    #[test]
+    fn a_flush_or_a_lost_connection_means_everything() {
+        let p = "seckill:{a:";
+        let inbox = Mutex::new(Inbox::default());
+        file(
+            p,
+            &inbox,
+            PushInfo {
+                kind: PushKind::Invalidate,
+                data: vec![Value::Array(vec![
+                    Value::BulkString(b"seckill:{a:x}:meta".to_vec()),
+                    Value::BulkString(b"seckill:{a:y}:books".to_vec()),
+                ])],
+            },
+        );
+        {
+            let i = inbox.lock().expect("inbox");
+            assert_eq!(i.products, HashSet::from(["x".to_string()]));
+            assert!(!i.flushed && !i.lost);
+        }
+        file(
+            p,
+            &inbox,
+            PushInfo {
+                kind: PushKind::Invalidate,
+                data: vec![Value::Nil],
+            },
+        );
+        assert!(inbox.lock().expect("inbox").flushed);
+        let inbox = Mutex::new(Inbox::default());
+        file(
+            p,
+            &inbox,
+            PushInfo {
+                kind: PushKind::Disconnection,
+                data: vec![],
+            },
+        );
+        assert!(inbox.lock().expect("inbox").lost);
+    }
+}
