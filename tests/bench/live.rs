@@ -18,7 +18,7 @@
 //!   against one reader's;
 //! - 100 products selling 1,000 units a second in all (a seller in a child process, as the TUI
 //!   benchmark's): the reader's Redis time per poll, as the sale with the reader less the sale
-//!   alone (the reader stopped with SIGSTOP for 10 s first); and how far behind Redis the
+//!   alone (10 s before the reader starts); and how far behind Redis the
 //!   exporter's `seckill_stock_remaining` is, in polls, from scrapes each second;
 //! - the sale path: `redis-benchmark` of `deduct.lua` with no reader and with four
 //!   connections tracking the activity's keys (what the readers ask of Redis), each run on a
@@ -305,6 +305,24 @@ fn run_selling(
     idle_ms_s: f64,
     run: usize,
 ) -> (Spent, f64) {
+    let sale = harness::seller::Sale {
+        activity: ACTIVITY.into(),
+        product_prefix: "p".into(),
+        width: 6,
+        products: SELLING,
+        rate: SELL_RATE,
+        request_prefix: format!("r{run}"),
+    };
+    // The reader's first read at its paced share: about 50 s at 100,000 products.
+    let warm = 15 + 60 * st.calls as u64 / 500_000;
+    let mut seller = harness::seller::spawn(server, db, 5 + 10 + warm + 25, &sale);
+    std::thread::sleep(Duration::from_secs(5));
+    // The sale alone, no reader at all: what its requests cost (the commands a script runs
+    // are counted apart in `INFO commandstats` too). A reader stopped instead would still be
+    // sent Redis's pushes, which are part of what a reader costs.
+    let a = Meter::read(server);
+    std::thread::sleep(Duration::from_secs(10));
+    let alone = Meter::read(server).since(&a, idle_ms_s).per_sec();
     let port = harness::redis_server::free_port();
     let listen = format!("127.0.0.1:{port}");
     let exporter = reader(
@@ -320,31 +338,7 @@ fn run_selling(
             ACTIVITY,
         ],
     );
-    std::thread::sleep(Duration::from_secs(10));
-    settle(server, st.calls * 0.02, Duration::from_secs(240));
-    let sale = harness::seller::Sale {
-        activity: ACTIVITY.into(),
-        product_prefix: "p".into(),
-        width: 6,
-        products: SELLING,
-        rate: SELL_RATE,
-        request_prefix: format!("r{run}"),
-    };
-    let mut seller = harness::seller::spawn(server, db, 45, &sale);
-    std::thread::sleep(Duration::from_secs(5));
-    // The sale alone (the reader stopped): what its requests cost besides the scripts' own
-    // time (the commands a script runs are counted apart in `INFO commandstats` too).
-    let signal = |sig: &str| {
-        let _ = Command::new("kill")
-            .args([sig, &exporter.id().to_string()])
-            .status();
-    };
-    signal("-STOP");
-    let a = Meter::read(server);
-    std::thread::sleep(Duration::from_secs(10));
-    let alone = Meter::read(server).since(&a, idle_ms_s).per_sec();
-    signal("-CONT");
-    std::thread::sleep(Duration::from_secs(3));
+    std::thread::sleep(Duration::from_secs(warm));
     let a = Meter::read(server);
     // How far behind: the exporter's stock of a selling product against Redis's now, in
     // units, over the product's rate (units a second) at one poll a second.
