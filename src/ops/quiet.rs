@@ -265,7 +265,10 @@ impl Watchlist {
     }
 
     /// Reads every product whole on the next refresh (keys may have gone without a script:
-    /// eviction, a restart, a failover).
+    /// eviction, a restart, a failover), unless Redis's pushes, alive since the last read, say
+    /// what moved: they name every key evicted or written by hand, and a restart or a failover
+    /// loses them. (Read whole at each growth of `evicted_keys`, a console would re-read 100,000
+    /// products at every poll of an eviction storm, on the Redis that is short of memory.)
     pub fn recut(&mut self) {
         self.recut = true;
     }
@@ -412,7 +415,11 @@ impl Watchlist {
         let synced = Instant::now();
         let start = connections(redis);
         let everything = matches!(pushed, Some(Changes::Everything));
-        if std::mem::take(&mut self.recut) || reopened(&self.primaries, &start) || everything {
+        // With the pushes alive since the last read, what a recut stands for (a write outside
+        // the scripts, an eviction, a connection opened again after a timeout) is named by them.
+        let told = matches!(pushed, Some(Changes::Moved(_)));
+        let recut = std::mem::take(&mut self.recut) || reopened(&self.primaries, &start);
+        if (recut && !told) || everything {
             self.known.clear();
         }
         let pushed = match pushed {
@@ -497,8 +504,11 @@ impl Watchlist {
                 // Something wrote outside the scripts (a FLUSHALL, a DEL, an eviction, a
                 // restart from an older snapshot): the products not read whole this refresh
                 // may have met it too, so the next refresh reads every one (after a FLUSHALL
-                // the view needed a minute to count 2,000 products gone).
-                self.recut = true;
+                // the view needed a minute to count 2,000 products gone). Redis's pushes name
+                // such writes themselves.
+                if pushed.is_none() {
+                    self.recut = true;
+                }
             }
             let moved_at = match before {
                 Some(k) if !moved && settled(&c) => k.moved_at,

@@ -284,6 +284,13 @@ async fn quiet_products_cost_nothing_when_redis_says_what_moved(topo: Topo) {
         assert_eq!(c.get(read), None, "a quiet refresh sent {read}: {c:?}");
     }
 
+    // A node's evicted keys grew (the status poll's signal): the pushes name what was
+    // evicted, so nothing is read again (in an eviction storm a console re-read every product
+    // at every poll, on the Redis short of memory).
+    t.recut();
+    sale.refresh(&mut t).await;
+    assert_eq!(t.cost.quiet.whole, 0, "{:?}", t.cost);
+
     // A sale: that product alone read whole, at the next refresh.
     buy(&sale.store, &sale.db, &sale.name, "q07", "r1", "u1", 2).await;
     let snap = sale.refresh(&mut t).await;
