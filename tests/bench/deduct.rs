@@ -41,18 +41,7 @@ fn rate(server: &RedisServer, requests: usize, sha: &str, keys: &[&str]) -> f64 
     cmd.args(["req:__rand_int__", "user:__rand_int__", "1"]);
     let out = cmd.stderr(Stdio::null()).output().expect("redis-benchmark");
     let text = String::from_utf8_lossy(&out.stdout);
-    text.split(['\r', '\n'])
-        .filter(|l| l.contains("requests per second"))
-        .filter_map(|l| {
-            l.split("requests per second")
-                .next()?
-                .rsplit(':')
-                .next()?
-                .trim()
-                .parse::<f64>()
-                .ok()
-        })
-        .next_back()
+    harness::redis_benchmark::rate(&text)
         .unwrap_or_else(|| panic!("cannot read redis-benchmark output: {text}"))
 }
 

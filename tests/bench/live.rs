@@ -174,6 +174,22 @@ fn reader(server: &RedisServer, db: &TestDb, args: &[&str]) -> Child {
         .expect("start the console")
 }
 
+/// `--read-only exporter --interval 1` of the activity, serving on `port`.
+fn exporter(server: &RedisServer, db: &TestDb, port: u16) -> Child {
+    let listen = format!("127.0.0.1:{port}");
+    let args = [
+        "--read-only",
+        "exporter",
+        "--listen",
+        &listen,
+        "--interval",
+        "1",
+    ];
+    let mut all: Vec<&str> = args.to_vec();
+    all.push(ACTIVITY);
+    reader(server, db, &all)
+}
+
 fn stop(mut c: Child) {
     let _ = c.kill();
     let _ = c.wait();
@@ -250,21 +266,7 @@ fn run_readers(
         kids.push(reader(server, db, &["watch", ACTIVITY, "--interval", "1"]));
     }
     for _ in 0..exporters {
-        let port = harness::redis_server::free_port().to_string();
-        let listen = format!("127.0.0.1:{port}");
-        kids.push(reader(
-            server,
-            db,
-            &[
-                "--read-only",
-                "exporter",
-                "--listen",
-                &listen,
-                "--interval",
-                "1",
-                ACTIVITY,
-            ],
-        ));
+        kids.push(exporter(server, db, harness::redis_server::free_port()));
     }
     std::thread::sleep(Duration::from_secs(10));
     let first10 = Meter::read(server).since(&a, idle_ms_s);
@@ -324,20 +326,7 @@ fn run_selling(
     std::thread::sleep(Duration::from_secs(10));
     let alone = Meter::read(server).since(&a, idle_ms_s).per_sec();
     let port = harness::redis_server::free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let exporter = reader(
-        server,
-        db,
-        &[
-            "--read-only",
-            "exporter",
-            "--listen",
-            &listen,
-            "--interval",
-            "1",
-            ACTIVITY,
-        ],
-    );
+    let exporter = exporter(server, db, port);
     std::thread::sleep(Duration::from_secs(warm));
     let a = Meter::read(server);
     // How far behind: the exporter's stock of a selling product against Redis's now, in
@@ -404,18 +393,7 @@ fn deduct_rate(server: &RedisServer, sha: &str, requests: u64, product: &str) ->
         .expect("redis-benchmark");
     let cpu_us = (Meter::read(server).cpu - before.cpu) * 1e6 / requests as f64;
     let text = String::from_utf8_lossy(&out.stdout);
-    let rate = text
-        .split(['\r', '\n'])
-        .filter_map(|l| {
-            l.split("requests per second")
-                .next()?
-                .rsplit(':')
-                .next()?
-                .trim()
-                .parse::<f64>()
-                .ok()
-        })
-        .next_back()
+    let rate = harness::redis_benchmark::rate(&text)
         .unwrap_or_else(|| panic!("cannot read redis-benchmark output: {text}"));
     (rate, cpu_us)
 }

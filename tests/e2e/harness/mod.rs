@@ -12,6 +12,7 @@ pub mod plan;
 pub mod procstat;
 pub mod prometheus;
 pub mod proxy;
+pub mod redis_benchmark;
 pub mod redis_server;
 pub mod seller;
 pub mod sentinel;
