@@ -21,7 +21,7 @@ use std::time::Duration;
 /// The overview polls every 5 s or so: a product is asked from its second poll on (a product
 /// that moves is read whole in the poll that asks it), every third poll once it has been quiet
 /// for six, and read whole every five minutes in turns (what no stream shows: a key evicted or
-/// set by hand). Once selected, the activity is read at the live view's pace.
+/// set by hand); Redis's pushes asked for by prefix. Once selected, the activity is read at the live view's pace.
 pub const OVERVIEW: QuietOptions = QuietOptions {
     hot: 0,
     slow_after: 6,
@@ -30,6 +30,10 @@ pub const OVERVIEW: QuietOptions = QuietOptions {
     track: true,
     full_every_tracked: Duration::from_secs(600),
     share_pct: 20,
+    // By prefix: twenty glances registering keys would fill Redis's tracking table (a million
+    // keys by default, after which Redis forgets keys and pushes their names: reads for
+    // nothing); an activity not selected is not the one selling hardest.
+    track_keys_max: 0,
 };
 
 /// What a glance counts.

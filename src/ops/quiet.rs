@@ -38,7 +38,7 @@
 use super::progress::SettleGauge;
 use crate::domain::events::EventId;
 use crate::domain::stock::StockValue;
-use crate::redis::changes::{ChangeFeed, Changes};
+use crate::redis::changes::{ChangeFeed, Changes, Mode};
 use crate::redis::cut::{self, Clocks, KeysPresent, ProductCut};
 use crate::redis::{ProductKeys, RedisStore};
 use redis::RedisResult;
@@ -70,7 +70,15 @@ pub struct QuietOptions {
     /// its reads take at most this share of Redis's time, in percent (the sale needs the
     /// rest; the view says "settling, N%" meanwhile).
     pub share_pct: u8,
+    /// The pushes are asked for by key (one push per moved product per refresh, rather than
+    /// one per sale) while the activity has at most this many keys (five a product) and sits
+    /// on one primary: Redis remembers each for the reader, about 130 bytes a key. Beyond, by
+    /// the activity's prefix (see [`crate::redis::changes`]). 0: always by prefix.
+    pub track_keys_max: usize,
 }
+
+/// The keys of a product the pushes watch (the scripts' five).
+const KEYS_A_PRODUCT: usize = 5;
 
 /// Products read whole in one go before a refresh rests ([`QuietOptions::share_pct`]).
 pub const PAGE: usize = 2_000;
@@ -99,6 +107,8 @@ impl Default for QuietOptions {
             track: true,
             full_every_tracked: Duration::from_secs(600),
             share_pct: 20,
+            // 20,000 products: about 13 MB of Redis's memory for the tracking table.
+            track_keys_max: 100_000,
         }
     }
 }
@@ -357,13 +367,18 @@ impl Watchlist {
     }
 
     /// The cuts of `wanted`, a page at a time with a rest after each when there are more than
-    /// a page ([`QuietOptions::share_pct`]).
+    /// a page ([`QuietOptions::share_pct`]). Pushes asked for by key are registered for each
+    /// page just before it is read.
     async fn read_paced(
         &self,
         redis: &RedisStore,
         wanted: &[ProductKeys],
+        mut feed: Option<&mut ChangeFeed>,
     ) -> RedisResult<Vec<ProductCut>> {
         if wanted.len() <= PAGE {
+            if let Some(f) = feed {
+                f.register(wanted).await;
+            }
             return cut::read(redis, wanted).await;
         }
         let pages = wanted.len().div_ceil(PAGE);
@@ -371,6 +386,9 @@ impl Watchlist {
         let mut out = Vec::with_capacity(wanted.len());
         for (n, page) in wanted.chunks(PAGE).enumerate() {
             let began = Instant::now();
+            if let Some(f) = feed.as_deref_mut() {
+                f.register(page).await;
+            }
             let cuts = cut::read(redis, page).await;
             let cuts = match cuts {
                 Ok(c) => c,
@@ -405,9 +423,21 @@ impl Watchlist {
         // The pushes are asked for before anything is read: a write after this is named by
         // a later sync, whatever this read finds.
         let pushed = if self.opts.track {
+            let mode = if !redis.is_cluster()
+                && ids.len().saturating_mul(KEYS_A_PRODUCT) <= self.opts.track_keys_max
+            {
+                Mode::Keys
+            } else {
+                Mode::Prefix
+            };
+            // An activity grown past the budget (or back under it) watches anew: everything
+            // is read once, and registered again by key.
+            if self.feed.as_ref().is_some_and(|f| f.mode() != mode) {
+                self.feed = None;
+            }
             let feed = self
                 .feed
-                .get_or_insert_with(|| ChangeFeed::new(key_prefix, activity));
+                .get_or_insert_with(|| ChangeFeed::new(key_prefix, activity, mode));
             feed.sync(redis).await
         } else {
             None
@@ -474,7 +504,13 @@ impl Watchlist {
             .filter(|&i| plans[i] == Plan::Whole)
             .collect();
         let wanted: Vec<ProductKeys> = whole.iter().map(|&i| keys[i].clone()).collect();
-        let fresh = self.read_paced(redis, &wanted).await?;
+        // Registered by key only while the pushes are alive (else the next sync that has them
+        // reads everything anyway).
+        let mut feed = self.feed.take();
+        let registering = feed.as_mut().filter(|_| pushed.is_some());
+        let fresh = self.read_paced(redis, &wanted, registering).await;
+        self.feed = feed;
+        let fresh = fresh?;
         let clocks = if whole.len() < ids.len() {
             Some(Clocks::read(redis).await)
         } else {

@@ -347,6 +347,8 @@ pub struct Tracker {
     sweep_next: usize,
     /// Which orphan-to-be the next confirmation starts at (they are looked up in turns).
     confirm_next: usize,
+    /// The products of the last refresh, in order: books are dropped only when they change.
+    listed: Vec<String>,
     clock: ClockSkew,
     /// What the last refresh read.
     pub cost: RefreshCost,
@@ -373,6 +375,7 @@ impl Tracker {
             // products of an activity with more products than one sweep takes.
             sweep_next: usize::try_from(Utc::now().timestamp()).unwrap_or(0),
             confirm_next: 0,
+            listed: Vec::new(),
             clock: ClockSkew::default(),
             cost: RefreshCost::default(),
             evicted: HashMap::new(),
@@ -593,8 +596,16 @@ impl Tracker {
         db: &Db,
         items: &[ProductAtCut],
     ) -> Result<HashMap<String, bool>> {
-        let ids: HashSet<&str> = items.iter().map(ProductAtCut::id).collect();
-        self.kept.retain(|id, _| ids.contains(id.as_str()));
+        // Products taken out of the activity lose their books. Only checked when the list of
+        // products changed: a set of 100,000 ids built at every refresh was a visible share of
+        // the live view's CPU.
+        let listed = self.listed.len() == items.len()
+            && self.listed.iter().zip(items).all(|(a, i)| a == i.id());
+        if !listed {
+            let ids: HashSet<&str> = items.iter().map(ProductAtCut::id).collect();
+            self.kept.retain(|id, _| ids.contains(id.as_str()));
+            self.listed = items.iter().map(|i| i.id().to_string()).collect();
+        }
         if self.opts.fresh {
             self.kept.clear();
         }
@@ -1052,11 +1063,17 @@ impl Tracker {
             .await?;
         self.cost.changes += self.fed.feed.cost.rows;
         let latest = all.iter().map(|d| d.at).max();
-        // How far each product's books had read the feed before this read.
-        let before: HashMap<usize, DateTime<Utc>> = moving
-            .iter()
-            .filter_map(|&i| Some((i, self.kept.get(items[i].id())?.feed?.seen)))
-            .collect();
+        // How far each product's books had read the feed before this read. (Only a change can
+        // ask for it, as only a change uses the index below: a quiet activity builds neither
+        // map of every product.)
+        let before: HashMap<usize, DateTime<Utc>> = if all.is_empty() {
+            HashMap::new()
+        } else {
+            moving
+                .iter()
+                .filter_map(|&i| Some((i, self.kept.get(items[i].id())?.feed?.seen)))
+                .collect()
+        };
         for &i in moving {
             // Redis's clock at the cut, read before the database's snapshot began: one clock
             // for every console, and no later than what the snapshot can see.
@@ -1081,7 +1098,11 @@ impl Tracker {
             .flatten()
             .min()
             .unwrap_or(from);
-        let index: HashMap<&str, usize> = moving.iter().map(|&i| (items[i].id(), i)).collect();
+        let index: HashMap<&str, usize> = if all.is_empty() {
+            HashMap::new()
+        } else {
+            moving.iter().map(|&i| (items[i].id(), i)).collect()
+        };
         let mut applied: Vec<(String, i64)> = Vec::new();
         let mut held_sums: HashSet<String> = HashSet::new();
         let mut ask: HashMap<usize, Vec<&Change>> = HashMap::new();

@@ -398,30 +398,79 @@ fn deduct_rate(server: &RedisServer, sha: &str, requests: u64, product: &str) ->
     (rate, cpu_us)
 }
 
-/// Four connections tracking the activity's keys, as four readers hold them.
-async fn trackers(server: &RedisServer, n: usize) -> Vec<redis::aio::MultiplexedConnection> {
-    let url = format!("{}?protocol=resp3", server.url());
-    let client = redis::Client::open(url).expect("client");
-    let mut out = Vec::new();
-    for _ in 0..n {
-        let config = redis::AsyncConnectionConfig::new()
-            .set_push_sender(|_info: redis::PushInfo| Ok::<(), ()>(()));
-        let mut c = client
-            .get_multiplexed_async_connection_with_config(&config)
-            .await
-            .expect("tracking connection");
-        redis::cmd("CLIENT")
-            .arg("TRACKING")
-            .arg("ON")
-            .arg("BCAST")
-            .arg("PREFIX")
-            .arg(format!("seckill:{{{ACTIVITY}:"))
-            .query_async::<()>(&mut c)
-            .await
-            .expect("client tracking");
-        out.push(c);
+/// Readers tracking the activity's keys as the live view does at this size: by key (each
+/// registers the hot product's five keys once a second, as a reader registers a product that
+/// moved before reading it again) up to the default budget, else by prefix.
+struct Trackers {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Trackers {
+    fn start(server: &RedisServer, readers: usize, products: usize, hot: &str) -> Self {
+        let by_key =
+            products * 5 <= seckill_console::ops::quiet::QuietOptions::default().track_keys_max;
+        let url = format!("{}?protocol=resp3", server.url());
+        let keys = product_keys(ACTIVITY, hot);
+        let five: Vec<String> = keys.script_keys().iter().map(|k| k.to_string()).collect();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime");
+            rt.block_on(async move {
+                let client = redis::Client::open(url).expect("client");
+                let mut conns = Vec::new();
+                for _ in 0..readers {
+                    let config = redis::AsyncConnectionConfig::new()
+                        .set_push_sender(|_info: redis::PushInfo| Ok::<(), ()>(()));
+                    let mut c = client
+                        .get_multiplexed_async_connection_with_config(&config)
+                        .await
+                        .expect("tracking connection");
+                    let mut on = redis::cmd("CLIENT");
+                    on.arg("TRACKING").arg("ON");
+                    if !by_key {
+                        on.arg("BCAST")
+                            .arg("PREFIX")
+                            .arg(format!("seckill:{{{ACTIVITY}:"));
+                    }
+                    on.query_async::<()>(&mut c).await.expect("client tracking");
+                    conns.push(c);
+                }
+                let _ = ready_tx.send(());
+                while !stopping.load(std::sync::atomic::Ordering::Relaxed) {
+                    if by_key {
+                        for c in &mut conns {
+                            redis::cmd("EXISTS")
+                                .arg(&five)
+                                .query_async::<i64>(c)
+                                .await
+                                .expect("register");
+                        }
+                    }
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                }
+            });
+        });
+        ready_rx.recv().expect("trackers ready");
+        Trackers {
+            stop,
+            thread: Some(thread),
+        }
     }
-    out
+}
+
+impl Drop for Trackers {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 async fn setup(server: &RedisServer, db: &TestDb, n: usize, runs: usize) {
@@ -556,9 +605,9 @@ fn bench_size(rt: &tokio::runtime::Runtime, n: usize, runs: usize) -> bool {
             if side == 0 {
                 bare.push(deduct_rate(&server, &sha, requests, &product));
             } else {
-                let conns = rt.block_on(trackers(&server, 4));
+                let readers = Trackers::start(&server, 4, n, &product);
                 tracked.push(deduct_rate(&server, &sha, requests, &product));
-                drop(conns);
+                drop(readers);
             }
         }
     }

@@ -1,11 +1,13 @@
-//! The console's truth as Prometheus metrics: one registry kept for the exporter's life, filled
-//! from each round of status reports and encoded once per round (a scrape serves the text of
-//! the last round; it never reads Redis or the database). No I/O.
+//! The console's truth as Prometheus metrics: one registry kept for the exporter's life (the
+//! product series beside it, [`ProductSeries`]), filled from each round of status reports and
+//! encoded once per round (a scrape serves the text of the last round; it never reads Redis or
+//! the database). No I/O.
 //!
 //! Names follow Prometheus's rules: base units (`_seconds`, units of stock as `_units`),
 //! `_total` on the one counter, labels `activity` and `product` only on product series (never a
 //! user or a request id: their number would grow with the sale).
 
+use super::products::ProductSeries;
 use crate::domain::alerts::{AlertKind, Severity};
 use crate::error::{Error, ErrorKind, Service};
 use crate::ops::status::StatusReport;
@@ -17,19 +19,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ProductLabels {
-    activity: String,
-    product: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct StateLabels {
-    activity: String,
-    product: String,
-    state: String,
-}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ActivityLabels {
@@ -53,21 +42,13 @@ struct ErrorLabels {
     kind: String,
 }
 
-type Units = Family<ProductLabels, Gauge>;
 type Seconds = Gauge<f64, AtomicU64>;
 
 /// The exporter's metrics.
 pub struct Metrics {
     registry: Registry,
-    stock_remaining: Units,
-    initial_stock: Units,
-    sold_units: Units,
-    in_flight_units: Units,
-    orphaned_units: Units,
-    unledgered_units: Units,
-    drift_units: Units,
-    paused: Units,
-    product_state: Family<StateLabels, Gauge>,
+    /// The product series, written out by hand ([`ProductSeries`]).
+    products: std::sync::Mutex<ProductSeries>,
     alerts: Family<AlertLabels, Gauge>,
     compensation_pending: Family<ActivityLabels, Gauge>,
     compensation_oldest: Family<ActivityLabels, Seconds>,
@@ -117,57 +98,6 @@ const ALERT_KINDS: &[(AlertKind, Severity)] = &[
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
-        let units = |r: &mut Registry, name: &str, help: &str| {
-            let f = Units::default();
-            r.register(name, help, f.clone());
-            f
-        };
-        let stock_remaining = units(
-            &mut registry,
-            "seckill_stock_remaining",
-            "Units Redis holds for sale (absent when the stock key is missing or corrupt)",
-        );
-        let initial_stock = units(
-            &mut registry,
-            "seckill_initial_stock",
-            "Units the product was imported with, top-ups included",
-        );
-        let sold_units = units(
-            &mut registry,
-            "seckill_sold_units",
-            "Units of live orders in the database",
-        );
-        let in_flight_units = units(
-            &mut registry,
-            "seckill_in_flight_units",
-            "Units deducted in Redis whose orders are within the grace window",
-        );
-        let orphaned_units = units(
-            &mut registry,
-            "seckill_orphaned_units",
-            "Units deducted in Redis without an order past the grace window (lost sales)",
-        );
-        let unledgered_units = units(
-            &mut registry,
-            "seckill_unledgered_units",
-            "Units of live orders Redis holds no deduction for (oversell risk)",
-        );
-        let drift_units = units(
-            &mut registry,
-            "seckill_drift_units",
-            "Redis's stock minus the stock the database's truth expects",
-        );
-        let paused = units(
-            &mut registry,
-            "seckill_paused",
-            "1 when Redis refuses sales of the product",
-        );
-        let product_state = Family::<StateLabels, Gauge>::default();
-        registry.register(
-            "seckill_product_state",
-            "1 for the product's current state (ok, drift, negative, missing, corrupt, ...)",
-            product_state.clone(),
-        );
         let alerts = Family::<AlertLabels, Gauge>::default();
         registry.register(
             "seckill_alerts",
@@ -232,15 +162,7 @@ impl Metrics {
             interval,
             known: Default::default(),
             registry,
-            stock_remaining,
-            initial_stock,
-            sold_units,
-            in_flight_units,
-            orphaned_units,
-            unledgered_units,
-            drift_units,
-            paused,
-            product_state,
+            products: Default::default(),
             alerts,
             compensation_pending,
             compensation_oldest,
@@ -261,6 +183,9 @@ impl Metrics {
     /// Keeps only `activities`' own series: one no longer exported (it ended, another took
     /// its place among the 20) must not read as a poll that stopped succeeding.
     pub fn retain_activities(&self, activities: &[String]) {
+        if let Ok(mut p) = self.products.lock() {
+            p.retain(activities);
+        }
         let Ok(mut known) = self.known.lock() else {
             return;
         };
@@ -310,19 +235,9 @@ impl Metrics {
     /// fails to read this round has no product series, rather than figures that are no longer
     /// true; its `last_success` tells how old its last reading is).
     pub fn begin_round(&self) {
-        for f in [
-            &self.stock_remaining,
-            &self.initial_stock,
-            &self.sold_units,
-            &self.in_flight_units,
-            &self.orphaned_units,
-            &self.unledgered_units,
-            &self.drift_units,
-            &self.paused,
-        ] {
-            f.clear();
+        if let Ok(mut p) = self.products.lock() {
+            p.begin_round();
         }
-        self.product_state.clear();
         self.alerts.clear();
         self.compensation_pending.clear();
         self.compensation_oldest.clear();
@@ -332,30 +247,8 @@ impl Metrics {
 
     /// One activity read whole at `at` in `secs`.
     pub fn report(&self, r: &StatusReport, at: DateTime<Utc>, secs: f64) {
-        for p in &r.products {
-            let l = ProductLabels {
-                activity: r.activity.clone(),
-                product: p.product.clone(),
-            };
-            if let Some(v) = p.redis_remaining {
-                self.stock_remaining.get_or_create(&l).set(v);
-            }
-            self.initial_stock.get_or_create(&l).set(p.initial);
-            self.sold_units.get_or_create(&l).set(p.db_sold);
-            self.in_flight_units.get_or_create(&l).set(p.in_flight);
-            self.orphaned_units.get_or_create(&l).set(p.orphaned);
-            self.unledgered_units.get_or_create(&l).set(p.unledgered);
-            if let Some(d) = p.drift {
-                self.drift_units.get_or_create(&l).set(d);
-            }
-            self.paused.get_or_create(&l).set(i64::from(p.paused));
-            self.product_state
-                .get_or_create(&StateLabels {
-                    activity: l.activity,
-                    product: l.product,
-                    state: p.state.as_str().to_string(),
-                })
-                .set(1);
+        if let Ok(mut p) = self.products.lock() {
+            p.report(&r.activity, &r.products);
         }
         let mut counts: BTreeMap<(AlertKind, Severity), i64> =
             ALERT_KINDS.iter().map(|k| (*k, 0)).collect();
@@ -395,6 +288,9 @@ impl Metrics {
 
     /// One activity's poll failed with `e` after `secs`.
     pub fn failed(&self, activity: &str, e: &Error, secs: f64) {
+        if let Ok(mut p) = self.products.lock() {
+            p.failed(activity);
+        }
         self.count_error(e);
         self.note(activity);
         self.poll_duration
@@ -424,7 +320,11 @@ impl Metrics {
     pub fn encode(&self) -> String {
         let mut out = String::new();
         // Writing into a String cannot fail.
-        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        let _ = prometheus_client::encoding::text::encode_registry(&mut out, &self.registry);
+        if let Ok(p) = self.products.lock() {
+            p.encode(&mut out);
+        }
+        out.push_str("# EOF\n");
         out
     }
 }
