@@ -366,6 +366,36 @@ impl Watchlist {
         }
     }
 
+    /// What Redis pushed since the last read, the watch opened first if need be (None: the
+    /// pushes are off, refused or lost). By key up to the budget on one primary, else by the
+    /// activity's prefix ([`QuietOptions::track_keys_max`]).
+    async fn sync(
+        &mut self,
+        redis: &RedisStore,
+        products: usize,
+        (key_prefix, activity): (&str, &str),
+    ) -> Option<Changes> {
+        if !self.opts.track {
+            return None;
+        }
+        let mode = if !redis.is_cluster()
+            && products.saturating_mul(KEYS_A_PRODUCT) <= self.opts.track_keys_max
+        {
+            Mode::Keys
+        } else {
+            Mode::Prefix
+        };
+        // An activity grown past the budget (or back under it) watches anew: everything is
+        // read once, and registered again by key.
+        if self.feed.as_ref().is_some_and(|f| f.mode() != mode) {
+            self.feed = None;
+        }
+        self.feed
+            .get_or_insert_with(|| ChangeFeed::new(key_prefix, activity, mode))
+            .sync(redis)
+            .await
+    }
+
     /// The cuts of `wanted`, a page at a time with a rest after each when there are more than
     /// a page ([`QuietOptions::share_pct`]). Pushes asked for by key are registered for each
     /// page just before it is read.
@@ -422,26 +452,7 @@ impl Watchlist {
         self.tracked_at = None;
         // The pushes are asked for before anything is read: a write after this is named by
         // a later sync, whatever this read finds.
-        let pushed = if self.opts.track {
-            let mode = if !redis.is_cluster()
-                && ids.len().saturating_mul(KEYS_A_PRODUCT) <= self.opts.track_keys_max
-            {
-                Mode::Keys
-            } else {
-                Mode::Prefix
-            };
-            // An activity grown past the budget (or back under it) watches anew: everything
-            // is read once, and registered again by key.
-            if self.feed.as_ref().is_some_and(|f| f.mode() != mode) {
-                self.feed = None;
-            }
-            let feed = self
-                .feed
-                .get_or_insert_with(|| ChangeFeed::new(key_prefix, activity, mode));
-            feed.sync(redis).await
-        } else {
-            None
-        };
+        let pushed = self.sync(redis, ids.len(), (key_prefix, activity)).await;
         let synced = Instant::now();
         let start = connections(redis);
         let everything = matches!(pushed, Some(Changes::Everything));
