@@ -80,27 +80,37 @@ impl Glance {
 
     /// Counts the products' alerts at their cuts (quiet products at their last cut).
     pub async fn read(&mut self, redis: &RedisStore, db: &Db, keys: &KeySpace) -> Result<Counts> {
-        let (mut products, pkeys) = self.rows.current(db, &self.activity, keys).await?;
-        let ids: Vec<&str> = products.iter().map(|p| p.product_id.as_str()).collect();
+        self.rows.current(db, &self.activity, keys).await?;
+        let ids: Vec<&str> = self
+            .rows
+            .products()
+            .iter()
+            .map(|p| p.product_id.as_str())
+            .collect();
         // The glance holds nothing but the cuts themselves: every last cut carries on.
-        let cuts = self
+        let read = self
             .watch
             .read(
                 redis,
-                (&ids, &pkeys),
+                (&ids, self.rows.keys(), self.rows.generation()),
                 (keys.prefix(), self.activity.as_str()),
                 |_| true,
             )
             .await
             .map_err(|e| redis.error(&e))?;
-        self.rows
-            .moved(db, &self.activity, self.watch.moved(), &mut products)
-            .await?;
+        drop(read);
+        let moved = self.watch.moved().to_vec();
+        self.rows.moved(db, &self.activity, &moved).await?;
+        let products = self.rows.products();
         let mut counts = Counts {
             products: products.len(),
             ..Counts::default()
         };
-        for (p, c) in products.iter().zip(&cuts) {
+        for (i, p) in products.iter().enumerate() {
+            // Every product has a cut now: read whole, or its last one standing.
+            let Some(c) = self.watch.last_cut(i) else {
+                continue;
+            };
             let offset = c.offset(p.initial_stock);
             let bad = match c.stock.value() {
                 None => true,

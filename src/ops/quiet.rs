@@ -37,6 +37,7 @@
 
 use super::progress::SettleGauge;
 use crate::domain::events::EventId;
+use crate::domain::rid_hash::RidMap;
 use crate::domain::stock::StockValue;
 use crate::redis::changes::{ChangeFeed, Changes, Mode};
 use crate::redis::cut::{self, Clocks, KeysPresent, ProductCut};
@@ -126,16 +127,102 @@ pub struct QuietCost {
     pub tracked: bool,
 }
 
-/// The last whole cut of a product and how long it has been quiet.
-#[derive(Clone, Debug)]
-struct Known {
-    cut: ProductCut,
+/// How long a product has been quiet and when it is read whole next (its last whole cut is
+/// kept beside it, apart: a refresh that plans every product reads only these).
+#[derive(Clone, Copy, Debug)]
+struct Brief {
     /// The refresh that last saw it move.
     moved_at: u64,
     /// When it was last read whole (see [`Watchlist::turn`]).
     whole_at: Instant,
     /// Its turn: which refreshes ask it, and when its whole read falls due.
     lane: u64,
+    /// When its next whole read falls due, with Redis's pushes and without them (worked out
+    /// once per whole read: two 128-bit divisions per product every refresh were a fifth of
+    /// a live view's CPU at 100,000 quiet products).
+    due: (Instant, Instant),
+    /// Its last cut was settled ([`settled`]) and had no key ([`absent`]).
+    settled: bool,
+    absent: bool,
+}
+
+/// Every product's last whole cut and its [`Brief`], in the order of the caller's list of
+/// products (looked up by id for each product at every refresh, in a map of 100,000 cuts, they
+/// cost a cache miss or two each: most of a quiet refresh).
+#[derive(Debug, Default)]
+struct Known {
+    /// The caller's generation of the list these stand in the order of.
+    generation: Option<u64>,
+    index: RidMap<usize>,
+    brief: Vec<Option<Brief>>,
+    cuts: Vec<Option<ProductCut>>,
+    count: usize,
+}
+
+impl Known {
+    /// Puts what is known in the order of `ids` (only when the list changed): products taken
+    /// out are forgotten.
+    fn align(&mut self, ids: &[&str], generation: u64) {
+        let n = ids.len();
+        let same = self.generation == Some(generation)
+            && self.brief.len() == n
+            && [0, n / 2, n.saturating_sub(1)]
+                .into_iter()
+                .filter(|&i| i < n)
+                .all(|i| self.index.get(ids[i]) == Some(&i));
+        if same {
+            return;
+        }
+        let mut brief = vec![None; n];
+        let mut cuts = vec![None; n];
+        let mut index = RidMap::default();
+        let mut count = 0;
+        for (i, id) in ids.iter().enumerate() {
+            if let Some(&j) = self.index.get(*id)
+                && let Some(c) = self.cuts.get_mut(j).and_then(Option::take)
+            {
+                brief[i] = self.brief.get(j).copied().flatten();
+                cuts[i] = Some(c);
+                count += 1;
+            }
+            index.insert(id.to_string(), i);
+        }
+        *self = Known {
+            generation: Some(generation),
+            index,
+            brief,
+            cuts,
+            count,
+        };
+    }
+
+    fn clear(&mut self) {
+        self.brief.iter_mut().for_each(|b| *b = None);
+        self.cuts.iter_mut().for_each(|c| *c = None);
+        self.count = 0;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    fn cut(&self, i: usize) -> Option<&ProductCut> {
+        self.cuts.get(i)?.as_ref()
+    }
+
+    fn brief(&self, i: usize) -> Option<&Brief> {
+        self.brief.get(i)?.as_ref()
+    }
+
+    fn insert(&mut self, i: usize, brief: Brief, cut: ProductCut) {
+        if let (Some(b), Some(c)) = (self.brief.get_mut(i), self.cuts.get_mut(i)) {
+            if c.is_none() {
+                self.count += 1;
+            }
+            *b = Some(brief);
+            *c = Some(cut);
+        }
+    }
 }
 
 /// What one refresh does with a product.
@@ -150,7 +237,7 @@ enum Plan {
 #[derive(Debug)]
 pub struct Watchlist {
     opts: QuietOptions,
-    known: crate::domain::rid_hash::RidMap<Known>,
+    known: Known,
     refresh: u64,
     /// The primaries at the end of the last read and how many connections each had opened:
     /// another set (a failover, a reshard) or a connection opened again (a restart, perhaps
@@ -171,6 +258,9 @@ pub struct Watchlist {
     tracked_at: Option<Instant>,
     /// Where a read of many products says how far it is.
     gauge: SettleGauge,
+    /// Each node's clock at the last read, for the products it did not read whole (None:
+    /// it read every product whole).
+    clocks: Option<Clocks>,
 }
 
 /// Each primary and how many connections it has opened so far.
@@ -258,6 +348,7 @@ impl Watchlist {
             feed: None,
             tracked_at: None,
             gauge: SettleGauge::default(),
+            clocks: None,
         }
     }
 
@@ -310,7 +401,9 @@ impl Watchlist {
             return (!self.known.is_empty()).then(|| now.saturating_duration_since(at));
         }
         self.known
-            .values()
+            .brief
+            .iter()
+            .flatten()
             .map(|k| now.saturating_duration_since(k.whole_at))
             .max()
     }
@@ -326,33 +419,39 @@ impl Watchlist {
         (since + u128::from(lane) % period) / period
     }
 
+    /// When a product of `lane` read whole at `at` falls due again: the start of its next
+    /// period ([`Watchlist::turn`] of that instant is one more than `at`'s).
+    fn due_after(&self, at: Instant, lane: u64, every: Duration) -> Instant {
+        let period = every.as_millis().max(1);
+        let next = (self.turn(at, lane, every) + 1) * period - u128::from(lane) % period;
+        let next = Duration::from_millis(u64::try_from(next).unwrap_or(u64::MAX));
+        // Far beyond any refresh where the sum does not fit an instant.
+        self.base
+            .checked_add(next)
+            .unwrap_or_else(|| at + Duration::from_secs(365 * 86_400))
+    }
+
     /// What this refresh does with a product; `pushed`: the products Redis said moved, when
     /// it said so.
-    fn plan(
-        &self,
-        id: &str,
-        carried: bool,
-        now: Instant,
-        pushed: Option<&HashSet<String>>,
-    ) -> Plan {
-        let Some(k) = self.known.get(id).filter(|_| carried) else {
+    fn plan(&self, i: usize, carried: bool, now: Instant, pushed: Option<&[bool]>) -> Plan {
+        if !carried {
+            return Plan::Whole;
+        }
+        let Some(k) = self.known.brief(i) else {
             return Plan::Whole;
         };
         if let Some(moved) = pushed {
             // Redis names every key written, deleted, expired or evicted: one it did not name
             // stands as last read, whatever its cut showed.
-            let every = self.opts.full_every_tracked;
-            let due = self.turn(k.whole_at, k.lane, every) < self.turn(now, k.lane, every);
-            return if due || moved.contains(id) {
+            return if now >= k.due.0 || moved.get(i).copied().unwrap_or(true) {
                 Plan::Whole
             } else {
                 Plan::Rest
             };
         }
         let quiet_for = self.refresh.saturating_sub(k.moved_at);
-        let every = self.opts.full_every;
-        let due = self.turn(k.whole_at, k.lane, every) < self.turn(now, k.lane, every);
-        if quiet_for <= self.opts.hot || due || !settled(&k.cut) {
+        let due = now >= k.due.1;
+        if quiet_for <= self.opts.hot || due || !k.settled {
             Plan::Whole
         } else if quiet_for <= self.opts.slow_after
             || self
@@ -437,16 +536,50 @@ impl Watchlist {
         Ok(out)
     }
 
-    /// The cut of every product for this refresh: `carried(id)` says whether the caller
-    /// holds books standing at the product's last cut (without them a product is read whole).
+    /// The last cut of product `ids[i]` of the last read, as it was read (at that read's
+    /// instant).
+    pub fn last_cut(&self, i: usize) -> Option<&ProductCut> {
+        self.known.cut(i)
+    }
+
+    /// Redis's clock at the last read (the latest node's; the local clock where TIME is
+    /// refused), when it read some products not whole.
+    pub fn clock_ms(&self) -> Option<i64> {
+        self.clocks.as_ref().map(Clocks::latest)
+    }
+
+    /// The last cut of product `ids[i]` of the last read (of `keys`) at this refresh's
+    /// instant: a product the last read did not read whole stands as it was then, now. None:
+    /// never read.
+    pub fn cut_now(&self, redis: &RedisStore, i: usize, keys: &ProductKeys) -> Option<ProductCut> {
+        let mut c = self.known.cut(i)?.clone();
+        if let Some(clocks) = &self.clocks {
+            // Shown as last read, but judged now: a deduction in flight at that read is
+            // orphaned once the grace window has passed on Redis's clock, whether or not this
+            // refresh asked the stream (judged at the read's instant, a resting product's
+            // orphans read 0 four refreshes in five).
+            c.now_ms = clocks.of(redis, keys).max(c.now_ms);
+        }
+        Some(c)
+    }
+
+    /// Reads the products that moved or fall due whole, and returns their indices in `ids`,
+    /// in order: their cuts are [`Watchlist::last_cut`] now; every other product stands as its
+    /// last cut ([`Watchlist::cut_now`]; asked or resting, nothing moved it).
+    /// `carried(i)` says whether the caller holds books standing at product `ids[i]`'s last cut
+    /// (without them a product is read whole). Nothing is copied: a copy of every product's
+    /// cut each refresh was 40 MB at 100,000 products.
     pub async fn read(
         &mut self,
         redis: &RedisStore,
-        (ids, keys): (&[&str], &[ProductKeys]),
+        (ids, keys, generation): (&[&str], &[ProductKeys], u64),
         (key_prefix, activity): (&str, &str),
-        carried: impl Fn(&str) -> bool,
-    ) -> RedisResult<Vec<ProductCut>> {
+        carried: impl Fn(usize) -> bool,
+    ) -> RedisResult<Vec<usize>> {
+        // Products taken out of the activity are forgotten (only when the list changed).
+        self.known.align(ids, generation);
         self.refresh += 1;
+        self.clocks = None;
         self.cost = QuietCost::default();
         self.moved.clear();
         self.tracked_at = None;
@@ -463,34 +596,36 @@ impl Watchlist {
         if (recut && !told) || everything {
             self.known.clear();
         }
-        let pushed = match pushed {
-            Some(Changes::Moved(m)) => Some(m),
-            Some(Changes::Everything) => Some(HashSet::new()),
+        // What Redis named, by the products' place in the list.
+        let pushed: Option<Vec<bool>> = match pushed {
+            Some(Changes::Moved(m)) => {
+                let mut at = vec![false; ids.len()];
+                for id in &m {
+                    if let Some(&i) = self.known.index.get(id.as_str()) {
+                        at[i] = true;
+                    }
+                }
+                Some(at)
+            }
+            Some(Changes::Everything) => Some(vec![false; ids.len()]),
             None => None,
         };
-        // Products taken out of the activity are forgotten (only then is the check paid: the
-        // same products each refresh leave `known` no larger than `ids`).
-        if self.known.len() > ids.len() {
-            let now_listed: std::collections::HashSet<&str> = ids.iter().copied().collect();
-            self.known.retain(|id, _| now_listed.contains(id.as_str()));
-        }
         self.anew = self.refresh > 1 && self.known.is_empty();
         let now = Instant::now();
-        let mut plans: Vec<Plan> = ids
-            .iter()
-            .map(|id| self.plan(id, carried(id), now, pushed.as_ref()))
+        let mut plans: Vec<Plan> = (0..ids.len())
+            .map(|i| self.plan(i, carried(i), now, pushed.as_deref()))
             .collect();
 
         // Asked products are settled: a sound one's stream is asked for an event after its
         // last cut's position, one without keys whether any appeared.
         let (bare, streamed): (Vec<usize>, Vec<usize>) = (0..ids.len())
             .filter(|&i| plans[i] == Plan::Ask)
-            .partition(|&i| self.known.get(ids[i]).is_some_and(|k| absent(&k.cut)));
+            .partition(|&i| self.known.brief(i).is_some_and(|k| k.absent));
         if !streamed.is_empty() {
             let asks: Vec<(&ProductKeys, EventId)> = streamed
                 .iter()
                 .map(|&i| {
-                    let at = self.known.get(ids[i]).and_then(|k| k.cut.position);
+                    let at = self.known.cut(i).and_then(|c| c.position);
                     (&keys[i], at.unwrap_or(EventId::ZERO))
                 })
                 .collect();
@@ -522,7 +657,7 @@ impl Watchlist {
         let fresh = self.read_paced(redis, &wanted, registering).await;
         self.feed = feed;
         let fresh = fresh?;
-        let clocks = if whole.len() < ids.len() {
+        self.clocks = if whole.len() < ids.len() {
             Some(Clocks::read(redis).await)
         } else {
             None
@@ -539,15 +674,14 @@ impl Watchlist {
         }
         self.primaries = end;
 
-        let mut out: Vec<Option<ProductCut>> = vec![None; ids.len()];
         for (&i, c) in whole.iter().zip(fresh) {
             let lane = BuildHasherDefault::<DefaultHasher>::default().hash_one(ids[i]);
-            let before = self.known.get(ids[i]);
-            let moved = before.is_none_or(|k| !same(&k.cut, &c));
+            let before = self.known.cut(i);
+            let moved = before.is_none_or(|k| !same(k, &c));
             if moved && before.is_some() {
                 self.moved.push(ids[i].to_string());
             }
-            if before.is_some_and(|k| outside_the_scripts(&k.cut, &c)) {
+            if before.is_some_and(|k| outside_the_scripts(k, &c)) {
                 // Something wrote outside the scripts (a FLUSHALL, a DEL, an eviction, a
                 // restart from an older snapshot): the products not read whole this refresh
                 // may have met it too, so the next refresh reads every one (after a FLUSHALL
@@ -557,55 +691,34 @@ impl Watchlist {
                     self.recut = true;
                 }
             }
-            let moved_at = match before {
+            let moved_at = match self.known.brief(i) {
                 Some(k) if !moved && settled(&c) => k.moved_at,
                 _ => self.refresh,
             };
             let whole_at = now;
-            self.known.insert(
-                ids[i].to_string(),
-                Known {
-                    cut: c.clone(),
-                    moved_at,
-                    whole_at,
-                    lane,
-                },
+            let due = (
+                self.due_after(whole_at, lane, self.opts.full_every_tracked),
+                self.due_after(whole_at, lane, self.opts.full_every),
             );
-            out[i] = Some(c);
+            let brief = Brief {
+                moved_at,
+                whole_at,
+                lane,
+                due,
+                settled: settled(&c),
+                absent: absent(&c),
+            };
+            self.known.insert(i, brief, c);
         }
         self.cost.whole = whole.len() as u64;
-        for (i, plan) in plans.iter().enumerate() {
-            let Some(k) = self.known.get(ids[i]) else {
-                continue;
-            };
+        for plan in &plans {
             match plan {
                 Plan::Whole => {}
-                Plan::Ask => {
-                    // No script wrote since the cut: the product stands as it did, now.
-                    let mut c = k.cut.clone();
-                    if let Some(clocks) = &clocks {
-                        c.now_ms = clocks.of(redis, &keys[i]).max(c.now_ms);
-                    }
-                    self.cost.asked += 1;
-                    out[i] = Some(c);
-                }
-                Plan::Rest => {
-                    // Shown as last read, but judged now: a deduction in flight at that read
-                    // is orphaned once the grace window has passed on Redis's clock, whether
-                    // or not this refresh asked the stream (judged at the read's instant, a
-                    // resting product's orphans read 0 four refreshes in five).
-                    let mut c = k.cut.clone();
-                    if let Some(clocks) = &clocks {
-                        c.now_ms = clocks.of(redis, &keys[i]).max(c.now_ms);
-                    }
-                    self.cost.resting += 1;
-                    out[i] = Some(c);
-                }
+                Plan::Ask => self.cost.asked += 1,
+                Plan::Rest => self.cost.resting += 1,
             }
         }
-        out.into_iter().collect::<Option<Vec<_>>>().ok_or_else(|| {
-            redis::RedisError::from((redis::ErrorKind::Client, "a product was left without a cut"))
-        })
+        Ok(whole)
     }
 }
 

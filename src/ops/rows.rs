@@ -28,46 +28,80 @@ struct Rows {
 
 /// An activity's product rows and their keys, kept between refreshes.
 #[derive(Debug, Default)]
-pub struct KeptRows(Option<Rows>);
+pub struct KeptRows(Option<Rows>, u64);
 
 impl KeptRows {
-    /// The rows for this refresh, with their keys in the same order: the kept ones while they
-    /// are younger than [`ROWS_EVERY`], else every row read again.
+    /// Makes the rows current for this refresh: the kept ones while they are younger than
+    /// [`ROWS_EVERY`], else every row read again. Returns None when the kept rows stand, else
+    /// the indices of the rows that differ from the kept ones (every row on the first read
+    /// or when the list of products changed).
     pub async fn current(
         &mut self,
         db: &Db,
         activity: &ActivityId,
         keys: &KeySpace,
-    ) -> Result<(Vec<Product>, Vec<ProductKeys>)> {
+    ) -> Result<Option<Vec<usize>>> {
         if let Some(r) = &mut self.0
             && r.at.elapsed() < ROWS_EVERY
         {
             r.kept = true;
-            return Ok((r.products.clone(), r.keys.clone()));
+            return Ok(None);
         }
         let products = activities::products(db, activity).await?;
-        let pkeys: Vec<ProductKeys> = products
-            .iter()
-            .map(|p| keys.product(activity, &p.product_id))
-            .collect();
+        let changed: Vec<usize> = match &self.0 {
+            Some(r)
+                if r.products.len() == products.len()
+                    && r.products
+                        .iter()
+                        .zip(&products)
+                        .all(|(a, b)| a.product_id == b.product_id) =>
+            {
+                (0..products.len())
+                    .filter(|&i| r.products[i] != products[i])
+                    .collect()
+            }
+            _ => {
+                // Another list (or the first): what was kept in its order is not.
+                self.1 += 1;
+                (0..products.len()).collect()
+            }
+        };
+        let pkeys: Vec<ProductKeys> = match self.0.take() {
+            // The same products: their keys are the same too.
+            Some(r) if changed.len() < products.len() || products.is_empty() => r.keys,
+            _ => products
+                .iter()
+                .map(|p| keys.product(activity, &p.product_id))
+                .collect(),
+        };
         self.0 = Some(Rows {
-            products: products.clone(),
-            keys: pkeys.clone(),
+            products,
+            keys: pkeys,
             at: Instant::now(),
             kept: false,
         });
-        Ok((products, pkeys))
+        Ok(Some(changed))
     }
 
-    /// Reads again the rows of the products whose cut `moved` at this refresh, into `products`
-    /// and the kept rows (kept rows only: rows read whole just now are current).
-    pub async fn moved(
-        &mut self,
-        db: &Db,
-        activity: &ActivityId,
-        moved: &[String],
-        products: &mut [Product],
-    ) -> Result<()> {
+    /// Which list of products the rows are (it changes when products are added, taken out
+    /// or ordered otherwise; a row read again in place keeps it).
+    pub fn generation(&self) -> u64 {
+        self.1
+    }
+
+    /// The rows made current by [`KeptRows::current`] (none before it).
+    pub fn products(&self) -> &[Product] {
+        self.0.as_ref().map_or(&[], |r| r.products.as_slice())
+    }
+
+    /// Their keys, in the same order.
+    pub fn keys(&self) -> &[ProductKeys] {
+        self.0.as_ref().map_or(&[], |r| r.keys.as_slice())
+    }
+
+    /// Reads again the rows of the products whose cut `moved` at this refresh (kept rows
+    /// only: rows read whole just now are current).
+    pub async fn moved(&mut self, db: &Db, activity: &ActivityId, moved: &[String]) -> Result<()> {
         let Some(rows) = &mut self.0 else {
             return Ok(());
         };
@@ -75,18 +109,13 @@ impl KeptRows {
             return Ok(());
         }
         let fresh = activities::products_by_ids(db, activity, moved).await?;
-        rows.take(fresh, products);
+        rows.take(fresh);
         Ok(())
     }
 
-    /// Reads every row again into `products` and the kept rows, when this refresh used kept
-    /// ones: a reader that forgot its cuts cannot tell which products moved.
-    pub async fn all_moved(
-        &mut self,
-        db: &Db,
-        activity: &ActivityId,
-        products: &mut [Product],
-    ) -> Result<()> {
+    /// Reads every row again, when this refresh used kept ones: a reader that forgot its cuts
+    /// cannot tell which products moved.
+    pub async fn all_moved(&mut self, db: &Db, activity: &ActivityId) -> Result<()> {
         let Some(rows) = &mut self.0 else {
             return Ok(());
         };
@@ -94,21 +123,21 @@ impl KeptRows {
             return Ok(());
         }
         let fresh = activities::products(db, activity).await?;
-        rows.take(fresh, products);
+        rows.take(fresh);
         Ok(())
     }
 }
 
 impl Rows {
-    /// Puts the `fresh` rows in place of their products' rows, here and in `products`.
-    fn take(&mut self, fresh: Vec<Product>, products: &mut [Product]) {
-        let fresh: HashMap<String, Product> = fresh
+    /// Puts the `fresh` rows in place of their products' rows.
+    fn take(&mut self, fresh: Vec<Product>) {
+        let mut fresh: HashMap<String, Product> = fresh
             .into_iter()
             .map(|p| (p.product_id.as_str().to_string(), p))
             .collect();
-        for p in products.iter_mut().chain(self.products.iter_mut()) {
-            if let Some(row) = fresh.get(p.product_id.as_str()) {
-                *p = row.clone();
+        for p in &mut self.products {
+            if let Some(row) = fresh.remove(p.product_id.as_str()) {
+                *p = row;
             }
         }
     }

@@ -2,7 +2,7 @@
 //! alerts for the activity.
 
 use super::health;
-use super::snapshot::{self, Scope, Snapshot};
+use super::snapshot::{self, Reading, Scope};
 use super::tracker::Tracker;
 use crate::db::{Db, compensation, outbox};
 use crate::domain::alerts::{self, Alert, AlertKind, QueueSummary};
@@ -126,7 +126,7 @@ pub async fn status(
     let outbox = outbox::summary(db, activity).await?;
     let nodes = health::redis_nodes(redis).await;
     let mut report = build(
-        snap,
+        Reading::of(snap),
         compensation,
         outbox,
         (&nodes, Some((&evicted_at_start, true))),
@@ -171,7 +171,7 @@ pub async fn status_tracked(
 }
 
 /// The alerts of the migrating slots that hold products of the sale.
-fn slot_alerts(snap: &Snapshot, nodes: &[health::NodeHealth]) -> Vec<crate::domain::alerts::Alert> {
+fn slot_alerts(r: &Reading, nodes: &[health::NodeHealth]) -> Vec<crate::domain::alerts::Alert> {
     let moving: Vec<&crate::domain::migration::Migration> =
         nodes.iter().flat_map(|n| &n.migrating).collect();
     if moving.is_empty() {
@@ -180,37 +180,37 @@ fn slot_alerts(snap: &Snapshot, nodes: &[health::NodeHealth]) -> Vec<crate::doma
     moving
         .into_iter()
         .filter_map(|m| {
-            let inside: Vec<&str> = snap
-                .products
+            let inside: Vec<&str> = r
+                .statuses
                 .iter()
-                .filter(|v| crate::redis::slots::key_slot(v.keys.stock.as_bytes()) == m.slot)
-                .map(|v| v.product.product_id.as_str())
+                .zip(r.slots.iter())
+                .filter(|(_, slot)| **slot == m.slot)
+                .map(|(s, _)| s.product.as_str())
                 .collect();
             crate::domain::migration::slot_alert(m, &inside)
         })
         .collect()
 }
 
-/// Assembles the report from what was read (pure). Takes the snapshot whole: each product's
+/// Assembles the report from what was read (pure). Takes the reading whole: each product's
 /// status is moved into the report, not copied (100,000 copies a poll were a visible share of
 /// the live view's CPU).
 pub fn build(
-    snap: Snapshot,
+    snap: Reading,
     compensation: QueueSummary,
     outbox: QueueSummary,
     (nodes, evicted_before): (&[health::NodeHealth], EvictedBefore<'_>),
     opts: &StatusOptions,
 ) -> StatusReport {
     let slots = slot_alerts(&snap, nodes);
-    let Snapshot {
+    let Reading {
         activity,
-        products,
+        statuses: products,
         taken_at,
         skew_ms,
         keys_age,
         ..
     } = snap;
-    let products: Vec<ProductStatus> = products.into_iter().map(|v| v.status).collect();
     let phase = activity.phase(taken_at);
     let mut alerts = alerts::product_alerts(&products);
     if phase == Phase::Cancelled {

@@ -474,6 +474,7 @@ fn streams_named(v: &Value) -> std::collections::HashSet<Vec<u8>> {
 }
 
 /// Each primary's clock (TIME), for cuts carried over from an earlier read.
+#[derive(Debug)]
 pub struct Clocks {
     local: i64,
     nodes: HashMap<String, i64>,
@@ -485,6 +486,11 @@ impl Clocks {
             local: chrono::Utc::now().timestamp_millis(),
             nodes: node_clocks(redis).await,
         }
+    }
+
+    /// The latest node's clock (the local clock where no node told its time).
+    pub fn latest(&self) -> i64 {
+        self.nodes.values().copied().max().unwrap_or(self.local)
     }
 
     /// Redis's clock on the node of `k`'s product (the local clock where TIME is refused).

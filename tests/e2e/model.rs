@@ -25,7 +25,7 @@ use seckill_console::ops::fix::{FixOptions, fix};
 use seckill_console::ops::preheat::{PreheatOptions, preheat};
 use seckill_console::ops::progress::Silent;
 use seckill_console::ops::quiet::QuietOptions;
-use seckill_console::ops::snapshot::{self, Interleave, Scope, Snapshot, Stage};
+use seckill_console::ops::snapshot::{self, Interleave, Reading, Scope, Stage};
 use seckill_console::ops::tracker::{Tracker, TrackerOptions};
 use seckill_console::redis::stock::{Deducted, deduct, restore};
 use seckill_console::redis::{KeySpace, RedisStore};
@@ -415,27 +415,28 @@ fn recompute(
     f
 }
 
-fn shown(snap: &Snapshot, product: &str) -> (Figures, i64) {
-    let v = snap
-        .products
+fn shown(snap: &Reading, product: &str) -> (Figures, i64) {
+    let i = snap
+        .statuses
         .iter()
-        .find(|v| v.product.product_id.as_str() == product)
+        .position(|s| s.product == product)
         .expect("product in the snapshot");
+    let v = &snap.statuses[i];
     (
         Figures {
-            db_sold: v.status.db_sold,
-            in_flight: v.status.in_flight,
-            orphaned: v.status.orphaned,
-            unledgered: v.status.unledgered,
-            drift: v.status.drift,
+            db_sold: v.db_sold,
+            in_flight: v.in_flight,
+            orphaned: v.orphaned,
+            unledgered: v.unledgered,
+            drift: v.drift,
         },
-        v.cut.now_ms,
+        snap.cut_ms[i],
     )
 }
 
 fn compare(
     what: &str,
-    snap: &Snapshot,
+    snap: &Reading,
     dumps: (&RedisDump, &DbDump),
     after_cut: &HashSet<String>,
     grace_ms: i64,
@@ -445,15 +446,6 @@ fn compare(
         let (seen, now_ms) = shown(snap, p);
         let want = recompute(p, initial, dumps, after_cut, now_ms, grace_ms);
         if seen != want {
-            let v = snap
-                .products
-                .iter()
-                .find(|v| v.product.product_id.as_str() == p)
-                .expect("product");
-            let mut unledgered: Vec<&String> = v.books.unledgered.keys().collect();
-            unledgered.sort();
-            let mut unbacked: Vec<&String> = v.books.unbacked.keys().collect();
-            unbacked.sort();
             let expected = unledgered_requests(p, dumps, after_cut);
             let (at_cut, orders) = dumps;
             let mut expected_unbacked: Vec<&String> = at_cut[p]
@@ -465,7 +457,7 @@ fn compare(
                 .collect();
             expected_unbacked.sort();
             panic!(
-                "{what}, product {p}: the console's figures differ from the recomputation\n console {seen:?}\n history {want:?}\n console unledgered {unledgered:?}\n history unledgered {expected:?}\n console unbacked {unbacked:?}\n history unbacked {expected_unbacked:?}\nhistory:\n{}",
+                "{what}, product {p}: the console's figures differ from the recomputation\n console {seen:?}\n history {want:?}\n history unledgered {expected:?}\n history unbacked {expected_unbacked:?}\nhistory:\n{}",
                 log.join("\n")
             );
         }
@@ -661,7 +653,7 @@ async fn case(topo: &Topo, seed: u64, grace: Duration) {
             };
             compare(
                 &format!("{label} step {step} snapshot"),
-                &snap,
+                &Reading::of(snap),
                 (r, o),
                 &w.after_cut,
                 grace_ms,

@@ -17,7 +17,7 @@ use seckill_console::ops::pause::set_paused;
 use seckill_console::ops::preheat::preheat;
 use seckill_console::ops::progress::Silent;
 use seckill_console::ops::quiet::QuietOptions;
-use seckill_console::ops::snapshot::Snapshot;
+use seckill_console::ops::snapshot::Reading;
 use seckill_console::ops::tracker::{Tracker, TrackerOptions};
 use seckill_console::redis::{KeySpace, RedisStore};
 use std::collections::HashMap;
@@ -49,11 +49,9 @@ async fn reset_stats(store: &RedisStore) {
     }
 }
 
-fn product(snap: &Snapshot, id: &str) -> seckill_console::domain::stock::ProductStatus {
-    snap.products
-        .iter()
-        .find(|v| v.product.product_id.as_str() == id)
-        .map(|v| v.status.clone())
+fn product(snap: &Reading, id: &str) -> seckill_console::domain::stock::ProductStatus {
+    snap.status(id)
+        .cloned()
         .unwrap_or_else(|| panic!("{id} not in the snapshot"))
 }
 
@@ -126,7 +124,7 @@ impl Sale {
         Tracker::new(self.id.clone(), opts)
     }
 
-    async fn refresh(&self, t: &mut Tracker) -> Snapshot {
+    async fn refresh(&self, t: &mut Tracker) -> Reading {
         t.refresh(&self.store, &self.db, &self.keys)
             .await
             .expect("refresh")
@@ -168,7 +166,7 @@ async fn quiet_products_cost_a_share_of_an_xread(topo: Topo) {
         assert_eq!(xreads, 1, "one XREAD for every asked product: {c:?}");
     }
     assert!(
-        snap.products.iter().all(|v| v.status.state == State::Ok),
+        snap.statuses.iter().all(|v| v.state == State::Ok),
         "a preheated, quiet activity is ok"
     );
 
@@ -296,7 +294,7 @@ async fn quiet_products_cost_nothing_when_redis_says_what_moved(topo: Topo, by_k
         assert_eq!((q.whole, q.asked), (0, 0), "{q:?}");
         assert_eq!(q.resting, PRODUCTS as u64, "{q:?}");
         assert!(q.tracked, "{q:?}");
-        assert!(snap.products.iter().all(|v| v.status.state == State::Ok));
+        assert!(snap.statuses.iter().all(|v| v.state == State::Ok));
     }
     let c = calls(&sale.store).await;
     for read in [
@@ -368,14 +366,9 @@ async fn quiet_products_cost_nothing_when_redis_says_what_moved(topo: Topo, by_k
     let snap = sale.refresh(&mut t).await;
     assert_eq!(t.cost.quiet.whole, PRODUCTS as u64, "{:?}", t.cost);
     assert!(
-        snap.products
-            .iter()
-            .all(|v| v.status.state == State::Missing),
+        snap.statuses.iter().all(|v| v.state == State::Missing),
         "{:?}",
-        snap.products
-            .iter()
-            .map(|v| v.status.state)
-            .collect::<Vec<_>>()
+        snap.statuses.iter().map(|v| v.state).collect::<Vec<_>>()
     );
     sale.db.close().await;
 }
@@ -748,9 +741,7 @@ async fn products_without_keys_are_asked_whether_one_appeared(topo: Topo) {
         assert_eq!(exists, 1, "one EXISTS for every asked product: {c:?}");
     }
     assert!(
-        snap.products
-            .iter()
-            .all(|v| v.status.redis_remaining.is_none()),
+        snap.statuses.iter().all(|v| v.redis_remaining.is_none()),
         "nothing in Redis yet"
     );
 
@@ -776,9 +767,9 @@ async fn products_without_keys_are_asked_whether_one_appeared(topo: Topo) {
     for _ in 0..2 {
         let snap = sale.refresh(&mut t).await;
         shown = snap
-            .products
+            .statuses
             .iter()
-            .filter(|v| v.status.redis_remaining == Some(100) && v.status.state == State::Ok)
+            .filter(|v| v.redis_remaining == Some(100) && v.state == State::Ok)
             .count();
         if shown == PRODUCTS {
             break;
@@ -1007,7 +998,7 @@ async fn a_new_console_reads_whole_once(topo: Topo) {
             "refresh {n} read whole again: {:?}",
             t.cost
         );
-        assert!(snap.products.iter().all(|v| v.status.state == State::Ok));
+        assert!(snap.statuses.iter().all(|v| v.state == State::Ok));
     }
 
     // Every connection of the console dropped and opened again outside the tracker (a
@@ -1222,6 +1213,52 @@ async fn a_held_product_counts_an_order_stamped_inside_the_margin() {
         (live.state, live.db_sold),
         (fresh.state, fresh.db_sold),
         "live view {live:?}\nstatus {fresh:?}"
+    );
+    sale.db.close().await;
+}
+
+/// A product at rest costs a live refresh nothing (its books are not read, its status stands),
+/// until an order of its changes in the database alone: the feed of changed orders names it and
+/// the same refresh reads it, as a fresh `status` does.
+#[tokio::test(flavor = "multi_thread")]
+async fn products_at_rest_are_left_out_until_an_order_of_theirs_changes() {
+    let topo = Topo::standalone();
+    let tdb = crate::harness::TestDb::sqlite();
+    let sale = Sale::open(&topo, tdb.open().await, "rest1").await;
+    buy(&sale.store, &sale.db, &sale.name, "q03", "rest-r1", "u1", 1).await;
+    let mut opts = TrackerOptions::live(Duration::from_secs(3600), false);
+    // No sweep page: every product the refresh reads is one that something moved.
+    opts.sweep.products = 0;
+    let mut t = Tracker::new(sale.id.clone(), opts);
+    for _ in 0..3 {
+        sale.refresh(&mut t).await;
+    }
+    let snap = sale.refresh(&mut t).await;
+    assert_eq!(t.cost.books, 0, "a quiet refresh read books: {:?}", t.cost);
+    assert_eq!(snap.statuses.len(), PRODUCTS);
+    assert_eq!(product(&snap, "q03").db_sold, 1);
+    assert!(snap.statuses.iter().all(|s| s.state == State::Ok));
+
+    // The order ends in the database; nothing moves in Redis.
+    assert!(
+        seckill_console::db::orders::expire(&sale.db, "rest-r1")
+            .await
+            .expect("expire")
+    );
+    let live = product(&sale.refresh(&mut t).await, "q03");
+    assert_eq!(t.cost.books, 1, "only q03 is read: {:?}", t.cost);
+    let fresh = sale.status().await;
+    let fresh = fresh
+        .products
+        .iter()
+        .find(|p| p.product == "q03")
+        .expect("q03 in status")
+        .clone();
+    assert_eq!(live.db_sold, 0, "{live:?}");
+    assert_eq!(
+        (live.db_sold, live.in_flight, live.orphaned, live.state),
+        (fresh.db_sold, fresh.in_flight, fresh.orphaned, fresh.state),
+        "the live view and status differ: {live:?} / {fresh:?}"
     );
     sale.db.close().await;
 }

@@ -32,12 +32,15 @@ use super::integrity::{self, SweepBudget};
 use super::progress::SettleGauge;
 use super::quiet::{self, QuietCost, QuietOptions, Watchlist};
 use super::rows::KeptRows;
-use super::snapshot::{self, Cost, Interleave, ProductAtCut, Snapshot, Stage};
+use super::snapshot::{self, Cost, Interleave, ProductAtCut, Reading, Snapshot, Stage};
+
+mod live;
 use crate::db::cut::{self as db_cut, Change};
 use crate::db::{Db, Tx, activity as activities};
 use crate::domain::books::{Books, HashOf, MAX_BAD_ENTRIES, OrderState, stamp_to_redis};
 use crate::domain::events::{Event, EventId};
 use crate::domain::rid_hash::{RidMap, RidState};
+use crate::domain::stock::ProductStatus;
 use crate::domain::{ActivityId, Product};
 use crate::error::Result;
 use crate::redis::checkpoint::{self, Checkpoint, Digest, Feed};
@@ -46,7 +49,9 @@ use crate::redis::events::{self, PAGE};
 use crate::redis::ledger;
 use crate::redis::{KeySpace, ProductKeys, RedisStore};
 use chrono::{DateTime, TimeZone, Utc};
+use live::{Rested, Shown};
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Differences (unbacked deductions and unledgered orders) a checkpoint holds at most.
@@ -184,6 +189,9 @@ pub struct RefreshCost {
     pub settle: Cost,
     /// Products read whole, asked or left resting ([`super::quiet`]).
     pub quiet: QuietCost,
+    /// Products whose books the refresh read (a live refresh leaves out those at rest,
+    /// [`live`]).
+    pub books: u64,
 }
 
 /// One product's books and where the feed of changed orders continues for it.
@@ -200,6 +208,12 @@ struct Kept {
     /// settled again, as a fresh `status` reads it (5,000-case hunt, invariant 7: a false
     /// `corrupt` that a reconnect's start over hid, except under load).
     without_ledger: bool,
+    /// A refresh read the product since its last save: its checkpoint may be behind (a
+    /// product at rest is left out of a refresh only once its checkpoint holds its books).
+    dirty: bool,
+    /// The books' figures when the product last came to rest: read again (the sums, the
+    /// sweep) and found the same, they leave it clean.
+    rested: Option<Rested>,
 }
 
 /// The books of a product settled from scratch whose cut could not carry them (its counters or
@@ -349,6 +363,20 @@ pub struct Tracker {
     confirm_next: usize,
     /// The products of the last refresh, in order: books are dropped only when they change.
     listed: Vec<String>,
+    /// The live view's memory of what it showed, in the list's order (empty for a command's
+    /// one read): a product at rest that nothing moved is left out of a refresh.
+    shown: Vec<Option<Shown>>,
+    /// Products left out of this refresh, at rest (in the list's order).
+    asleep: Vec<bool>,
+    /// Each product's index in the list (the live view's; rebuilt when the list changes).
+    index: RidMap<usize>,
+    /// The hash slot of each product's keys, in the list's order.
+    slots: Arc<[u16]>,
+    /// How far the feed of changed orders was read for the products at rest: they share one
+    /// position, as every product read sees the same feed (a product that wakes takes it).
+    rest_feed: Option<Feed>,
+    /// Redis's clock at this refresh, earliest and latest node (ms), for `rest_feed`.
+    rest_clock: (i64, i64),
     clock: ClockSkew,
     /// What the last refresh read.
     pub cost: RefreshCost,
@@ -376,6 +404,12 @@ impl Tracker {
             sweep_next: usize::try_from(Utc::now().timestamp()).unwrap_or(0),
             confirm_next: 0,
             listed: Vec::new(),
+            shown: Vec::new(),
+            asleep: Vec::new(),
+            index: RidMap::default(),
+            slots: Arc::from(Vec::new()),
+            rest_feed: None,
+            rest_clock: (0, 0),
             clock: ClockSkew::default(),
             cost: RefreshCost::default(),
             evicted: HashMap::new(),
@@ -411,20 +445,21 @@ impl Tracker {
         self
     }
 
-    /// Reads what changed and returns the activity's state at a new cut.
+    /// Reads what changed and returns each product's status at a new cut.
     pub async fn refresh(
         &mut self,
         redis: &RedisStore,
         db: &Db,
         keys: &KeySpace,
-    ) -> Result<Snapshot> {
-        let (products, pkeys) = if self.watch.is_some() {
-            let (products, pkeys) = self.rows.current(db, &self.activity, keys).await?;
-            (products, Some(pkeys))
-        } else {
-            (activities::products(db, &self.activity).await?, None)
-        };
-        self.refresh_keyed(redis, db, keys, (products, pkeys)).await
+    ) -> Result<Reading> {
+        if self.watch.is_some() {
+            return self.refresh_live(redis, db, keys).await;
+        }
+        let products = activities::products(db, &self.activity).await?;
+        let snap = self
+            .refresh_keyed(redis, db, keys, (products, None))
+            .await?;
+        Ok(Reading::of(snap))
     }
 
     fn keys_of(&self, keys: &KeySpace, products: &[Product]) -> Vec<ProductKeys> {
@@ -442,31 +477,24 @@ impl Tracker {
             w.forget();
         }
         self.fed = FeedMemory::new(self.opts.count_margin);
+        self.shown.iter_mut().for_each(|s| *s = None);
+        self.asleep.iter_mut().for_each(|a| *a = false);
+        self.rest_feed = None;
     }
 
-    /// Reads again the rows of the products whose cut moved at this refresh ([`KeptRows`]).
-    async fn rows_moved(
-        &mut self,
-        db: &Db,
-        products: &mut [Product],
-        topups: &[String],
-    ) -> Result<()> {
-        match &self.watch {
-            Some(watch) if watch.anew() => self.rows.all_moved(db, &self.activity, products).await,
-            Some(watch) => {
-                // A product held between a top-up's two writes has its row read at every
-                // refresh: the database write comes after the step that moved the product, and
-                // a console that dies after it moves the product no more.
-                let mut moved: Vec<String> = watch.moved().to_vec();
-                for id in topups {
-                    if !moved.contains(id) {
-                        moved.push(id.clone());
-                    }
-                }
-                self.rows.moved(db, &self.activity, &moved, products).await
-            }
-            None => Ok(()),
+    /// Takes the list of products of this refresh: books of products taken out are dropped.
+    /// Only checked when the list changed (true then): a set of 100,000 ids built at every
+    /// refresh was a visible share of the live view's CPU.
+    fn relist(&mut self, ids: &[&str]) -> bool {
+        let same =
+            self.listed.len() == ids.len() && self.listed.iter().zip(ids).all(|(a, b)| a == b);
+        if same {
+            return false;
         }
+        let now: HashSet<&str> = ids.iter().copied().collect();
+        self.kept.retain(|id, _| now.contains(id.as_str()));
+        self.listed = ids.iter().map(|id| id.to_string()).collect();
+        true
     }
 
     /// [`Tracker::refresh`] of the given products of the activity (checked to exist by the
@@ -496,24 +524,7 @@ impl Tracker {
             Some(k) if k.len() == products.len() => k,
             _ => self.keys_of(keys, &products),
         };
-        let cuts = match &mut self.watch {
-            Some(watch) => {
-                let ids: Vec<&str> = products.iter().map(|p| p.product_id.as_str()).collect();
-                let kept = &self.kept;
-                let cuts = watch
-                    .read(
-                        redis,
-                        (&ids, &pkeys),
-                        (keys.prefix(), self.activity.as_str()),
-                        |id| kept.contains_key(id),
-                    )
-                    .await;
-                self.cost.quiet = watch.cost;
-                cuts
-            }
-            None => cut::read(redis, &pkeys).await,
-        }
-        .map_err(|e| {
+        let cuts = cut::read(redis, &pkeys).await.map_err(|e| {
             // Redis went away: it may come back restarted or failed over, its keys older than
             // the books (a failover that lost the last writes). Start over from the checkpoints,
             // as a fresh `status` does (chaos test, invariant 7).
@@ -521,21 +532,16 @@ impl Tracker {
             redis.error(&e)
         })?;
         self.opts.interleave.at(Stage::Cut).await;
-        let mut products = products;
-        let topups: Vec<String> = products
-            .iter()
-            .zip(&cuts)
-            .filter(|(_, c)| c.meta.topup.is_some())
-            .map(|(p, _)| p.product_id.to_string())
-            .collect();
-        self.rows_moved(db, &mut products, &topups).await?;
-        let items: Vec<ProductAtCut> = products
+        let ids: Vec<&str> = products.iter().map(|p| p.product_id.as_str()).collect();
+        self.relist(&ids);
+        drop(ids);
+        let mut items: Vec<ProductAtCut> = products
             .into_iter()
             .zip(pkeys)
             .zip(cuts)
             .map(|((product, keys), cut)| ProductAtCut { product, keys, cut })
             .collect();
-        let settled = match self.advance(redis, db, &items).await {
+        let settled = match self.advance(redis, db, &mut items, None).await {
             Ok(s) => s,
             Err(e) => {
                 // A refresh that failed half way may have moved books half way: start over.
@@ -590,22 +596,16 @@ impl Tracker {
 
     /// Moves every product's books to its new cut; returns, for products settled from
     /// scratch, whether both sides' differences account for the counters.
+    /// `items` are the products this refresh reads (the live view leaves out those at rest,
+    /// and adds any the feed of changed orders names); `swept`: the products whose entries
+    /// it sweeps, by their index in `items` (None: the next page of `items` with books).
     async fn advance(
         &mut self,
         redis: &RedisStore,
         db: &Db,
-        items: &[ProductAtCut],
+        items: &mut Vec<ProductAtCut>,
+        swept: Option<Vec<usize>>,
     ) -> Result<HashMap<String, bool>> {
-        // Products taken out of the activity lose their books. Only checked when the list of
-        // products changed: a set of 100,000 ids built at every refresh was a visible share of
-        // the live view's CPU.
-        let listed = self.listed.len() == items.len()
-            && self.listed.iter().zip(items).all(|(a, i)| a == i.id());
-        if !listed {
-            let ids: HashSet<&str> = items.iter().map(ProductAtCut::id).collect();
-            self.kept.retain(|id, _| ids.contains(id.as_str()));
-            self.listed = items.iter().map(|i| i.id().to_string()).collect();
-        }
         if self.opts.fresh {
             self.kept.clear();
         }
@@ -629,8 +629,14 @@ impl Tracker {
             k.books.position = items[i].cut.position.unwrap_or(k.books.position);
         }
         // The feed of changed orders places the new deductions (their orders landing) and the
-        // returns (their orders ending); what it does not show is looked up.
-        let unsure = self.changes(redis, &mut tx, items, &moving).await?;
+        // returns (their orders ending); what it does not show is looked up. A product at rest
+        // whose order changed is read from here on, in this refresh.
+        let fed = self.read_feed(&mut tx, items, &moving).await?;
+        if let Some((_, all)) = &fed {
+            self.wake(redis, items, &mut moving, all);
+        }
+        let items: &[ProductAtCut] = items;
+        let unsure = self.changes(redis, &mut tx, items, &moving, fed).await?;
         self.returned(&mut tx, items, &moving).await?;
         self.confirm_orphans(&mut tx, items, &moving).await?;
         let verify = self
@@ -657,7 +663,7 @@ impl Tracker {
         let mut settled = self.settle(redis, &mut tx, items, resettle).await?;
         settled.extend(held);
         drop(tx);
-        self.check_entries(redis, items).await?;
+        self.check_entries(redis, items, swept).await?;
         self.save(redis, items).await?;
         Ok(settled)
     }
@@ -755,7 +761,12 @@ impl Tracker {
 
     /// Reads again the entries the books hold as unreadable, then the next sweep page of a
     /// few products (see [`integrity`]).
-    async fn check_entries(&mut self, redis: &RedisStore, items: &[ProductAtCut]) -> Result<()> {
+    async fn check_entries(
+        &mut self,
+        redis: &RedisStore,
+        items: &[ProductAtCut],
+        swept: Option<Vec<usize>>,
+    ) -> Result<()> {
         // The products with books, in the items' order (a fixed order, so that the sweep goes
         // round them), and those whose books hold unreadable entries. Only those few are taken
         // out of the books for the reads: sorting or collecting every product's books each
@@ -770,16 +781,8 @@ impl Tracker {
                 }
             }
         }
-        let n = with_books.len();
         let budget = self.opts.sweep;
-        let start = self.sweep_next;
-        let swept: Vec<usize> = if n == 0 {
-            Vec::new()
-        } else {
-            (0..budget.products.min(n))
-                .map(|j| with_books[start.wrapping_add(j) % n])
-                .collect()
-        };
+        let swept = swept.unwrap_or_else(|| self.sweep_page(&with_books));
         // The swept products first, in the sweep's order, then the other ones to recheck.
         let mut taken: Vec<(usize, String, Kept)> = Vec::new();
         for &i in swept.iter().chain(&bad) {
@@ -807,11 +810,22 @@ impl Tracker {
         .await;
         self.kept
             .extend(taken.into_iter().map(|(_, id, k)| (id, k)));
-        read?;
-        if n > 0 {
-            self.sweep_next = start.wrapping_add(budget.products.min(n)) % n;
+        read.map(|_| ())
+    }
+
+    /// The next page of the sweep among `with_books` (the products with books, in a fixed
+    /// order, so that the sweep goes round them).
+    fn sweep_page(&mut self, with_books: &[usize]) -> Vec<usize> {
+        let n = with_books.len();
+        if n == 0 {
+            return Vec::new();
         }
-        Ok(())
+        let take = self.opts.sweep.products.min(n);
+        let start = self.sweep_next;
+        self.sweep_next = start.wrapping_add(take) % n;
+        (0..take)
+            .map(|j| with_books[start.wrapping_add(j) % n])
+            .collect()
     }
 
     /// Gives products without books in memory the books of their checkpoint, if any is valid.
@@ -889,6 +903,8 @@ impl Tracker {
                         feed: c.feed,
                         saved: Some(saved),
                         without_ledger: !item.cut.keys.ledger,
+                        dirty: false,
+                        rested: None,
                     },
                 );
             }
@@ -1045,23 +1061,13 @@ impl Tracker {
         tx: &mut Tx,
         items: &[ProductAtCut],
         moving: &[usize],
+        fed: Option<(DateTime<Utc>, Vec<Change>)>,
     ) -> Result<Vec<usize>> {
         let margin = chrono::Duration::from_std(self.opts.margin).unwrap_or_default();
-        // Held books read the feed too: an order of theirs that changed ends the hold.
-        let held_from = self.unkept.values().map(|u| u.feed.from(margin)).min();
-        let Some(from) = [self.feed_from(items, moving, margin), held_from]
-            .into_iter()
-            .flatten()
-            .min()
-        else {
+        let Some((from, all)) = fed else {
             return Ok(Vec::new());
         };
-        let all = self
-            .fed
-            .feed
-            .read(tx, &self.activity, from, self.fed.redo)
-            .await?;
-        self.cost.changes += self.fed.feed.cost.rows;
+        let held_from = self.held_from(margin);
         let latest = all.iter().map(|d| d.at).max();
         // How far each product's books had read the feed before this read. (Only a change can
         // ask for it, as only a change uses the index below: a quiet activity builds neither
@@ -1089,15 +1095,31 @@ impl Tracker {
                 }
             }
         }
+        // The products at rest share one position, moved as theirs would have been, at this
+        // refresh's clock (the latest node's when it saw a change, the earliest when it saw
+        // none: a margin counts as read no sooner than on every node).
+        if let Some(f) = &mut self.rest_feed {
+            let (earliest, latest_ms) = self.rest_clock;
+            match latest {
+                Some(latest) if latest.timestamp_micros() > f.seen.timestamp_micros() => {
+                    *f = Feed::seen(latest, latest_ms);
+                }
+                _ => f.read_at(earliest, margin),
+            }
+        }
         // What an earlier refresh applied (the margin read again) is skipped; what this one
         // applies is remembered while it is inside the margin. A change that waits for an
         // event after the cut is not remembered: the next refresh applies it.
         // The held books' margin too: what ended a hold is remembered while it is read again.
-        let keep_from = [self.feed_from(items, moving, margin), held_from]
-            .into_iter()
-            .flatten()
-            .min()
-            .unwrap_or(from);
+        let keep_from = [
+            self.feed_from(items, moving, margin),
+            held_from,
+            self.rest_from(margin),
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+        .unwrap_or(from);
         let index: HashMap<&str, usize> = if all.is_empty() {
             HashMap::new()
         } else {
@@ -1164,6 +1186,48 @@ impl Tracker {
         self.fed.backed_recently.retain(|_, at| *at >= keep);
         self.fed.feed.forget_before(keep_from);
         Ok(unsure)
+    }
+
+    /// Reads the orders that changed since where the moving products' books, the held ones
+    /// and those at rest stand (None: no books to read it for).
+    async fn read_feed(
+        &mut self,
+        tx: &mut Tx,
+        items: &[ProductAtCut],
+        moving: &[usize],
+    ) -> Result<Option<(DateTime<Utc>, Vec<Change>)>> {
+        let margin = chrono::Duration::from_std(self.opts.margin).unwrap_or_default();
+        // Held books read the feed too: an order of theirs that changed ends the hold.
+        let Some(from) = [
+            self.feed_from(items, moving, margin),
+            self.held_from(margin),
+            self.rest_from(margin),
+        ]
+        .into_iter()
+        .flatten()
+        .min() else {
+            return Ok(None);
+        };
+        let all = self
+            .fed
+            .feed
+            .read(tx, &self.activity, from, self.fed.redo)
+            .await?;
+        self.cost.changes += self.fed.feed.cost.rows;
+        Ok(Some((from, all)))
+    }
+
+    /// Where the feed starts for the held books.
+    fn held_from(&self, margin: chrono::Duration) -> Option<DateTime<Utc>> {
+        self.unkept.values().map(|u| u.feed.from(margin)).min()
+    }
+
+    /// Where the feed starts for the products at rest (None: none is).
+    fn rest_from(&self, margin: chrono::Duration) -> Option<DateTime<Utc>> {
+        if !self.asleep.iter().any(|a| *a) {
+            return None;
+        }
+        self.rest_feed.map(|f| f.from(margin))
     }
 
     /// Compares the held books of `ids` with the database's sum of live orders at their cut:
@@ -1435,6 +1499,8 @@ impl Tracker {
                         feed: Some(Feed::seen(latest, item.cut.now_ms)),
                         saved: None,
                         without_ledger: !item.cut.keys.ledger,
+                        dirty: true,
+                        rested: None,
                     },
                 );
             } else {
@@ -1469,6 +1535,8 @@ impl Tracker {
         let now_ms = Utc::now().timestamp_millis();
         let mut saves: Vec<(&ProductKeys, Checkpoint, Option<i64>)> = Vec::new();
         let mut digests: Vec<(&str, Digest)> = Vec::new();
+        // Products whose checkpoint holds their books (or that have none to hold).
+        let mut clean: Vec<&str> = Vec::new();
         for item in items {
             let Some(kept) = self.kept.get(item.id()) else {
                 continue;
@@ -1482,6 +1550,7 @@ impl Tracker {
             // Books before the first event spare a reader nothing (there is no event to
             // read), and a loader ignores them: a product not yet sold has no checkpoint.
             if kept.books.position == EventId::ZERO {
+                clean.push(item.id());
                 continue;
             }
             let checkpoint = Checkpoint {
@@ -1498,6 +1567,7 @@ impl Tracker {
                 && (s.digest.feed == digest.feed
                     || now_ms - s.at_ms < FEED_SAVE_EVERY_MS + feed_turn(item.id()))
             {
+                clean.push(item.id());
                 continue;
             }
             digests.push((item.id(), digest));
@@ -1514,6 +1584,12 @@ impl Tracker {
                             digest,
                             at_ms: now_ms,
                         });
+                        k.dirty = false;
+                    }
+                }
+                for id in clean {
+                    if let Some(k) = self.kept.get_mut(id) {
+                        k.dirty = false;
                     }
                 }
             }
