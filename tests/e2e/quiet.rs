@@ -97,6 +97,15 @@ impl Sale {
         }
     }
 
+    /// Product `id` in a `status` of the sale.
+    async fn status_of(&self, id: &str) -> seckill_console::domain::stock::ProductStatus {
+        let r = self.status().await;
+        r.products
+            .into_iter()
+            .find(|p| p.product == id)
+            .unwrap_or_else(|| panic!("{id} not in status"))
+    }
+
     /// `status` of the sale, as an operator runs it.
     async fn status(&self) -> seckill_console::ops::status::StatusReport {
         seckill_console::ops::status::status(
@@ -1120,13 +1129,7 @@ async fn a_ledger_back_after_its_loss_settles_the_live_books_again() {
 
     sale.refresh(&mut t).await;
     let live = product(&sale.refresh(&mut t).await, "lb");
-    let fresh = sale.status().await;
-    let fresh = fresh
-        .products
-        .iter()
-        .find(|p| p.product == "lb")
-        .expect("lb in status")
-        .clone();
+    let fresh = sale.status_of("lb").await;
     assert_eq!(fresh.state, State::Ok, "{fresh:?}");
     assert_eq!(
         (
@@ -1201,13 +1204,7 @@ async fn a_held_product_counts_an_order_stamped_inside_the_margin() {
     // One refresh sees the change, the next shows the product settled again.
     sale.refresh(&mut t).await;
     let live = product(&sale.refresh(&mut t).await, "hl");
-    let fresh = sale.status().await;
-    let fresh = fresh
-        .products
-        .iter()
-        .find(|p| p.product == "hl")
-        .expect("hl in status")
-        .clone();
+    let fresh = sale.status_of("hl").await;
     assert_eq!(fresh.db_sold, 3, "{fresh:?}");
     assert_eq!(
         (live.state, live.db_sold),
@@ -1247,13 +1244,7 @@ async fn products_at_rest_are_left_out_until_an_order_of_theirs_changes() {
     );
     let live = product(&sale.refresh(&mut t).await, "q03");
     assert_eq!(t.cost.books, 1, "only q03 is read: {:?}", t.cost);
-    let fresh = sale.status().await;
-    let fresh = fresh
-        .products
-        .iter()
-        .find(|p| p.product == "q03")
-        .expect("q03 in status")
-        .clone();
+    let fresh = sale.status_of("q03").await;
     assert_eq!(live.db_sold, 0, "{live:?}");
     assert_eq!(
         (live.db_sold, live.in_flight, live.orphaned, live.state),
