@@ -273,7 +273,9 @@ impl Tracker {
                 if active[i] {
                     continue;
                 }
+                // A product never sold has no checkpoint to keep up (`save` writes none).
                 if let Some(k) = self.kept.get(*id)
+                    && k.books.position != EventId::ZERO
                     && k.feed != Some(rest)
                     && k.saved
                         .is_none_or(|s| now_ms - s.at_ms >= FEED_SAVE_EVERY_MS + feed_turn(id))
