@@ -208,6 +208,18 @@ pub struct GlobalFlags {
         value_parser = trimmed::<u64>
     )]
     pub key_ttl_days: Option<u64>,
+
+    /// Share of Redis's time, in percent, a live reader's first read may take (TUI, watch,
+    /// exporter; 1 to 100, default 15): the rest is the sale's
+    #[arg(
+        long,
+        global = true,
+        value_name = "PCT",
+        env = "SECKILL_WARM_SHARE_PCT",
+        hide_env_values = true,
+        value_parser = trimmed::<u64>
+    )]
+    pub warm_share_pct: Option<u64>,
 }
 
 impl GlobalFlags {
@@ -233,6 +245,7 @@ impl GlobalFlags {
             compensation_alert_secs: self.compensation_alert_secs,
             outbox_alert_secs: self.outbox_alert_secs,
             key_ttl_days: self.key_ttl_days,
+            warm_share_pct: self.warm_share_pct,
         }
     }
 }

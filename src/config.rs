@@ -31,6 +31,9 @@ pub struct Layer {
     pub compensation_alert_secs: Option<u64>,
     pub outbox_alert_secs: Option<u64>,
     pub key_ttl_days: Option<u64>,
+    /// The share of Redis's time, in percent, a live reader's first read (or a read of every
+    /// product after a failover) may take (default 15).
+    pub warm_share_pct: Option<u64>,
     /// The operator's time zone: an IANA name or `local`.
     pub tz: Option<String>,
 }
@@ -98,6 +101,8 @@ pub struct Config {
     /// Days after an activity ends that its keys expire (set by preheat, kept by fixes);
     /// 0: never.
     pub key_ttl_days: u32,
+    /// A live reader's first read takes at most this share of Redis's time, in percent.
+    pub warm_share_pct: u8,
     /// Where text tables and the TUI show times.
     pub tz: crate::domain::zone::Zone,
 }
@@ -302,6 +307,7 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
             compensation_alert_secs,
             outbox_alert_secs,
             key_ttl_days,
+            warm_share_pct,
             tz,
             sentinel_master
         );
@@ -384,6 +390,15 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
                 "key_ttl_days {key_ttl_days} is out of range: use 0 (keys never expire) to 3650 days"
             ))
         })?;
+    let warm_share_pct = merged.warm_share_pct.unwrap_or(15);
+    let warm_share_pct = u8::try_from(warm_share_pct)
+        .ok()
+        .filter(|p| (1..=100).contains(p))
+        .ok_or_else(|| {
+            Error::bad_input(format!(
+                "warm_share_pct {warm_share_pct} is out of range: use 1 to 100 (percent of Redis's time a live reader's first read may take; default 15)"
+            ))
+        })?;
     let prefix_is_default = merged.prefix.is_none();
     Ok(Config {
         redis_is_default: redis.is_none(),
@@ -403,6 +418,7 @@ pub fn resolve(layers: &[Layer]) -> Result<Config> {
         compensation_alert: Duration::from_secs(merged.compensation_alert_secs.unwrap_or(30)),
         outbox_alert: Duration::from_secs(merged.outbox_alert_secs.unwrap_or(60)),
         key_ttl_days,
+        warm_share_pct,
         tz,
     })
 }
@@ -577,6 +593,24 @@ mod tests {
         assert!(c.db.expose().starts_with("sqlite://"));
         assert_eq!(c.keys.prefix(), "seckill");
         assert_eq!(c.grace, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn the_warm_share_is_a_percent() {
+        assert_eq!(resolve(&[]).expect("valid").warm_share_pct, 15);
+        let layer = |pct: u64| Layer {
+            warm_share_pct: Some(pct),
+            ..Layer::default()
+        };
+        assert_eq!(resolve(&[layer(40)]).expect("valid").warm_share_pct, 40);
+        for bad in [0, 101, 300] {
+            let e = resolve(&[layer(bad)]).expect_err("out of range");
+            assert!(
+                e.to_string()
+                    .contains(&format!("warm_share_pct {bad} is out of range")),
+                "{e}"
+            );
+        }
     }
 
     #[test]

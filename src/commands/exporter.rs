@@ -75,7 +75,8 @@ pub async fn run_exporter(ctx: &Ctx, args: ExporterArgs) -> Result<Outcome> {
     let metrics = Metrics::new();
     metrics.set_interval(interval.as_secs_f64());
     let opts = super::status::options(ctx);
-    let live = TrackerOptions::live(opts.grace, ctx.config.read_only);
+    let live = TrackerOptions::live(opts.grace, ctx.config.read_only)
+        .warm_share(ctx.config.warm_share_pct);
     let mut trackers: HashMap<ActivityId, Tracker> = HashMap::new();
     let mut conns: Option<Conns> = None;
     let mut activities = named.clone();

@@ -368,7 +368,7 @@ pub async fn run_watch(ctx: &Ctx, args: WatchArgs, json: bool) -> Result<Outcome
     let read_only = ctx.config.read_only;
     let mut tracker = Tracker::new(
         activity.clone(),
-        TrackerOptions::live(opts.grace, read_only),
+        TrackerOptions::live(opts.grace, read_only).warm_share(ctx.config.warm_share_pct),
     );
     let mut watcher = Watcher::default();
     let mut outages = Outages::default();

@@ -29,7 +29,7 @@ pub const OVERVIEW: QuietOptions = QuietOptions {
     full_every: Duration::from_secs(300),
     track: true,
     full_every_tracked: Duration::from_secs(600),
-    share_pct: 20,
+    share_pct: 15,
     // By prefix: twenty glances registering keys would fill Redis's tracking table (a million
     // keys by default, after which Redis forgets keys and pushes their names: reads for
     // nothing); an activity not selected is not the one selling hardest.

@@ -41,6 +41,7 @@ use crate::domain::rid_hash::RidMap;
 use crate::domain::stock::StockValue;
 use crate::redis::changes::{ChangeFeed, Changes, Mode};
 use crate::redis::cut::{self, Clocks, KeysPresent, ProductCut};
+use crate::redis::peers::{self, Bad, Heard, Round, Turns};
 use crate::redis::{ProductKeys, RedisStore};
 use redis::RedisResult;
 use std::collections::HashSet;
@@ -107,7 +108,9 @@ impl Default for QuietOptions {
             full_every: Duration::from_secs(60),
             track: true,
             full_every_tracked: Duration::from_secs(600),
-            share_pct: 20,
+            // A fresh reader at 100,000 products took 1.05 of a `status` of Redis's time in its
+            // first 10 s at 20% (live benchmark, 2026-12-07): the line is one.
+            share_pct: 15,
             // 20,000 products: about 13 MB of Redis's memory for the tracking table.
             track_keys_max: 100_000,
         }
@@ -125,6 +128,11 @@ pub struct QuietCost {
     pub resting: u64,
     /// True when Redis's pushes said which products moved (no product was asked).
     pub tracked: bool,
+    /// Products whose safety read another reader made and published, found as this reader
+    /// last read them ([`crate::redis::peers`]): not read again.
+    pub shared: u64,
+    /// Other readers of the activity heard lately.
+    pub peers: u64,
 }
 
 /// How long a product has been quiet and when it is read whole next (its last whole cut is
@@ -229,6 +237,9 @@ impl Known {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Plan {
     Whole,
+    /// Read whole for the safety net alone (its turn came, nothing named it): its digest is
+    /// published for the other readers.
+    Net,
     Ask,
     Rest,
 }
@@ -244,8 +255,10 @@ pub struct Watchlist {
     /// from an older snapshot) reads every product whole. See [`reopened`].
     primaries: Vec<(String, u64)>,
     recut: bool,
-    /// Where the periods of whole reads are counted from.
+    /// Where the periods of whole reads are counted from ([`aligned_base`]), and its time on
+    /// the wall clock (ms).
     base: Instant,
+    base_epoch_ms: u128,
     /// Products whose cut differs from the one before (first reads not counted), this refresh.
     moved: Vec<String>,
     /// This refresh read every product without a cut to compare with (the cuts were forgotten
@@ -261,6 +274,44 @@ pub struct Watchlist {
     /// Each node's clock at the last read, for the products it did not read whole (None:
     /// it read every product whole).
     clocks: Option<Clocks>,
+    /// The other readers of the activity, who share the safety net's reads.
+    round: Round,
+    /// Whose turn each product was at the last read, when the pushes were alive (None: this
+    /// reader reads everything itself).
+    turns: Option<Turns>,
+    /// Unreadable entries the other readers' sweeps found since the last call.
+    told_bad: Vec<Bad>,
+}
+
+/// A product's lane: its turn among the refreshes and among the readers, from its id alone
+/// (the same in every reader of one build).
+fn lane(id: &str) -> u64 {
+    BuildHasherDefault::<DefaultHasher>::default().hash_one(id)
+}
+
+/// The instant the safety net's periods of `every` are counted from: a multiple of `every` on
+/// the wall clock, so that every reader of an activity has a product fall due at the same
+/// time, and one read of it serves them all ([`crate::redis::peers`]).
+/// Returns the instant and its time on the wall clock (ms since the epoch).
+fn aligned_base(every: Duration) -> (Instant, u128) {
+    let now = Instant::now();
+    let period = every.as_millis().max(1);
+    let epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0);
+    let into = epoch % period;
+    match now.checked_sub(Duration::from_millis(u64::try_from(into).unwrap_or(0))) {
+        Some(base) => (base, epoch - into),
+        None => (now, epoch),
+    }
+}
+
+/// A digest of what a cut shows (its instant aside, as [`same`]), the same in every reader of
+/// one build.
+pub(crate) fn cut_digest(c: &ProductCut) -> u64 {
+    let text = format!("{:?}|{:?}|{:?}|{:?}", c.stock, c.meta, c.position, c.keys);
+    peers::digest(text.as_bytes())
 }
 
 /// Each primary and how many connections it has opened so far.
@@ -335,13 +386,15 @@ pub(crate) fn same(a: &ProductCut, b: &ProductCut) -> bool {
 
 impl Watchlist {
     pub fn new(opts: QuietOptions) -> Self {
+        let (base, base_epoch_ms) = aligned_base(opts.full_every_tracked);
         Watchlist {
             opts,
             known: Default::default(),
             refresh: 0,
             primaries: Vec::new(),
             recut: false,
-            base: Instant::now(),
+            base,
+            base_epoch_ms,
             moved: Vec::new(),
             anew: false,
             cost: QuietCost::default(),
@@ -349,6 +402,9 @@ impl Watchlist {
             tracked_at: None,
             gauge: SettleGauge::default(),
             clocks: None,
+            round: Round::new(true),
+            turns: None,
+            told_bad: Vec::new(),
         }
     }
 
@@ -419,6 +475,14 @@ impl Watchlist {
         (since + u128::from(lane) % period) / period
     }
 
+    /// The second on the wall clock `at` falls in (as every reader counts it): the products
+    /// that fall due in one second are one reader's, so that one read and one message serve
+    /// them all.
+    fn second_of(&self, at: Instant) -> u64 {
+        let ms = self.base_epoch_ms + at.saturating_duration_since(self.base).as_millis();
+        u64::try_from(ms / 1_000).unwrap_or(0)
+    }
+
     /// When a product of `lane` read whole at `at` falls due again: the start of its next
     /// period ([`Watchlist::turn`] of that instant is one more than `at`'s).
     fn due_after(&self, at: Instant, lane: u64, every: Duration) -> Instant {
@@ -433,7 +497,13 @@ impl Watchlist {
 
     /// What this refresh does with a product; `pushed`: the products Redis said moved, when
     /// it said so.
-    fn plan(&self, i: usize, carried: bool, now: Instant, pushed: Option<&[bool]>) -> Plan {
+    fn plan(
+        &self,
+        i: usize,
+        carried: bool,
+        now: Instant,
+        (pushed, turns): (Option<&[bool]>, &Turns),
+    ) -> Plan {
         if !carried {
             return Plan::Whole;
         }
@@ -442,9 +512,14 @@ impl Watchlist {
         };
         if let Some(moved) = pushed {
             // Redis names every key written, deleted, expired or evicted: one it did not name
-            // stands as last read, whatever its cut showed.
-            return if now >= k.due.0 || moved.get(i).copied().unwrap_or(true) {
+            // stands as last read, whatever its cut showed. Its safety read is this reader's
+            // when its turn is, or when no other reader's digest came within the grace.
+            return if moved.get(i).copied().unwrap_or(true) {
                 Plan::Whole
+            } else if now >= k.due.0
+                && (turns.mine(self.second_of(k.due.0)) || now >= k.due.0 + peers::GRACE)
+            {
+                Plan::Net
             } else {
                 Plan::Rest
             };
@@ -497,16 +572,26 @@ impl Watchlist {
 
     /// The cuts of `wanted`, a page at a time with a rest after each when there are more than
     /// a page ([`QuietOptions::share_pct`]). Pushes asked for by key are registered for each
-    /// page just before it is read.
+    /// page just before it is read, except for the products `registered` says still are (read
+    /// for the safety net alone: nothing written since their last registration, which Redis
+    /// keeps until it pushes; registering them again was 40% of a settled reader's Redis time
+    /// at 10,000 products).
     async fn read_paced(
         &self,
         redis: &RedisStore,
-        wanted: &[ProductKeys],
+        (wanted, registered): (&[ProductKeys], &[bool]),
         mut feed: Option<&mut ChangeFeed>,
     ) -> RedisResult<Vec<ProductCut>> {
+        let unregistered = |from: usize, page: &[ProductKeys]| -> Vec<ProductKeys> {
+            page.iter()
+                .enumerate()
+                .filter(|(j, _)| !registered.get(from + j).copied().unwrap_or(false))
+                .map(|(_, k)| k.clone())
+                .collect()
+        };
         if wanted.len() <= PAGE {
             if let Some(f) = feed {
-                f.register(wanted).await;
+                f.register(&unregistered(0, wanted)).await;
             }
             return cut::read(redis, wanted).await;
         }
@@ -516,7 +601,7 @@ impl Watchlist {
         for (n, page) in wanted.chunks(PAGE).enumerate() {
             let began = Instant::now();
             if let Some(f) = feed.as_deref_mut() {
-                f.register(page).await;
+                f.register(&unregistered(n * PAGE, page)).await;
             }
             let cuts = cut::read(redis, page).await;
             let cuts = match cuts {
@@ -534,6 +619,121 @@ impl Watchlist {
         }
         self.gauge.finish();
         Ok(out)
+    }
+
+    /// Takes in what the other readers said since the last read: a digest equal to this
+    /// reader's last cut of the product counts as its safety read, now; one that differs (or of
+    /// a product it has no cut of) has the product read whole in this refresh, as if Redis had
+    /// named it.
+    fn hear(&mut self, pushed: &mut [bool], now: Instant, publishes: bool) {
+        self.round.set_publishes(publishes);
+        let Some(feed) = self.feed.as_mut() else {
+            return;
+        };
+        for h in feed.heard() {
+            let (from, cuts) = match h {
+                Heard::Hello(from) => (from, Vec::new()),
+                Heard::Cuts(from, cuts) => (from, cuts),
+                Heard::Bad(from, bad) => {
+                    if from != self.round.me() && self.told_bad.len() < 1_000 {
+                        self.told_bad.push(bad);
+                    }
+                    (from, Vec::new())
+                }
+            };
+            self.round.heard_from(from, now);
+            if from == self.round.me() {
+                continue;
+            }
+            for (id, d) in cuts {
+                let Some(&i) = self.known.index.get(id.as_str()) else {
+                    continue;
+                };
+                let stands = self.known.cut(i).is_some_and(|c| cut_digest(c) == d);
+                match self.known.brief(i).copied() {
+                    Some(mut b) if stands => {
+                        b.whole_at = now;
+                        b.due = (
+                            self.due_after(now, b.lane, self.opts.full_every_tracked),
+                            self.due_after(now, b.lane, self.opts.full_every),
+                        );
+                        if let Some(slot) = self.known.brief.get_mut(i) {
+                            *slot = Some(b);
+                        }
+                        self.cost.shared += 1;
+                    }
+                    _ => {
+                        if let Some(p) = pushed.get_mut(i) {
+                            *p = true;
+                        }
+                    }
+                }
+            }
+        }
+        self.cost.peers = self.round.peers() as u64;
+    }
+
+    /// Publishes the digests of the products this refresh read for the safety net alone, and
+    /// says it is there every few seconds (a reader that may write; see [`crate::redis::peers`]).
+    async fn tell(
+        &mut self,
+        redis: &RedisStore,
+        ids: &[&str],
+        whole: &[usize],
+        plans: &[Plan],
+        now: Instant,
+    ) {
+        if redis.read_only() {
+            return;
+        }
+        let Some(feed) = self.feed.as_mut().filter(|f| f.listening()) else {
+            return;
+        };
+        let me = self.round.me();
+        let cuts: Vec<(&str, u64)> = whole
+            .iter()
+            .filter(|&&i| plans[i] == Plan::Net)
+            .filter_map(|&i| Some((ids[i], cut_digest(self.known.cut(i)?))))
+            .collect();
+        let mut messages = peers::cuts_messages(me, &cuts);
+        if messages.is_empty() && self.round.hello_due(now) {
+            messages.push(peers::hello_message(me));
+        }
+        if !messages.is_empty() {
+            self.round.said(now);
+            feed.say(redis, &messages).await;
+        }
+    }
+
+    /// Whether this reader sweeps product `id`'s entries itself ([`crate::ops::integrity`]):
+    /// its turn among the readers that publish, as for the safety net; the others are told
+    /// what it finds ([`Watchlist::tell_bad`]).
+    pub fn sweeps(&self, id: &str) -> bool {
+        self.turns.as_ref().is_none_or(|t| t.mine(lane(id)))
+    }
+
+    /// How many readers that publish share the sweep and the safety net, this one among them
+    /// (1: it does them alone).
+    pub fn sharing(&self) -> usize {
+        self.turns.as_ref().map_or(1, Turns::sharing)
+    }
+
+    /// The unreadable entries the other readers' sweeps found since the last call.
+    pub fn told_bad(&mut self) -> Vec<Bad> {
+        std::mem::take(&mut self.told_bad)
+    }
+
+    /// Tells the other readers the unreadable entries this reader's sweep found (not in
+    /// read-only mode; best effort).
+    pub async fn tell_bad(&mut self, redis: &RedisStore, bad: &[Bad]) {
+        if bad.is_empty() || redis.read_only() {
+            return;
+        }
+        let me = self.round.me();
+        let messages: Vec<String> = bad.iter().map(|b| peers::bad_message(me, b)).collect();
+        if let Some(feed) = self.feed.as_mut().filter(|f| f.listening()) {
+            feed.say(redis, &messages).await;
+        }
     }
 
     /// The last cut of product `ids[i]` of the last read, as it was read (at that read's
@@ -612,9 +812,15 @@ impl Watchlist {
         };
         self.anew = self.refresh > 1 && self.known.is_empty();
         let now = Instant::now();
+        let mut pushed = pushed;
+        if let Some(at) = pushed.as_mut() {
+            self.hear(at, now, !redis.read_only());
+        }
+        let turns = self.round.turns(now);
         let mut plans: Vec<Plan> = (0..ids.len())
-            .map(|i| self.plan(i, carried(i), now, pushed.as_deref()))
+            .map(|i| self.plan(i, carried(i), now, (pushed.as_deref(), &turns)))
             .collect();
+        self.turns = pushed.is_some().then_some(turns);
 
         // Asked products are settled: a sound one's stream is asked for an event after its
         // last cut's position, one without keys whether any appeared.
@@ -647,14 +853,17 @@ impl Watchlist {
         }
 
         let whole: Vec<usize> = (0..ids.len())
-            .filter(|&i| plans[i] == Plan::Whole)
+            .filter(|&i| matches!(plans[i], Plan::Whole | Plan::Net))
             .collect();
         let wanted: Vec<ProductKeys> = whole.iter().map(|&i| keys[i].clone()).collect();
+        let registered: Vec<bool> = whole.iter().map(|&i| plans[i] == Plan::Net).collect();
         // Registered by key only while the pushes are alive (else the next sync that has them
         // reads everything anyway).
         let mut feed = self.feed.take();
         let registering = feed.as_mut().filter(|_| pushed.is_some());
-        let fresh = self.read_paced(redis, &wanted, registering).await;
+        let fresh = self
+            .read_paced(redis, (&wanted, &registered), registering)
+            .await;
         self.feed = feed;
         let fresh = fresh?;
         self.clocks = if whole.len() < ids.len() {
@@ -675,7 +884,7 @@ impl Watchlist {
         self.primaries = end;
 
         for (&i, c) in whole.iter().zip(fresh) {
-            let lane = BuildHasherDefault::<DefaultHasher>::default().hash_one(ids[i]);
+            let lane = lane(ids[i]);
             let before = self.known.cut(i);
             let moved = before.is_none_or(|k| !same(k, &c));
             if moved && before.is_some() {
@@ -710,10 +919,13 @@ impl Watchlist {
             };
             self.known.insert(i, brief, c);
         }
+        if pushed.is_some() {
+            self.tell(redis, ids, &whole, &plans, now).await;
+        }
         self.cost.whole = whole.len() as u64;
         for plan in &plans {
             match plan {
-                Plan::Whole => {}
+                Plan::Whole | Plan::Net => {}
                 Plan::Ask => self.cost.asked += 1,
                 Plan::Rest => self.cost.resting += 1,
             }

@@ -31,6 +31,7 @@
 //! before the sync is in what the sync returns.
 
 use super::node::Node;
+use super::peers::{self, Heard};
 use super::{ProductKeys, RedisStore};
 use redis::aio::MultiplexedConnection;
 use redis::{PushInfo, PushKind, RedisResult, Value};
@@ -58,6 +59,9 @@ pub enum Mode {
     Keys,
 }
 
+/// Messages of the other readers kept between two syncs.
+const MAX_HEARD: usize = 1_000;
+
 /// Products registered in one pipeline.
 const REGISTER_CHUNK: usize = 1_000;
 
@@ -78,6 +82,8 @@ struct Inbox {
     flushed: bool,
     /// The connection is gone: what happened since is unknown until a new watch is opened.
     lost: bool,
+    /// What the activity's other readers said ([`peers`]), on the watch subscribed to it.
+    heard: Vec<Heard>,
 }
 
 /// One primary's tracking connection.
@@ -90,6 +96,15 @@ struct Watch {
 pub struct ChangeFeed {
     /// `<key prefix>:{<activity>:`: the start of every key of the activity's products.
     prefix: String,
+    /// The channel of the activity's readers ([`peers::channel`]).
+    channel: String,
+    /// The primary whose watch listens on `channel` (one is enough: a PUBLISH reaches the
+    /// subscribers of every node); None until one does, or while the server refuses it.
+    listening: Option<String>,
+    /// The server refused the channel (an ACL without it): the reader reads alone.
+    deaf: bool,
+    /// What was heard on the channel, drained by the last sync.
+    heard: Vec<Heard>,
     mode: Mode,
     watches: HashMap<String, Watch>,
     /// Why tracking is off, and since when (tried again after [`RETRY_AFTER`]).
@@ -117,7 +132,7 @@ fn product_of(prefix: &str, key: &[u8]) -> Option<String> {
 }
 
 /// Files one push in the inbox.
-fn file(prefix: &str, inbox: &Mutex<Inbox>, info: PushInfo) {
+fn file(prefix: &str, channel: &str, inbox: &Mutex<Inbox>, info: PushInfo) {
     let Ok(mut inbox) = inbox.lock() else {
         return;
     };
@@ -136,6 +151,14 @@ fn file(prefix: &str, inbox: &Mutex<Inbox>, info: PushInfo) {
             _ => inbox.flushed = true,
         },
         PushKind::Disconnection => inbox.lost = true,
+        PushKind::Message => {
+            if let [Value::BulkString(ch), Value::BulkString(payload)] = info.data.as_slice()
+                && ch.as_slice() == channel.as_bytes()
+                && let Some(h) = peers::parse(payload)
+            {
+                inbox.heard.push(h);
+            }
+        }
         _ => {}
     }
 }
@@ -151,6 +174,10 @@ impl ChangeFeed {
     pub fn new(key_prefix: &str, activity: &str, mode: Mode) -> Self {
         ChangeFeed {
             prefix: format!("{key_prefix}:{{{activity}:"),
+            channel: peers::channel(key_prefix, activity),
+            listening: None,
+            deaf: false,
+            heard: Vec::new(),
             mode,
             watches: HashMap::new(),
             refused: None,
@@ -165,9 +192,10 @@ impl ChangeFeed {
     async fn open(&self, node: &Node) -> RedisResult<Watch> {
         let inbox: Arc<Mutex<Inbox>> = Arc::default();
         let prefix = self.prefix.clone();
+        let channel = self.channel.clone();
         let filed = inbox.clone();
         let sender = move |info: PushInfo| {
-            file(&prefix, &filed, info);
+            file(&prefix, &channel, &filed, info);
             Ok::<(), ()>(())
         };
         let mut conn = node.push_connection(sender).await?;
@@ -178,6 +206,74 @@ impl ChangeFeed {
         }
         on.query_async::<()>(&mut conn).await?;
         Ok(Watch { conn, inbox })
+    }
+
+    /// Has one watch listen on the activity's readers' channel (again, when its node went).
+    async fn listen(&mut self) {
+        if self
+            .listening
+            .as_ref()
+            .is_some_and(|a| self.watches.contains_key(a))
+        {
+            return;
+        }
+        self.listening = None;
+        if self.deaf {
+            return;
+        }
+        let Some(addr) = self.watches.keys().min().cloned() else {
+            return;
+        };
+        let Some(w) = self.watches.get_mut(&addr) else {
+            return;
+        };
+        match w.conn.subscribe(&self.channel).await {
+            Ok(()) => self.listening = Some(addr),
+            Err(e) => {
+                // Refused (an ACL without the channel): the reader reads alone, as before.
+                tracing::info!(
+                    "the readers' channel is refused ({}): this reader does its safety reads alone",
+                    super::describe(&e)
+                );
+                self.deaf = !super::node::is_connection_error(&e);
+            }
+        }
+    }
+
+    /// What the activity's other readers said since the last call (drained by the syncs).
+    pub fn heard(&mut self) -> Vec<Heard> {
+        std::mem::take(&mut self.heard)
+    }
+
+    /// Says `messages` on the activity's readers' channel (never in read-only mode: a PUBLISH
+    /// writes no key, but a read-only console sends nothing but reads). Best effort: a message
+    /// lost only has the others read for themselves.
+    pub async fn say(&mut self, redis: &RedisStore, messages: &[String]) {
+        if redis.read_only() || messages.is_empty() {
+            return;
+        }
+        let Some(w) = self
+            .listening
+            .as_ref()
+            .and_then(|a| self.watches.get_mut(a))
+        else {
+            return;
+        };
+        let mut pipe = redis::pipe();
+        for m in messages {
+            pipe.cmd("PUBLISH").arg(&self.channel).arg(m).ignore();
+        }
+        if let Err(e) = pipe.query_async::<()>(&mut w.conn).await {
+            tracing::debug!(
+                "publishing to the readers' channel failed ({})",
+                super::describe(&e)
+            );
+        }
+    }
+
+    /// True when this feed hears the activity's other readers.
+    pub fn listening(&self) -> bool {
+        self.listening.is_some()
     }
 
     /// How this feed asks for the pushes.
@@ -343,6 +439,11 @@ impl ChangeFeed {
                 lost.push(addr.clone());
             }
             moved.extend(drained.products);
+            self.heard.extend(drained.heard);
+        }
+        // Nobody drains them (a reader that stopped asking): only the latest are worth keeping.
+        if self.heard.len() > MAX_HEARD {
+            self.heard.drain(..self.heard.len() - MAX_HEARD);
         }
         if !lost.is_empty() {
             // Lost after its PING came back: opened again, and everything read, next time.
@@ -351,6 +452,7 @@ impl ChangeFeed {
             }
             return None;
         }
+        self.listen().await;
         Some(if everything {
             Changes::Everything
         } else {
@@ -389,6 +491,7 @@ mod tests {
         let inbox = Mutex::new(Inbox::default());
         file(
             p,
+            "ch",
             &inbox,
             PushInfo {
                 kind: PushKind::Invalidate,
@@ -405,6 +508,7 @@ mod tests {
         }
         file(
             p,
+            "ch",
             &inbox,
             PushInfo {
                 kind: PushKind::Invalidate,
@@ -415,6 +519,7 @@ mod tests {
         let inbox = Mutex::new(Inbox::default());
         file(
             p,
+            "ch",
             &inbox,
             PushInfo {
                 kind: PushKind::Disconnection,

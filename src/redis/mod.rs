@@ -25,6 +25,7 @@ pub mod info;
 pub mod keys;
 pub mod ledger;
 pub mod node;
+pub mod peers;
 mod pipeline;
 pub mod preflight;
 pub mod product_state;

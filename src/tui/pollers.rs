@@ -66,7 +66,7 @@ pub fn spawn(
     // keeps the books between refreshes, so a refresh reads what changed, not what was sold.
     {
         let (s, tx, opts, keys) = (services.clone(), tx.clone(), opts.clone(), keys.clone());
-        let trackers = Trackers::new(config.read_only);
+        let trackers = Trackers::new(config.read_only, config.warm_share_pct);
         let selected = wake.activity.clone();
         tasks.push(tokio::spawn(every(refresh, wake.clone(), move |current| {
             let (s, tx, opts, keys) = (s.clone(), tx.clone(), opts.clone(), keys.clone());
@@ -291,15 +291,18 @@ struct Trackers {
     kept: Arc<std::sync::Mutex<HashMap<ActivityId, Tracker>>>,
     /// A read-only console keeps its books in memory only.
     read_only: bool,
+    /// The share of Redis's time a first read may take, in percent.
+    warm_share_pct: u8,
     /// How far the running settle from scratch has read.
     gauge: SettleGauge,
 }
 
 impl Trackers {
-    fn new(read_only: bool) -> Self {
+    fn new(read_only: bool, warm_share_pct: u8) -> Self {
         Trackers {
             kept: Arc::default(),
             read_only,
+            warm_share_pct,
             gauge: SettleGauge::new(),
         }
     }
@@ -310,7 +313,8 @@ impl Trackers {
             .ok()
             .and_then(|mut m| m.remove(id))
             .unwrap_or_else(|| {
-                let mut opts = TrackerOptions::live(grace, self.read_only);
+                let mut opts =
+                    TrackerOptions::live(grace, self.read_only).warm_share(self.warm_share_pct);
                 opts.gauge = self.gauge.clone();
                 Tracker::new(id.clone(), opts)
             })

@@ -6,6 +6,7 @@ mod harness;
 
 mod acl;
 mod activity_cli;
+mod at_rest;
 mod buyers;
 mod chaos;
 mod clients;
@@ -28,6 +29,7 @@ mod one_truth;
 mod operators;
 mod order_sums;
 mod partial_loss;
+mod peers;
 mod preflight;
 mod preheat;
 mod queue_order;

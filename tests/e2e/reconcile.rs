@@ -506,14 +506,22 @@ async fn read_only_refuses_every_write_before_sending_it() {
                 c.label()
             );
             // An allowlist: the guard's reads, SCRIPT EXISTS, the connection's handshake (no
-            // CLIENT SETINFO: the client does not name itself) and CLIENT TRACKING, which
-            // writes nothing: it asks Redis to say which keys were written (redis::changes).
+            // CLIENT SETINFO: the client does not name itself), CLIENT TRACKING, which writes
+            // nothing: it asks Redis to say which keys were written (redis::changes), and
+            // SUBSCRIBE to the activity's readers' channel (redis::peers): a read-only reader
+            // listens to the others, and never publishes.
             let handshake = ["HELLO", "AUTH", "SELECT"];
+            assert!(
+                !seen.iter().any(|c| c == "PUBLISH"),
+                "{}: a read-only reader published: {seen:?}",
+                c.label()
+            );
             let bad: Vec<&String> = seen
                 .iter()
                 .filter(|c| {
                     c.as_str() != "SCRIPT EXISTS"
                         && c.as_str() != "CLIENT TRACKING"
+                        && c.as_str() != "SUBSCRIBE"
                         && !seckill_console::redis::guard::READ_COMMANDS.contains(&c.as_str())
                         && !handshake.contains(&c.as_str())
                 })

@@ -5,9 +5,10 @@
 //! waits on the grace window, a lookup or a save) shows the same status as long as its cut, its
 //! row and its orders stand. The [`super::quiet::Watchlist`] says which cuts moved (Redis's
 //! pushes, or the streams asked); the rows kept say which rows changed; the feed of changed
-//! orders names the products whose orders changed, which are woken in the same refresh. Every
-//! product is still read when the sums are compared (every `verify_every`), when the sweep comes
-//! to it, and when its checkpoint's feed position falls due. At 100,000 quiet products, reading
+//! orders names the products whose orders changed, which are woken in the same refresh. The
+//! minute's check of the sums compares a product at rest with one grouped sum of the live
+//! orders, and reads it only if that differs; a product is also read when the sweep comes to it
+//! and when its checkpoint's feed position falls due. At 100,000 quiet products, reading
 //! and showing every product at every refresh was 80% of a core.
 
 use super::*;
@@ -71,7 +72,7 @@ impl Tracker {
     /// and the status of each; a product at rest that nothing moved keeps the status it had,
     /// and costs nothing here. Nothing is left out that could have changed: a product is
     /// read when Redis or its row moved, when an order of its changed (the feed names it),
-    /// when the sums are compared (every product, every `verify_every`), when the sweep
+    /// when its sum of live orders differs at the minute's check, when the sweep
     /// comes to it, and when its checkpoint falls due.
     pub(super) async fn refresh_live(
         &mut self,
@@ -143,11 +144,27 @@ impl Tracker {
         };
         self.opts.interleave.at(Stage::Cut).await;
 
-        // The sweep's next page is read in this refresh, at rest or not.
+        // The sweep's next page is read in this refresh, at rest or not, and so is a product
+        // whose unreadable entry another reader's sweep found (checked here before it shows).
         let page = self.sweep_list(&refs);
         let mut active = self.wanted(redis, &refs, &read, changed_rows.as_deref());
-        for &i in &page {
+        for &i in page.iter().chain(&self.told_bad()) {
             active[i] = true;
+        }
+        let verify = self
+            .last_verify
+            .is_none_or(|t| t.elapsed() >= self.opts.verify_every);
+        let mut checked_resting = false;
+        if verify {
+            match self.verify_resting(redis, db, &refs, &mut active).await {
+                Ok(Some(checked)) => checked_resting = checked,
+                // Not known what moved since the read: every product is read.
+                Ok(None) => active.fill(true),
+                Err(e) => {
+                    self.start_over();
+                    return Err(e);
+                }
+            }
         }
         // Products left out before and read now take the position the feed was read to for
         // them while they rested.
@@ -181,8 +198,104 @@ impl Tracker {
                 return Err(e);
             }
         };
+        self.tell_bad(redis, &page, &refs).await;
+        if checked_resting {
+            // Also when every product was at rest (the refresh's own check had none to read).
+            self.last_verify = Some(Instant::now());
+        }
         self.show(items, &settled);
         Ok(self.reading(activity, latest))
+    }
+
+    /// The minute's check of the sums for the products at rest, without reading them (at
+    /// 100,000 products, making every product an item of the refresh once a minute was a
+    /// peak of 54 MB and most of the reader's growth in memory): nothing moved them in Redis
+    /// since their cut (Redis would have named them), so their live units at the cut are the
+    /// database's live units now; one grouped sum of the activity's live orders compares them
+    /// all, and a product whose sum differs is read in this refresh, settled and checked as
+    /// any other. Returns whether it compared any product; None when Redis's pushes do not
+    /// say what moved since the read (then every product is read, as before).
+    async fn verify_resting(
+        &mut self,
+        redis: &RedisStore,
+        db: &Db,
+        ids: &[&str],
+        active: &mut [bool],
+    ) -> Result<Option<bool>> {
+        let resting: Vec<usize> = (0..ids.len()).filter(|&i| !active[i]).collect();
+        if resting.is_empty() {
+            return Ok(Some(false));
+        }
+        let Some(watch) = self.watch.as_mut() else {
+            return Ok(None);
+        };
+        if watch.pushed_since_read(redis).await.is_none() {
+            return Ok(None);
+        }
+        let mut tx = db_cut::begin(db, &self.activity).await?;
+        let live = db_cut::live_units(&mut tx, &self.activity, None).await?;
+        drop(tx);
+        self.cost.verified = true;
+        for i in resting {
+            let units = live.get(ids[i]).copied().unwrap_or(0);
+            if self
+                .kept
+                .get(ids[i])
+                .is_none_or(|k| k.books.live_units != units)
+            {
+                tracing::debug!(product = %ids[i], "live orders differ from the books at rest; reading it");
+                active[i] = true;
+            }
+        }
+        Ok(Some(true))
+    }
+
+    /// Takes in the unreadable entries other readers' sweeps found: each goes into the
+    /// product's books as one to read again (the refresh's recheck keeps it only if this
+    /// reader reads it unreadable too); returns the products, by index, to read now.
+    fn told_bad(&mut self) -> Vec<usize> {
+        let Some(watch) = self.watch.as_mut() else {
+            return Vec::new();
+        };
+        let mut woken = Vec::new();
+        for bad in watch.told_bad() {
+            let hash = if bad.hash == 'b' {
+                HashOf::Buyers
+            } else {
+                HashOf::Ledger
+            };
+            let (Some(&i), Some(k)) = (
+                self.index.get(bad.product.as_str()),
+                self.kept.get_mut(bad.product.as_str()),
+            ) else {
+                continue;
+            };
+            if k.books.bad_entries.len() < MAX_BAD_ENTRIES {
+                k.books.bad_entries.entry((hash, bad.field)).or_default();
+                woken.push(i);
+            }
+        }
+        woken
+    }
+
+    /// Tells the other readers the unreadable entries this refresh's sweep page holds.
+    async fn tell_bad(&mut self, redis: &RedisStore, page: &[usize], ids: &[&str]) {
+        let mut bad = Vec::new();
+        for &i in page {
+            let Some(k) = ids.get(i).and_then(|id| self.kept.get(*id)) else {
+                continue;
+            };
+            for (hash, field) in k.books.bad_entries.keys() {
+                bad.push(crate::redis::peers::Bad {
+                    product: ids[i].to_string(),
+                    hash: if *hash == HashOf::Buyers { 'b' } else { 'l' },
+                    field: field.clone(),
+                });
+            }
+        }
+        if let Some(w) = self.watch.as_mut() {
+            w.tell_bad(redis, &bad).await;
+        }
     }
 
     /// The products this refresh reads, with their cuts (read whole now, or standing), and
@@ -233,11 +346,10 @@ impl Tracker {
         changed_rows: Option<&[usize]>,
     ) -> Vec<bool> {
         let n = ids.len();
-        let verify = self
-            .last_verify
-            .is_none_or(|t| t.elapsed() >= self.opts.verify_every);
+        // The minute's sums are compared after (`verify_resting`): a product at rest is
+        // read then only if its sum moved.
         let anew = self.watch.as_ref().is_none_or(Watchlist::anew);
-        if verify || anew || self.opts.fresh {
+        if anew || self.opts.fresh || self.last_verify.is_none() {
             return vec![true; n];
         }
         let mut active: Vec<bool> = self
@@ -482,13 +594,23 @@ impl Tracker {
     /// product's books to list those with some was a quarter of a quiet refresh's CPU).
     fn sweep_list(&mut self, ids: &[&str]) -> Vec<usize> {
         let n = ids.len();
-        let take = self.opts.sweep.products.min(n);
+        // Shared with k other readers, each sweeps a k-th of the pages (in credits: two
+        // products a refresh shared by three readers is two every third refresh each).
+        let sharing = self.watch.as_ref().map_or(1, Watchlist::sharing) as u64;
+        self.sweep_credit += self.opts.sweep.products as u64;
+        let take = usize::try_from(self.sweep_credit / sharing)
+            .unwrap_or(usize::MAX)
+            .min(n);
+        self.sweep_credit %= sharing;
         let mut page = Vec::with_capacity(take);
         let mut looked = 0;
+        // Another reader that publishes sweeps the products whose turn is its own, and tells
+        // what it finds ([`crate::redis::peers`]).
+        let watch = self.watch.as_ref();
         while page.len() < take && looked < n {
             let i = self.sweep_next.wrapping_add(looked) % n;
             looked += 1;
-            if self.kept.contains_key(ids[i]) {
+            if self.kept.contains_key(ids[i]) && watch.is_none_or(|w| w.sweeps(ids[i])) {
                 page.push(i);
             }
         }

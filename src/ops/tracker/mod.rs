@@ -147,6 +147,15 @@ impl TrackerOptions {
         }
     }
 
+    /// The share of Redis's time a read of many products whole may take (the first, or every
+    /// product after a failover), in percent ([`QuietOptions::share_pct`]).
+    pub fn warm_share(mut self, pct: u8) -> Self {
+        if let Some(q) = self.quiet.as_mut() {
+            q.share_pct = pct.clamp(1, 100);
+        }
+        self
+    }
+
     /// One read of a command: from the checkpoint, checked against the sums, saved.
     pub fn once(grace: Duration, read_only: bool) -> Self {
         TrackerOptions {
@@ -359,6 +368,8 @@ pub struct Tracker {
     rows: KeptRows,
     /// The product the next sweep page starts at.
     sweep_next: usize,
+    /// Products the live view's sweep owes (its pages shared with other readers).
+    sweep_credit: u64,
     /// Which orphan-to-be the next confirmation starts at (they are looked up in turns).
     confirm_next: usize,
     /// The products of the last refresh, in order: books are dropped only when they change.
@@ -402,6 +413,7 @@ impl Tracker {
             // Commands each read once: starting from the clock, their sweeps go round the
             // products of an activity with more products than one sweep takes.
             sweep_next: usize::try_from(Utc::now().timestamp()).unwrap_or(0),
+            sweep_credit: 0,
             confirm_next: 0,
             listed: Vec::new(),
             shown: Vec::new(),
