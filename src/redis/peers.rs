@@ -20,7 +20,7 @@
 //! one per reader). The others wait [`GRACE`] for the digests and read a product themselves if
 //! none came (its reader stopped, a message lost): the net holds for each reader whatever the
 //! others do. A reader alone, or one that hears nobody, reads every product itself, as before.
-//! The bounded sweep of the ledgers and buyers hashes ([`crate::ops::integrity`]) is shared
+//! The bounded sweep of the ledgers and buyers hashes (the live view's integrity sweep) is shared
 //! the same way, by the products' lanes: each reader sweeps its share at its share of the
 //! pace, and tells the unreadable entries it finds, which the others then read themselves.
 
