@@ -154,6 +154,7 @@ fn file(prefix: &str, channel: &str, inbox: &Mutex<Inbox>, info: PushInfo) {
         PushKind::Message => {
             if let [Value::BulkString(ch), Value::BulkString(payload)] = info.data.as_slice()
                 && ch.as_slice() == channel.as_bytes()
+                && payload.len() <= peers::MAX_MESSAGE
                 && let Some(h) = peers::parse(payload)
             {
                 inbox.heard.push(h);
@@ -483,6 +484,27 @@ mod tests {
         assert_eq!(product_of(p, b"seckill:{bigger:p1}:stock"), None);
         assert_eq!(product_of(p, b"other:{big:p1}:stock"), None);
         assert_eq!(product_of(p, b"seckill:{big:\xff}:stock"), None);
+    }
+
+    #[test]
+    fn the_readers_channel_is_heard_and_nothing_else() {
+        let inbox = Mutex::new(Inbox::default());
+        let message = |ch: &str, payload: Vec<u8>| PushInfo {
+            kind: PushKind::Message,
+            data: vec![
+                Value::BulkString(ch.as_bytes().to_vec()),
+                Value::BulkString(payload),
+            ],
+        };
+        let hello = peers::hello_message(7).into_bytes();
+        file("p", "ch", &inbox, message("ch", hello.clone()));
+        // Another channel, a stray payload, one longer than any reader sends.
+        file("p", "ch", &inbox, message("other", hello));
+        file("p", "ch", &inbox, message("ch", b"hello".to_vec()));
+        let mut long = peers::hello_message(8).into_bytes();
+        long.resize(peers::MAX_MESSAGE + 1, b' ');
+        file("p", "ch", &inbox, message("ch", long));
+        assert_eq!(inbox.lock().expect("inbox").heard, vec![Heard::Hello(7)]);
     }
 
     #[test]

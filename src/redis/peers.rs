@@ -38,6 +38,9 @@ const GONE_AFTER: Duration = Duration::from_secs(15);
 /// The most digests in one message (about 30 bytes each).
 const DIGESTS_A_MESSAGE: usize = 2_000;
 
+/// A message longer than any this build sends (a stray or hostile PUBLISH) is not read.
+pub const MAX_MESSAGE: usize = 64 * 1024 + DIGESTS_A_MESSAGE * 160;
+
 /// The channel of an activity's readers. The version is in the name: a digest is made by this
 /// build's [`digest`], and readers of another version neither share nor mistake theirs.
 pub fn channel(key_prefix: &str, activity: &str) -> String {
