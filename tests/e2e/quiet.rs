@@ -975,7 +975,7 @@ async fn unreadable_counters_are_settled_again_when_the_cut_moves_cluster() {
 /// whole once, then only asks: opening a node's first connection during a read is not a
 /// restart. A connection opened again between two reads is (the node may have restarted from
 /// an older snapshot). One lost and opened again in the middle of a read follows the same rule
-/// (`reopened`, unit-tested in `ops/quiet.rs`); no hook here stops a read half way.
+/// (`reopened`, unit-tested in `ops/quiet/mod.rs`); no hook here stops a read half way.
 async fn a_new_console_reads_whole_once(topo: Topo) {
     let tdb = crate::harness::TestDb::sqlite();
     let sale = Sale::open(&topo, tdb.open().await, "fresh1").await;

@@ -41,7 +41,12 @@ use crate::domain::rid_hash::RidMap;
 use crate::domain::stock::StockValue;
 use crate::redis::changes::{ChangeFeed, Changes, Mode};
 use crate::redis::cut::{self, Clocks, KeysPresent, ProductCut};
-use crate::redis::peers::{self, Bad, Heard, Round, Turns};
+use crate::redis::peers::{self, Bad, Round, Turns};
+use known::{Brief, Known};
+use round::aligned_base;
+
+mod known;
+mod round;
 use crate::redis::{ProductKeys, RedisStore};
 use redis::RedisResult;
 use std::collections::HashSet;
@@ -135,104 +140,6 @@ pub struct QuietCost {
     pub peers: u64,
 }
 
-/// How long a product has been quiet and when it is read whole next (its last whole cut is
-/// kept beside it, apart: a refresh that plans every product reads only these).
-#[derive(Clone, Copy, Debug)]
-struct Brief {
-    /// The refresh that last saw it move.
-    moved_at: u64,
-    /// When it was last read whole (see [`Watchlist::turn`]).
-    whole_at: Instant,
-    /// Its turn: which refreshes ask it, and when its whole read falls due.
-    lane: u64,
-    /// When its next whole read falls due, with Redis's pushes and without them (worked out
-    /// once per whole read: two 128-bit divisions per product every refresh were a fifth of
-    /// a live view's CPU at 100,000 quiet products).
-    due: (Instant, Instant),
-    /// Its last cut was settled ([`settled`]) and had no key ([`absent`]).
-    settled: bool,
-    absent: bool,
-}
-
-/// Every product's last whole cut and its [`Brief`], in the order of the caller's list of
-/// products (looked up by id for each product at every refresh, in a map of 100,000 cuts, they
-/// cost a cache miss or two each: most of a quiet refresh).
-#[derive(Debug, Default)]
-struct Known {
-    /// The caller's generation of the list these stand in the order of.
-    generation: Option<u64>,
-    index: RidMap<usize>,
-    brief: Vec<Option<Brief>>,
-    cuts: Vec<Option<ProductCut>>,
-    count: usize,
-}
-
-impl Known {
-    /// Puts what is known in the order of `ids` (only when the list changed): products taken
-    /// out are forgotten.
-    fn align(&mut self, ids: &[&str], generation: u64) {
-        let n = ids.len();
-        let same = self.generation == Some(generation)
-            && self.brief.len() == n
-            && [0, n / 2, n.saturating_sub(1)]
-                .into_iter()
-                .filter(|&i| i < n)
-                .all(|i| self.index.get(ids[i]) == Some(&i));
-        if same {
-            return;
-        }
-        let mut brief = vec![None; n];
-        let mut cuts = vec![None; n];
-        let mut index = RidMap::default();
-        let mut count = 0;
-        for (i, id) in ids.iter().enumerate() {
-            if let Some(&j) = self.index.get(*id)
-                && let Some(c) = self.cuts.get_mut(j).and_then(Option::take)
-            {
-                brief[i] = self.brief.get(j).copied().flatten();
-                cuts[i] = Some(c);
-                count += 1;
-            }
-            index.insert(id.to_string(), i);
-        }
-        *self = Known {
-            generation: Some(generation),
-            index,
-            brief,
-            cuts,
-            count,
-        };
-    }
-
-    fn clear(&mut self) {
-        self.brief.iter_mut().for_each(|b| *b = None);
-        self.cuts.iter_mut().for_each(|c| *c = None);
-        self.count = 0;
-    }
-
-    fn is_empty(&self) -> bool {
-        self.count == 0
-    }
-
-    fn cut(&self, i: usize) -> Option<&ProductCut> {
-        self.cuts.get(i)?.as_ref()
-    }
-
-    fn brief(&self, i: usize) -> Option<&Brief> {
-        self.brief.get(i)?.as_ref()
-    }
-
-    fn insert(&mut self, i: usize, brief: Brief, cut: ProductCut) {
-        if let (Some(b), Some(c)) = (self.brief.get_mut(i), self.cuts.get_mut(i)) {
-            if c.is_none() {
-                self.count += 1;
-            }
-            *b = Some(brief);
-            *c = Some(cut);
-        }
-    }
-}
-
 /// What one refresh does with a product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Plan {
@@ -287,31 +194,6 @@ pub struct Watchlist {
 /// (the same in every reader of one build).
 fn lane(id: &str) -> u64 {
     BuildHasherDefault::<DefaultHasher>::default().hash_one(id)
-}
-
-/// The instant the safety net's periods of `every` are counted from: a multiple of `every` on
-/// the wall clock, so that every reader of an activity has a product fall due at the same
-/// time, and one read of it serves them all ([`crate::redis::peers`]).
-/// Returns the instant and its time on the wall clock (ms since the epoch).
-fn aligned_base(every: Duration) -> (Instant, u128) {
-    let now = Instant::now();
-    let period = every.as_millis().max(1);
-    let epoch = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
-    let into = epoch % period;
-    match now.checked_sub(Duration::from_millis(u64::try_from(into).unwrap_or(0))) {
-        Some(base) => (base, epoch - into),
-        None => (now, epoch),
-    }
-}
-
-/// A digest of what a cut shows (its instant aside, as [`same`]), the same in every reader of
-/// one build.
-pub(crate) fn cut_digest(c: &ProductCut) -> u64 {
-    let text = format!("{:?}|{:?}|{:?}|{:?}", c.stock, c.meta, c.position, c.keys);
-    peers::digest(text.as_bytes())
 }
 
 /// Each primary and how many connections it has opened so far.
@@ -475,14 +357,6 @@ impl Watchlist {
         (since + u128::from(lane) % period) / period
     }
 
-    /// The second on the wall clock `at` falls in (as every reader counts it): the products
-    /// that fall due in one second are one reader's, so that one read and one message serve
-    /// them all.
-    fn second_of(&self, at: Instant) -> u64 {
-        let ms = self.base_epoch_ms + at.saturating_duration_since(self.base).as_millis();
-        u64::try_from(ms / 1_000).unwrap_or(0)
-    }
-
     /// When a product of `lane` read whole at `at` falls due again: the start of its next
     /// period ([`Watchlist::turn`] of that instant is one more than `at`'s).
     fn due_after(&self, at: Instant, lane: u64, every: Duration) -> Instant {
@@ -619,121 +493,6 @@ impl Watchlist {
         }
         self.gauge.finish();
         Ok(out)
-    }
-
-    /// Takes in what the other readers said since the last read: a digest equal to this
-    /// reader's last cut of the product counts as its safety read, now; one that differs (or of
-    /// a product it has no cut of) has the product read whole in this refresh, as if Redis had
-    /// named it.
-    fn hear(&mut self, pushed: &mut [bool], now: Instant, publishes: bool) {
-        self.round.set_publishes(publishes);
-        let Some(feed) = self.feed.as_mut() else {
-            return;
-        };
-        for h in feed.heard() {
-            let (from, cuts) = match h {
-                Heard::Hello(from) => (from, Vec::new()),
-                Heard::Cuts(from, cuts) => (from, cuts),
-                Heard::Bad(from, bad) => {
-                    if from != self.round.me() && self.told_bad.len() < 1_000 {
-                        self.told_bad.push(bad);
-                    }
-                    (from, Vec::new())
-                }
-            };
-            self.round.heard_from(from, now);
-            if from == self.round.me() {
-                continue;
-            }
-            for (id, d) in cuts {
-                let Some(&i) = self.known.index.get(id.as_str()) else {
-                    continue;
-                };
-                let stands = self.known.cut(i).is_some_and(|c| cut_digest(c) == d);
-                match self.known.brief(i).copied() {
-                    Some(mut b) if stands => {
-                        b.whole_at = now;
-                        b.due = (
-                            self.due_after(now, b.lane, self.opts.full_every_tracked),
-                            self.due_after(now, b.lane, self.opts.full_every),
-                        );
-                        if let Some(slot) = self.known.brief.get_mut(i) {
-                            *slot = Some(b);
-                        }
-                        self.cost.shared += 1;
-                    }
-                    _ => {
-                        if let Some(p) = pushed.get_mut(i) {
-                            *p = true;
-                        }
-                    }
-                }
-            }
-        }
-        self.cost.peers = self.round.peers() as u64;
-    }
-
-    /// Publishes the digests of the products this refresh read for the safety net alone, and
-    /// says it is there every few seconds (a reader that may write; see [`crate::redis::peers`]).
-    async fn tell(
-        &mut self,
-        redis: &RedisStore,
-        ids: &[&str],
-        whole: &[usize],
-        plans: &[Plan],
-        now: Instant,
-    ) {
-        if redis.read_only() {
-            return;
-        }
-        let Some(feed) = self.feed.as_mut().filter(|f| f.listening()) else {
-            return;
-        };
-        let me = self.round.me();
-        let cuts: Vec<(&str, u64)> = whole
-            .iter()
-            .filter(|&&i| plans[i] == Plan::Net)
-            .filter_map(|&i| Some((ids[i], cut_digest(self.known.cut(i)?))))
-            .collect();
-        let mut messages = peers::cuts_messages(me, &cuts);
-        if messages.is_empty() && self.round.hello_due(now) {
-            messages.push(peers::hello_message(me));
-        }
-        if !messages.is_empty() {
-            self.round.said(now);
-            feed.say(redis, &messages).await;
-        }
-    }
-
-    /// Whether this reader sweeps product `id`'s entries itself ([`crate::ops::integrity`]):
-    /// its turn among the readers that publish, as for the safety net; the others are told
-    /// what it finds ([`Watchlist::tell_bad`]).
-    pub fn sweeps(&self, id: &str) -> bool {
-        self.turns.as_ref().is_none_or(|t| t.mine(lane(id)))
-    }
-
-    /// How many readers that publish share the sweep and the safety net, this one among them
-    /// (1: it does them alone).
-    pub fn sharing(&self) -> usize {
-        self.turns.as_ref().map_or(1, Turns::sharing)
-    }
-
-    /// The unreadable entries the other readers' sweeps found since the last call.
-    pub fn told_bad(&mut self) -> Vec<Bad> {
-        std::mem::take(&mut self.told_bad)
-    }
-
-    /// Tells the other readers the unreadable entries this reader's sweep found (not in
-    /// read-only mode; best effort).
-    pub async fn tell_bad(&mut self, redis: &RedisStore, bad: &[Bad]) {
-        if bad.is_empty() || redis.read_only() {
-            return;
-        }
-        let me = self.round.me();
-        let messages: Vec<String> = bad.iter().map(|b| peers::bad_message(me, b)).collect();
-        if let Some(feed) = self.feed.as_mut().filter(|f| f.listening()) {
-            feed.say(redis, &messages).await;
-        }
     }
 
     /// The last cut of product `ids[i]` of the last read, as it was read (at that read's
